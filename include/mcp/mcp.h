@@ -1,0 +1,101 @@
+/*
+ * libmcp: the MCP 2026 inference engine, embeddable without the server.
+ *
+ *   mcp_session *s;
+ *   char err[512];
+ *   mcp_session_options o = mcp_session_options_default();
+ *   if (mcp_session_create_from_file("model.onnx", &o, &s, err, sizeof err)) { puts(err); }
+ *   mcp_value *x = mcp_value_create_tensor(MCP_DTYPE_FLOAT, 2, dims, data, err, sizeof err);
+ *   const char *names[] = {"input"};
+ *   mcp_value *y = NULL;
+ *   mcp_session_run(s, 1, names, &x, 0, NULL, &y, err, sizeof err);
+ *
+ * Ownership: every mcp_value returned to the caller belongs to the caller
+ * (mcp_value_destroy). A session is immutable after creation and may be run
+ * from any number of threads at once. Destroy functions accept NULL.
+ */
+#ifndef MCP_MCP_H
+#define MCP_MCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp/dtype.h"
+#include "mcp/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MCP_VERSION_STRING "0.1.0"
+
+typedef struct mcp_session mcp_session;
+typedef struct mcp_value mcp_value;
+
+typedef struct mcp_session_options {
+    int threads;         /* intra-op threads per run; 0 = default (1) */
+    const char *backend; /* "auto" (default) or "ref"; the MCP_BACKEND environment variable overrides NULL */
+} mcp_session_options;
+
+mcp_session_options mcp_session_options_default(void);
+
+/* Loads and prepares a model: import, shape checks, kernel resolution. On
+ * failure *out is NULL and err holds a message naming the node or tensor. */
+mcp_status mcp_session_create_from_file(const char *path, const mcp_session_options *opts,
+                                        mcp_session **out, char *err, size_t err_len);
+/* The buffer is only read during the call. Models with external data need a
+ * folder: pass it in base_dir (or NULL). */
+mcp_status mcp_session_create_from_memory(const void *buf, size_t len, const char *base_dir,
+                                          const mcp_session_options *opts, mcp_session **out,
+                                          char *err, size_t err_len);
+void mcp_session_destroy(mcp_session *s);
+
+typedef enum mcp_value_kind_public {
+    MCP_KIND_TENSOR = 0,
+    MCP_KIND_SEQUENCE = 1,
+    MCP_KIND_NONE = 2, /* an empty optional */
+} mcp_value_kind_public;
+
+/* Static description of a graph input or output. dims[i] is -1 for a
+ * dimension unknown until run time (dim_params[i] then names it, or NULL);
+ * rank is -1 when unknown. Pointers stay valid while the session lives. */
+typedef struct mcp_io_info {
+    const char *name;
+    int kind;          /* mcp_value_kind_public */
+    int optional;      /* nonzero for optional(...) types */
+    mcp_dtype dtype;   /* tensor dtype, or element dtype of a sequence */
+    int rank;
+    const int64_t *dims;
+    const char *const *dim_params;
+} mcp_io_info;
+
+int mcp_session_input_count(const mcp_session *s);
+int mcp_session_output_count(const mcp_session *s);
+mcp_status mcp_session_input_info(const mcp_session *s, int i, mcp_io_info *info);
+mcp_status mcp_session_output_info(const mcp_session *s, int i, mcp_io_info *info);
+
+/*
+ * Runs the model. Inputs are matched by name; every graph input without a
+ * default must be given. out_names selects outputs (NULL = all, in graph
+ * order, n_outputs then ignored); out_values receives one new value per
+ * selected output, owned by the caller.
+ */
+mcp_status mcp_session_run(const mcp_session *s, int n_inputs, const char *const *names,
+                           mcp_value *const *inputs, int n_outputs, const char *const *out_names,
+                           mcp_value **out_values, char *err, size_t err_len);
+
+/* Creates a tensor value holding a copy of data (numel * element size bytes;
+ * for MCP_DTYPE_STRING, data is an array of const char *). */
+mcp_value *mcp_value_create_tensor(mcp_dtype dtype, int rank, const int64_t *dims,
+                                   const void *data, char *err, size_t err_len);
+void mcp_value_destroy(mcp_value *v);
+int mcp_value_get_kind(const mcp_value *v);
+/* Tensor accessors: pointers stay valid until the value is destroyed. */
+mcp_status mcp_value_get_tensor(const mcp_value *v, mcp_dtype *dtype, int *rank,
+                                const int64_t **dims, const void **data);
+int64_t mcp_value_sequence_length(const mcp_value *v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,142 @@
+#include "base/base.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const status_names[] = {
+#define MCP__STATUS_NAME(name, text) text,
+    MCP_STATUS_MAP(MCP__STATUS_NAME)
+#undef MCP__STATUS_NAME
+};
+_Static_assert(sizeof(status_names) / sizeof(status_names[0]) == MCP_STATUS_COUNT,
+               "status name table out of sync");
+
+const char *mcp_status_str(mcp_status status)
+{
+    if ((int)status < 0 || status >= MCP_STATUS_COUNT) return "unknown status";
+    return status_names[status];
+}
+
+void mcp__assert_fail(const char *expr, const char *file, int line)
+{
+    fprintf(stderr, "mcp: assertion failed: %s (%s:%d)\n", expr, file, line);
+    abort();
+}
+
+mcp_status mcp_err_vset(mcp_err *err, mcp_status status, const char *fmt, va_list ap)
+{
+    if (err && err->buf && err->cap > 0) vsnprintf(err->buf, err->cap, fmt, ap);
+    return status;
+}
+
+mcp_status mcp_err_set(mcp_err *err, mcp_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    mcp_err_vset(err, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void mcp_err_prefix(mcp_err *err, const char *fmt, ...)
+{
+    if (!err || !err->buf || err->cap == 0) return;
+    char prefix[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t plen = strlen(prefix);
+    size_t mlen = strnlen(err->buf, err->cap - 1);
+    /* Shift the message right and put "prefix: " in front, truncating. */
+    size_t shift = plen + 2;
+    if (shift >= err->cap) shift = err->cap - 1;
+    size_t keep = mlen;
+    if (keep + shift >= err->cap) keep = err->cap - 1 - shift;
+    memmove(err->buf + shift, err->buf, keep);
+    err->buf[shift + keep] = '\0';
+    char tmp[520];
+    snprintf(tmp, sizeof tmp, "%s: ", prefix);
+    memcpy(err->buf, tmp, shift < strlen(tmp) ? shift : strlen(tmp));
+}
+
+static atomic_llong alloc_live;
+
+void *mcp_malloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (p) atomic_fetch_add(&alloc_live, 1);
+    return p;
+}
+
+void *mcp_calloc(size_t count, size_t size)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (p) atomic_fetch_add(&alloc_live, 1);
+    return p;
+}
+
+void *mcp_realloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (q && !p) atomic_fetch_add(&alloc_live, 1);
+    return q;
+}
+
+void mcp_free(void *p)
+{
+    if (!p) return;
+    atomic_fetch_sub(&alloc_live, 1);
+    free(p);
+}
+
+char *mcp_strdup(const char *s)
+{
+    size_t n = strlen(s);
+    char *d = mcp_malloc(n + 1);
+    if (d) memcpy(d, s, n + 1);
+    return d;
+}
+
+int64_t mcp_alloc_live_count(void) { return atomic_load(&alloc_live); }
+
+int mcp_mul_overflow_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot seek '%s'", path);
+    }
+    long size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot size '%s' (not a regular file?)", path);
+    }
+    uint8_t *buf = mcp_malloc((size_t)size);
+    if (!buf) {
+        fclose(f);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory reading '%s' (%ld bytes)", path, size);
+    }
+    size_t got = size ? fread(buf, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (got != (size_t)size) {
+        mcp_free(buf);
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "short read on '%s'", path);
+    }
+    *data = buf;
+    *len = (size_t)size;
+    return MCP_STATUS_OK;
+}

@@ -1,0 +1,57 @@
+/*
+ * base: status codes, error messages, assertions and small utilities shared by
+ * every layer. Nothing here knows about tensors or graphs.
+ */
+#ifndef MCP_BASE_H
+#define MCP_BASE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcp/status.h"
+
+/* Bugs abort; bad input returns a status. */
+#define MCP_ASSERT(cond)                                                     \
+    do {                                                                     \
+        if (!(cond)) mcp__assert_fail(#cond, __FILE__, __LINE__);            \
+    } while (0)
+
+_Noreturn void mcp__assert_fail(const char *expr, const char *file, int line);
+
+/*
+ * An error sink: a caller-owned buffer that receives the first failure's
+ * message. Functions that fail write a sentence naming what was wrong and
+ * where, then return a status. A NULL sink discards messages.
+ */
+typedef struct mcp_err {
+    char *buf;
+    size_t cap;
+} mcp_err;
+
+/* Formats into err (if any) and returns status, so callers can
+ * `return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "...")`. */
+mcp_status mcp_err_set(mcp_err *err, mcp_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+mcp_status mcp_err_vset(mcp_err *err, mcp_status status, const char *fmt, va_list ap);
+
+/* Prepends "prefix: " to whatever message err already holds. */
+void mcp_err_prefix(mcp_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation wrappers: they return NULL on failure (never abort), so a
+ * tensor-sized allocation failure becomes MCP_STATUS_OUT_OF_MEMORY. */
+void *mcp_malloc(size_t n);
+void *mcp_calloc(size_t count, size_t size);
+void *mcp_realloc(void *p, size_t n);
+void mcp_free(void *p);
+char *mcp_strdup(const char *s);
+/* Number of live allocations made through these wrappers (for tests). */
+int64_t mcp_alloc_live_count(void);
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+int mcp_mul_overflow_size(size_t a, size_t b, size_t *out);
+
+/* Reads a whole file. *data is owned by the caller (mcp_free). */
+mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err);
+
+#endif

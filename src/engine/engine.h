@@ -1,0 +1,35 @@
+/*
+ * engine: sessions (load-time preparation, immutable afterwards) and the
+ * executor (per-run frames). The public face is include/mcp/mcp.h; this
+ * header adds the internal calls the tools and tests use.
+ */
+#ifndef MCP_ENGINE_H
+#define MCP_ENGINE_H
+
+#include "graph/graph.h"
+#include "mcp/mcp.h"
+#include "ops/ops.h"
+#include "tensor/tensor.h"
+
+struct mcp_session {
+    mcp_graph *graph; /* owned; nodes carry their resolved kernels */
+    int threads;
+    char backend[16];
+    mcp_io_info *inputs;  /* one per graph input */
+    mcp_io_info *outputs; /* one per graph output */
+};
+
+mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
+                               const mcp_session_options *opts, mcp_session **out, mcp_err *err);
+
+/* Runs the graph. inputs[i] is the value for graph input i (NULL = missing);
+ * outputs[i] receives a new value for graph output i (caller frees). */
+mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_value **outputs,
+                            mcp_err *err);
+
+/* Executes graph g in a new frame whose parent is `parent` (NULL for the
+ * top graph). Used by the session and by mcp_kernel_run_subgraph. */
+mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
+                           mcp_value *const *inputs, mcp_value **outputs, mcp_err *err);
+
+#endif

@@ -1,0 +1,337 @@
+/* Sessions: load-time preparation and the public C API. */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+mcp_session_options mcp_session_options_default(void)
+{
+    return (mcp_session_options){.threads = 0, .backend = NULL};
+}
+
+static void release_kernel_state(mcp_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        mcp_node *n = &g->nodes[i];
+        if (n->kernel && n->kernel->release && n->kernel_state) n->kernel->release(n->kernel_state);
+        n->kernel_state = NULL;
+        for (int a = 0; a < n->n_attrs; a++) {
+            if (n->attrs[a].g) release_kernel_state(n->attrs[a].g);
+            for (int64_t k = 0; n->attrs[a].graphs && k < n->attrs[a].count; k++)
+                release_kernel_state(n->attrs[a].graphs[k]);
+        }
+    }
+}
+
+/* Chooses every node's kernel once, subgraphs included. */
+static mcp_status resolve_kernels(mcp_graph *g, const char *backend, mcp_err *err)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        mcp_node *n = &g->nodes[i];
+        for (int a = 0; a < n->n_attrs; a++) {
+            mcp_status st = MCP_STATUS_OK;
+            if (n->attrs[a].g) st = resolve_kernels(n->attrs[a].g, backend, err);
+            for (int64_t k = 0; st == MCP_STATUS_OK && n->attrs[a].graphs && k < n->attrs[a].count; k++)
+                st = resolve_kernels(n->attrs[a].graphs[k], backend, err);
+            if (st != MCP_STATUS_OK) return st;
+        }
+        mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, err);
+        if (st != MCP_STATUS_OK) return st;
+        if (n->kernel->prepare) {
+            st = n->kernel->prepare(n, g, &n->kernel_state, err);
+            if (st != MCP_STATUS_OK) {
+                mcp_err_prefix(err, "node '%s' (%s)", n->name, n->op_type);
+                return st;
+            }
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+static void fill_io(mcp_io_info *info, const mcp_graph_value *v)
+{
+    info->name = v->name;
+    info->kind = v->type.kind == MCP_VALUE_SEQUENCE ? MCP_KIND_SEQUENCE : MCP_KIND_TENSOR;
+    info->optional = v->type.is_optional;
+    info->dtype = v->type.dtype;
+    info->rank = v->type.rank;
+    info->dims = v->type.dims;
+    info->dim_params = (const char *const *)v->type.dim_params;
+}
+
+mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
+                               const mcp_session_options *opts, mcp_session **out, mcp_err *err)
+{
+    *out = NULL;
+    mcp_session_options o = opts ? *opts : mcp_session_options_default();
+    const char *backend = o.backend;
+    if (!backend) backend = getenv("MCP_BACKEND");
+    if (!backend || !*backend) backend = "auto";
+    if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto or ref)", backend);
+    mcp_session *s = mcp_calloc(1, sizeof *s);
+    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    s->threads = o.threads > 0 ? o.threads : 1;
+    snprintf(s->backend, sizeof s->backend, "%s", backend);
+    mcp_status st = mcp_onnx_import(buf, len, base_dir, &s->graph, err);
+    if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, err);
+    if (st == MCP_STATUS_OK) {
+        const mcp_graph *g = s->graph;
+        s->inputs = mcp_calloc((size_t)g->n_inputs + 1, sizeof *s->inputs);
+        s->outputs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *s->outputs);
+        if (!s->inputs || !s->outputs) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (int i = 0; st == MCP_STATUS_OK && i < g->n_inputs; i++) fill_io(&s->inputs[i], &g->values[g->inputs[i]]);
+        for (int i = 0; st == MCP_STATUS_OK && i < g->n_outputs; i++) fill_io(&s->outputs[i], &g->values[g->outputs[i]]);
+    }
+    if (st != MCP_STATUS_OK) {
+        mcp_session_destroy(s);
+        return st;
+    }
+    *out = s;
+    return MCP_STATUS_OK;
+}
+
+void mcp_session_destroy(mcp_session *s)
+{
+    if (!s) return;
+    if (s->graph) {
+        release_kernel_state(s->graph);
+        mcp_graph_free(s->graph);
+    }
+    mcp_free(s->inputs);
+    mcp_free(s->outputs);
+    mcp_free(s);
+}
+
+/* Checks a caller's value against the graph input's declared type. */
+static mcp_status check_input(const mcp_graph_value *gv, const mcp_value *v, mcp_err *err)
+{
+    const mcp_type *t = &gv->type;
+    if (v->kind == MCP_VALUE_NONE) {
+        if (!t->is_optional)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s': an empty optional was given for a non-optional input", gv->name);
+        return MCP_STATUS_OK;
+    }
+    if (t->kind == MCP_VALUE_SEQUENCE) {
+        if (v->kind != MCP_VALUE_SEQUENCE)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s' must be a sequence", gv->name);
+        for (int64_t i = 0; i < v->seq_len; i++)
+            if (t->dtype != MCP_DTYPE_UNDEFINED && v->seq[i].dtype != t->dtype)
+                return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s': sequence element %lld has dtype %s, expected %s",
+                                   gv->name, (long long)i, mcp_dtype_name(v->seq[i].dtype), mcp_dtype_name(t->dtype));
+        return MCP_STATUS_OK;
+    }
+    if (v->kind != MCP_VALUE_TENSOR)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s' must be a tensor", gv->name);
+    const mcp_tensor *x = &v->tensor;
+    if (t->dtype != MCP_DTYPE_UNDEFINED && x->dtype != t->dtype)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s' has dtype %s, the model expects %s", gv->name,
+                           mcp_dtype_name(x->dtype), mcp_dtype_name(t->dtype));
+    if (t->rank >= 0) {
+        char a[128], b[128];
+        bool ok = x->rank == t->rank;
+        for (int i = 0; ok && i < t->rank; i++) ok = t->dims[i] < 0 || t->dims[i] == x->dims[i];
+        if (!ok) {
+            /* Print the expected shape with '?' for dynamic dims. */
+            size_t off = 0;
+            off += (size_t)snprintf(b + off, sizeof b - off, "[");
+            for (int i = 0; i < t->rank && off < sizeof b; i++) {
+                if (t->dims[i] >= 0) off += (size_t)snprintf(b + off, sizeof b - off, i ? ",%lld" : "%lld", (long long)t->dims[i]);
+                else off += (size_t)snprintf(b + off, sizeof b - off, i ? ",%s" : "%s", t->dim_params[i] ? t->dim_params[i] : "?");
+            }
+            if (off < sizeof b) snprintf(b + off, sizeof b - off, "]");
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s' has shape %s, the model expects %s", gv->name,
+                               mcp_shape_str(x->rank, x->dims, a, sizeof a), b);
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_value **outputs, mcp_err *err)
+{
+    const mcp_graph *g = s->graph;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mcp_graph_value *gv = &g->values[g->inputs[i]];
+        if (!inputs[i]) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "missing input '%s'", gv->name);
+        mcp_status st = check_input(gv, inputs[i], err);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    return mcp__exec_graph(s, g, NULL, inputs, outputs, err);
+}
+
+/* ---- public API ---- */
+
+static mcp_err err_of(char *buf, size_t len)
+{
+    if (buf && len) buf[0] = '\0';
+    return (mcp_err){buf, len};
+}
+
+mcp_status mcp_session_create_from_memory(const void *buf, size_t len, const char *base_dir,
+                                          const mcp_session_options *opts, mcp_session **out,
+                                          char *err, size_t err_len)
+{
+    mcp_err e = err_of(err, err_len);
+    return mcp__session_create(buf, len, base_dir, opts, out, &e);
+}
+
+mcp_status mcp_session_create_from_file(const char *path, const mcp_session_options *opts,
+                                        mcp_session **out, char *err, size_t err_len)
+{
+    mcp_err e = err_of(err, err_len);
+    *out = NULL;
+    uint8_t *buf;
+    size_t len;
+    mcp_status st = mcp_file_read(path, &buf, &len, &e);
+    if (st != MCP_STATUS_OK) return st;
+    char *copy = mcp_strdup(path);
+    if (!copy) {
+        mcp_free(buf);
+        return mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    st = mcp__session_create(buf, len, dirname(copy), opts, out, &e);
+    mcp_free(copy);
+    mcp_free(buf);
+    if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", path);
+    return st;
+}
+
+int mcp_session_input_count(const mcp_session *s) { return s->graph->n_inputs; }
+int mcp_session_output_count(const mcp_session *s) { return s->graph->n_outputs; }
+
+mcp_status mcp_session_input_info(const mcp_session *s, int i, mcp_io_info *info)
+{
+    if (i < 0 || i >= s->graph->n_inputs) return MCP_STATUS_NOT_FOUND;
+    *info = s->inputs[i];
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_session_output_info(const mcp_session *s, int i, mcp_io_info *info)
+{
+    if (i < 0 || i >= s->graph->n_outputs) return MCP_STATUS_NOT_FOUND;
+    *info = s->outputs[i];
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_session_run(const mcp_session *s, int n_inputs, const char *const *names,
+                           mcp_value *const *inputs, int n_outputs, const char *const *out_names,
+                           mcp_value **out_values, char *err, size_t err_len)
+{
+    mcp_err e = err_of(err, err_len);
+    const mcp_graph *g = s->graph;
+    mcp_status st = MCP_STATUS_OK;
+    mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
+    mcp_value **outs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    if (!ins || !outs) {
+        st = mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < n_inputs; k++) {
+        int found = -1;
+        for (int i = 0; i < g->n_inputs; i++)
+            if (strcmp(g->values[g->inputs[i]].name, names[k]) == 0) found = i;
+        if (found < 0) {
+            char list[512] = "";
+            size_t off = 0;
+            for (int i = 0; i < g->n_inputs && off < sizeof list; i++)
+                off += (size_t)snprintf(list + off, sizeof list - off, "%s'%s'", i ? ", " : "", g->values[g->inputs[i]].name);
+            st = mcp_err_set(&e, MCP_STATUS_INVALID_ARGUMENT, "unknown input '%s' (the model's inputs are %s)", names[k], list);
+            goto done;
+        }
+        if (ins[found]) {
+            st = mcp_err_set(&e, MCP_STATUS_INVALID_ARGUMENT, "input '%s' given twice", names[k]);
+            goto done;
+        }
+        ins[found] = inputs[k];
+    }
+    int *sel = NULL;
+    int n_sel = out_names ? n_outputs : g->n_outputs;
+    if (out_names) {
+        sel = mcp_calloc((size_t)n_sel + 1, sizeof *sel);
+        if (!sel) {
+            st = mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < n_sel; k++) {
+            sel[k] = -1;
+            for (int i = 0; i < g->n_outputs; i++)
+                if (strcmp(g->values[g->outputs[i]].name, out_names[k]) == 0) sel[k] = i;
+            if (sel[k] < 0) {
+                st = mcp_err_set(&e, MCP_STATUS_INVALID_ARGUMENT, "unknown output '%s'", out_names[k]);
+                mcp_free(sel);
+                goto done;
+            }
+        }
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        outs[i] = mcp_value_new();
+        if (!outs[i]) st = mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st == MCP_STATUS_OK) st = mcp__session_run(s, ins, outs, &e);
+    for (int k = 0; k < n_sel; k++) out_values[k] = NULL;
+    if (st == MCP_STATUS_OK) {
+        for (int k = 0; k < n_sel; k++) {
+            int i = sel ? sel[k] : k;
+            if (outs[i]) {
+                out_values[k] = outs[i];
+                outs[i] = NULL;
+            } else {
+                /* The same output selected twice. */
+                out_values[k] = mcp_value_new();
+                if (!out_values[k] || mcp_value_copy(out_values[k], out_values[0], &e) != MCP_STATUS_OK) {
+                    st = MCP_STATUS_OUT_OF_MEMORY;
+                }
+            }
+        }
+    }
+    mcp_free(sel);
+done:
+    if (outs)
+        for (int i = 0; i < g->n_outputs; i++) mcp_value_free(outs[i]);
+    mcp_free(ins);
+    mcp_free(outs);
+    return st;
+}
+
+mcp_value *mcp_value_create_tensor(mcp_dtype dtype, int rank, const int64_t *dims, const void *data,
+                                   char *err, size_t err_len)
+{
+    mcp_err e = err_of(err, err_len);
+    mcp_value *v = mcp_value_new();
+    if (!v) return NULL;
+    if (mcp_tensor_alloc(&v->tensor, dtype, rank, dims, &e) != MCP_STATUS_OK) {
+        mcp_value_free(v);
+        return NULL;
+    }
+    int64_t n = mcp_tensor_numel(&v->tensor);
+    if (data && dtype == MCP_DTYPE_STRING) {
+        const char *const *s = data;
+        for (int64_t i = 0; i < n; i++)
+            if (mcp_tensor_set_string(&v->tensor, i, s[i], strlen(s[i])) != MCP_STATUS_OK) {
+                mcp_value_free(v);
+                return NULL;
+            }
+    } else if (data && n) {
+        memcpy(v->tensor.data, data, mcp_tensor_nbytes(&v->tensor));
+    }
+    return v;
+}
+
+void mcp_value_destroy(mcp_value *v) { mcp_value_free(v); }
+
+int mcp_value_get_kind(const mcp_value *v) { return (int)v->kind; }
+
+mcp_status mcp_value_get_tensor(const mcp_value *v, mcp_dtype *dtype, int *rank, const int64_t **dims,
+                                const void **data)
+{
+    if (v->kind != MCP_VALUE_TENSOR) return MCP_STATUS_INVALID_ARGUMENT;
+    *dtype = v->tensor.dtype;
+    *rank = v->tensor.rank;
+    *dims = v->tensor.dims;
+    *data = v->tensor.data;
+    return MCP_STATUS_OK;
+}
+
+int64_t mcp_value_sequence_length(const mcp_value *v) { return v->kind == MCP_VALUE_SEQUENCE ? v->seq_len : -1; }

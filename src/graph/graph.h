@@ -1,0 +1,157 @@
+/*
+ * graph: our IR (graph, node, value, attribute) and the ONNX importer.
+ * The importer decodes the protobuf once; nothing downstream sees protobuf.
+ */
+#ifndef MCP_GRAPH_H
+#define MCP_GRAPH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "tensor/tensor.h"
+
+typedef struct mcp_graph mcp_graph;
+
+typedef enum mcp_attr_type {
+    MCP_ATTR_UNDEFINED = 0,
+    MCP_ATTR_FLOAT = 1,
+    MCP_ATTR_INT = 2,
+    MCP_ATTR_STRING = 3,
+    MCP_ATTR_TENSOR = 4,
+    MCP_ATTR_GRAPH = 5,
+    MCP_ATTR_FLOATS = 6,
+    MCP_ATTR_INTS = 7,
+    MCP_ATTR_STRINGS = 8,
+    MCP_ATTR_TENSORS = 9,
+    MCP_ATTR_GRAPHS = 10,
+    MCP_ATTR_SPARSE_TENSOR = 11,
+    MCP_ATTR_SPARSE_TENSORS = 12,
+    MCP_ATTR_TYPE_PROTO = 13,
+    MCP_ATTR_TYPE_PROTOS = 14,
+} mcp_attr_type;
+
+/* A node attribute. Strings are NUL-terminated copies (s_len keeps the
+ * length for binary-safe use). Arrays have `count` elements. */
+typedef struct mcp_attr {
+    char *name;
+    mcp_attr_type type;
+    float f;
+    int64_t i;
+    char *s;
+    size_t s_len;
+    mcp_tensor t;
+    mcp_graph *g;
+    int64_t count;
+    float *floats;
+    int64_t *ints;
+    char **strings;
+    mcp_tensor *tensors;
+    mcp_graph **graphs;
+    /* TYPE_PROTO: the element type and kind it describes. */
+    mcp_dtype tp_dtype;
+    mcp_value_kind tp_kind;
+} mcp_attr;
+
+/* Static type of a value: kind, element dtype, shape with symbolic dims.
+ * rank < 0 means unknown rank; dims[i] < 0 means unknown, and dim_params[i]
+ * (if set) names a symbolic dimension. */
+typedef struct mcp_type {
+    mcp_value_kind kind; /* TENSOR, SEQUENCE, or NONE for optional */
+    bool is_optional;
+    mcp_dtype dtype;     /* tensor dtype or sequence element dtype */
+    int rank;
+    int64_t dims[MCP_MAX_RANK];
+    char *dim_params[MCP_MAX_RANK];
+} mcp_type;
+
+/*
+ * A value slot in a graph. `outer` >= 0 marks a value captured from the
+ * enclosing graph (index into parent->values); its runtime value is borrowed
+ * from the parent frame.
+ */
+typedef struct mcp_graph_value {
+    char *name;
+    mcp_type type;
+    int outer;
+    int initializer; /* index into graph->initializers or -1 */
+    int producer;    /* node index or -1 */
+} mcp_graph_value;
+
+struct mcp_kernel_def;
+
+typedef struct mcp_node {
+    char *name;
+    char *op_type;
+    char *domain; /* "" for the default domain */
+    int opset;    /* opset version of the node's domain in the model */
+    int n_inputs;
+    int *inputs;  /* value index, -1 for an omitted optional input */
+    int n_outputs;
+    int *outputs; /* value index, -1 for an omitted optional output */
+    int n_attrs;
+    mcp_attr *attrs;
+    /* Resolved once at load by the session. */
+    const struct mcp_kernel_def *kernel;
+    void *kernel_state; /* from kernel->prepare, owned by the session */
+} mcp_node;
+
+typedef struct mcp_opset {
+    char *domain;
+    int64_t version;
+} mcp_opset;
+
+struct mcp_graph {
+    char *name;
+    mcp_graph *parent;
+    int n_values, cap_values;
+    mcp_graph_value *values;
+    int n_nodes, cap_nodes;
+    mcp_node *nodes;
+    int n_inputs;
+    int *inputs;          /* graph inputs, excluding ones that are initializers */
+    int n_outputs;
+    int *outputs;
+    int n_initializers;
+    mcp_tensor *initializers; /* owned constants (the weights) */
+    int *initializer_values;  /* value index of each initializer */
+    /* Top-level graph only: */
+    int n_opsets;
+    mcp_opset *opsets;
+    int64_t ir_version;
+    char *producer_name;
+};
+
+/* Import an ONNX ModelProto. `base_dir` resolves external data files (may be
+ * NULL for in-memory models without external data). The graph is owned by
+ * the caller (mcp_graph_free). */
+mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
+                           mcp_graph **out, mcp_err *err);
+void mcp_graph_free(mcp_graph *g);
+
+/* Decode a serialized TensorProto / SequenceProto / OptionalProto (as found
+ * in the ONNX test suite's .pb files) into a runtime value. */
+mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out, mcp_err *err);
+mcp_status mcp_onnx_decode_sequence(const uint8_t *buf, size_t len, mcp_value *out,
+                                    mcp_err *err);
+mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *out,
+                                    mcp_err *err);
+
+/* Opset version of `domain` ("" or "ai.onnx" = default) in the model, 0 if
+ * not imported. */
+int64_t mcp_graph_opset(const mcp_graph *g, const char *domain);
+
+/* Attribute lookup on a node; NULL when absent. */
+const mcp_attr *mcp_node_attr(const mcp_node *n, const char *name);
+int64_t mcp_node_attr_int(const mcp_node *n, const char *name, int64_t dflt);
+float mcp_node_attr_float(const mcp_node *n, const char *name, float dflt);
+/* Returns the string attribute or dflt. */
+const char *mcp_node_attr_string(const mcp_node *n, const char *name, const char *dflt);
+/* Returns the ints array (count in *count) or NULL with *count = 0. */
+const int64_t *mcp_node_attr_ints(const mcp_node *n, const char *name, int64_t *count);
+const float *mcp_node_attr_floats(const mcp_node *n, const char *name, int64_t *count);
+
+/* Value index by name, searching this graph only; -1 if absent. */
+int mcp_graph_find_value(const mcp_graph *g, const char *name);
+
+#endif

@@ -1,0 +1,777 @@
+/*
+ * ONNX import: decodes a ModelProto once with protobuf-c and builds our IR.
+ * Every failure names what was wrong and where (graph, node, tensor).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "onnx.pb-c.h"
+#include "onnx_values.pb-c.h"
+
+typedef struct import_ctx {
+    const char *base_dir;
+    mcp_err *err;
+    int depth;
+} import_ctx;
+
+#define MAX_GRAPH_DEPTH 64
+
+static char *dup_or_empty(const char *s) { return mcp_strdup(s ? s : ""); }
+
+/* ---- tensors ---- */
+
+static bool dtype_valid(int32_t dt)
+{
+    return dt > 0 && dt < MCP_DTYPE_COUNT;
+}
+
+/* Rejects external data paths that could escape the model's folder. */
+static bool external_path_safe(const char *loc)
+{
+    if (!loc || !*loc || loc[0] == '/') return false;
+    const char *p = loc;
+    while (*p) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') return false;
+        if (!slash) break;
+        p = slash + 1;
+    }
+    return true;
+}
+
+static mcp_status read_external(const Onnx__TensorProto *tp, const import_ctx *ic, uint8_t **out,
+                                size_t *out_len)
+{
+    const char *loc = NULL;
+    long long offset = 0, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        if (!e->key || !e->value) continue;
+        if (strcmp(e->key, "location") == 0) loc = e->value;
+        else if (strcmp(e->key, "offset") == 0) offset = strtoll(e->value, NULL, 10);
+        else if (strcmp(e->key, "length") == 0) length = strtoll(e->value, NULL, 10);
+    }
+    const char *name = tp->name ? tp->name : "";
+    if (!loc) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data without a location", name);
+    if (!external_path_safe(loc))
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "tensor '%s': external data location '%s' must be a relative path inside the model's folder", name, loc);
+    if (!ic->base_dir)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "tensor '%s': external data '%s' needs the model's folder (load the model from a file)", name, loc);
+    if (offset < 0) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': negative external data offset", name);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", ic->base_dir, loc);
+    FILE *f = fopen(path, "rb");
+    if (!f) return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': cannot open external data '%s': %s", name, path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': cannot seek '%s'", name, path); }
+    long size = ftell(f);
+    if (size < 0 || offset > size) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data offset %lld beyond end of '%s'", name, offset, path); }
+    if (length < 0) length = size - offset;
+    if (offset + length > size) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data '%s' is shorter than offset+length", name, path); }
+    uint8_t *buf = mcp_malloc((size_t)length);
+    if (!buf) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "tensor '%s': out of memory for external data", name); }
+    if (fseek(f, (long)offset, SEEK_SET) != 0 || (length && fread(buf, 1, (size_t)length, f) != (size_t)length)) {
+        fclose(f);
+        mcp_free(buf);
+        return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': short read on '%s'", name, path);
+    }
+    fclose(f);
+    *out = buf;
+    *out_len = (size_t)length;
+    return MCP_STATUS_OK;
+}
+
+static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ctx *ic, mcp_tensor *out)
+{
+    const char *name = tp->name ? tp->name : "";
+    memset(out, 0, sizeof *out);
+    if (!tp->has_data_type || !dtype_valid(tp->data_type))
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': invalid data type %d", name, (int)tp->data_type);
+    if (tp->n_dims > MCP_MAX_RANK)
+        return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': rank %zu above the maximum %d", name, tp->n_dims, MCP_MAX_RANK);
+    if (tp->segment) return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", name);
+    mcp_dtype dt = (mcp_dtype)tp->data_type;
+    mcp_status st = mcp_tensor_alloc(out, dt, (int)tp->n_dims, tp->dims, ic->err);
+    if (st != MCP_STATUS_OK) {
+        mcp_err_prefix(ic->err, "tensor '%s'", name);
+        return st;
+    }
+    int64_t n = mcp_tensor_numel(out);
+    size_t nbytes = mcp_tensor_nbytes(out);
+    int es = mcp_dtype_size(dt);
+
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    uint8_t *ext = NULL;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        st = read_external(tp, ic, &ext, &raw_len);
+        if (st != MCP_STATUS_OK) { mcp_tensor_release(out); return st; }
+        raw = ext;
+    } else if (tp->has_raw_data) {
+        raw = tp->raw_data.data;
+        raw_len = tp->raw_data.len;
+    }
+
+    if (dt == MCP_DTYPE_STRING) {
+        if (raw) { mcp_tensor_release(out); mcp_free(ext); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': string tensors cannot use raw_data", name); }
+        if ((int64_t)tp->n_string_data != n) {
+            mcp_tensor_release(out);
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': %zu strings for %lld elements", name, tp->n_string_data, (long long)n);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            if (mcp_tensor_set_string(out, i, (const char *)tp->string_data[i].data, tp->string_data[i].len) != MCP_STATUS_OK) {
+                mcp_tensor_release(out);
+                return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "tensor '%s': out of memory", name);
+            }
+        }
+        return MCP_STATUS_OK;
+    }
+    if (raw) {
+        if (raw_len != nbytes) {
+            mcp_tensor_release(out);
+            mcp_free(ext);
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': raw data has %zu bytes, shape and dtype need %zu", name, raw_len, nbytes);
+        }
+        if (nbytes) memcpy(out->data, raw, nbytes);
+        mcp_free(ext);
+        return MCP_STATUS_OK;
+    }
+    /* Typed fields. Complex types store two scalars per element. */
+    int64_t scalars = (dt == MCP_DTYPE_COMPLEX64 || dt == MCP_DTYPE_COMPLEX128) ? 2 * n : n;
+    size_t have = 0;
+    switch (dt) {
+    case MCP_DTYPE_FLOAT: case MCP_DTYPE_COMPLEX64: have = tp->n_float_data; break;
+    case MCP_DTYPE_DOUBLE: case MCP_DTYPE_COMPLEX128: have = tp->n_double_data; break;
+    case MCP_DTYPE_INT64: have = tp->n_int64_data; break;
+    case MCP_DTYPE_UINT32: case MCP_DTYPE_UINT64: have = tp->n_uint64_data; break;
+    default: have = tp->n_int32_data; break;
+    }
+    if ((int64_t)have != scalars) {
+        mcp_tensor_release(out);
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': %zu values for %lld elements", name, have, (long long)n);
+    }
+    for (int64_t i = 0; i < scalars; i++) {
+        uint8_t *dst = (uint8_t *)out->data;
+        switch (dt) {
+        case MCP_DTYPE_FLOAT: case MCP_DTYPE_COMPLEX64: ((float *)dst)[i] = tp->float_data[i]; break;
+        case MCP_DTYPE_DOUBLE: case MCP_DTYPE_COMPLEX128: ((double *)dst)[i] = tp->double_data[i]; break;
+        case MCP_DTYPE_INT64: ((int64_t *)dst)[i] = tp->int64_data[i]; break;
+        case MCP_DTYPE_UINT32: ((uint32_t *)dst)[i] = (uint32_t)tp->uint64_data[i]; break;
+        case MCP_DTYPE_UINT64: ((uint64_t *)dst)[i] = tp->uint64_data[i]; break;
+        case MCP_DTYPE_FLOAT16: case MCP_DTYPE_BFLOAT16: case MCP_DTYPE_UINT16: ((uint16_t *)dst)[i] = (uint16_t)tp->int32_data[i]; break;
+        case MCP_DTYPE_INT16: ((int16_t *)dst)[i] = (int16_t)tp->int32_data[i]; break;
+        case MCP_DTYPE_INT32: ((int32_t *)dst)[i] = tp->int32_data[i]; break;
+        case MCP_DTYPE_INT8: ((int8_t *)dst)[i] = (int8_t)tp->int32_data[i]; break;
+        case MCP_DTYPE_UINT8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
+        case MCP_DTYPE_BOOL: dst[i] = tp->int32_data[i] != 0; break;
+        default: (void)es; break;
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- types ---- */
+
+static mcp_status type_from_proto(const Onnx__TypeProto *tp, const char *vname, const import_ctx *ic, mcp_type *out)
+{
+    memset(out, 0, sizeof *out);
+    out->rank = -1;
+    if (!tp) return MCP_STATUS_OK;
+    switch (tp->value_case) {
+    case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: {
+        const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
+        out->kind = MCP_VALUE_TENSOR;
+        out->dtype = (tt->has_elem_type && dtype_valid(tt->elem_type)) ? (mcp_dtype)tt->elem_type : MCP_DTYPE_UNDEFINED;
+        if (tt->shape) {
+            if (tt->shape->n_dim > MCP_MAX_RANK)
+                return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "value '%s': rank %zu above the maximum %d", vname, tt->shape->n_dim, MCP_MAX_RANK);
+            out->rank = (int)tt->shape->n_dim;
+            for (size_t i = 0; i < tt->shape->n_dim; i++) {
+                const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+                out->dims[i] = -1;
+                if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+                    out->dims[i] = d->dim_value;
+                else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+                    out->dim_params[i] = mcp_strdup(d->dim_param);
+            }
+        }
+        return MCP_STATUS_OK;
+    }
+    case ONNX__TYPE_PROTO__VALUE_SEQUENCE_TYPE: {
+        mcp_type inner;
+        mcp_status st = type_from_proto(tp->sequence_type->elem_type, vname, ic, &inner);
+        if (st != MCP_STATUS_OK) return st;
+        out->kind = MCP_VALUE_SEQUENCE;
+        out->dtype = inner.dtype;
+        for (int i = 0; i < MCP_MAX_RANK; i++) mcp_free(inner.dim_params[i]);
+        return MCP_STATUS_OK;
+    }
+    case ONNX__TYPE_PROTO__VALUE_OPTIONAL_TYPE: {
+        mcp_status st = type_from_proto(tp->optional_type->elem_type, vname, ic, out);
+        out->is_optional = true;
+        return st;
+    }
+    case ONNX__TYPE_PROTO__VALUE_MAP_TYPE:
+        return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "value '%s': map types are not supported", vname);
+    default:
+        return MCP_STATUS_OK;
+    }
+}
+
+static void type_release(mcp_type *t)
+{
+    for (int i = 0; i < MCP_MAX_RANK; i++) {
+        mcp_free(t->dim_params[i]);
+        t->dim_params[i] = NULL;
+    }
+}
+
+/* ---- graph building ---- */
+
+static int add_value(mcp_graph *g, const char *name, mcp_err *err)
+{
+    if (g->n_values == g->cap_values) {
+        int cap = g->cap_values ? g->cap_values * 2 : 16;
+        mcp_graph_value *v = mcp_realloc(g->values, (size_t)cap * sizeof *v);
+        if (!v) { mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); return -1; }
+        g->values = v;
+        g->cap_values = cap;
+    }
+    mcp_graph_value *v = &g->values[g->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = mcp_strdup(name);
+    if (!v->name) { mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); return -1; }
+    v->type.rank = -1;
+    v->outer = -1;
+    v->initializer = -1;
+    v->producer = -1;
+    return g->n_values++;
+}
+
+int mcp_graph_find_value(const mcp_graph *g, const char *name)
+{
+    /* Latest definition wins (a subgraph may shadow an outer name). */
+    for (int i = g->n_values - 1; i >= 0; i--)
+        if (strcmp(g->values[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* Finds `name` in g or, through captures, in an enclosing graph. Returns the
+ * value index in g, -1 if undefined, -2 on allocation failure. */
+static int lookup_value(mcp_graph *g, const char *name, mcp_err *err)
+{
+    int idx = mcp_graph_find_value(g, name);
+    if (idx >= 0 || !g->parent) return idx;
+    int pidx = lookup_value(g->parent, name, err);
+    if (pidx < 0) return pidx;
+    idx = add_value(g, name, err);
+    if (idx < 0) return -2;
+    g->values[idx].outer = pidx;
+    mcp_type *dst = &g->values[idx].type;
+    *dst = g->parent->values[pidx].type;
+    for (int i = 0; i < MCP_MAX_RANK; i++)
+        dst->dim_params[i] = dst->dim_params[i] ? mcp_strdup(dst->dim_params[i]) : NULL;
+    return idx;
+}
+
+static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, const import_ctx *ic, mcp_graph **out);
+
+static mcp_status attr_from_proto(const Onnx__AttributeProto *ap, mcp_graph *owner, const import_ctx *ic, mcp_attr *a)
+{
+    memset(a, 0, sizeof *a);
+    a->name = dup_or_empty(ap->name);
+    if (!a->name) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (ap->ref_attr_name && *ap->ref_attr_name)
+        return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "attribute '%s' refers to a function attribute", a->name);
+    int type = ap->has_type ? (int)ap->type : 0;
+    if (type == 0) {
+        /* Older writers leave the type unset: infer it from the field present. */
+        if (ap->has_f) type = MCP_ATTR_FLOAT;
+        else if (ap->has_i) type = MCP_ATTR_INT;
+        else if (ap->has_s) type = MCP_ATTR_STRING;
+        else if (ap->t) type = MCP_ATTR_TENSOR;
+        else if (ap->g) type = MCP_ATTR_GRAPH;
+        else if (ap->n_floats) type = MCP_ATTR_FLOATS;
+        else if (ap->n_ints) type = MCP_ATTR_INTS;
+        else if (ap->n_strings) type = MCP_ATTR_STRINGS;
+        else if (ap->n_tensors) type = MCP_ATTR_TENSORS;
+        else if (ap->n_graphs) type = MCP_ATTR_GRAPHS;
+        else if (ap->tp) type = MCP_ATTR_TYPE_PROTO;
+    }
+    a->type = (mcp_attr_type)type;
+    mcp_status st = MCP_STATUS_OK;
+    switch (a->type) {
+    case MCP_ATTR_FLOAT: a->f = ap->f; break;
+    case MCP_ATTR_INT: a->i = ap->i; break;
+    case MCP_ATTR_STRING:
+        a->s = mcp_malloc(ap->s.len + 1);
+        if (!a->s) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (ap->s.len) memcpy(a->s, ap->s.data, ap->s.len);
+        a->s[ap->s.len] = '\0';
+        a->s_len = ap->s.len;
+        break;
+    case MCP_ATTR_TENSOR:
+        if (!ap->t) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "attribute '%s' of type TENSOR has no tensor", a->name);
+        st = tensor_from_proto(ap->t, ic, &a->t);
+        break;
+    case MCP_ATTR_GRAPH:
+        if (!ap->g) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "attribute '%s' of type GRAPH has no graph", a->name);
+        st = import_graph(ap->g, owner, ic, &a->g);
+        break;
+    case MCP_ATTR_FLOATS:
+        a->count = (int64_t)ap->n_floats;
+        a->floats = mcp_malloc(ap->n_floats * sizeof(float));
+        if (!a->floats) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (ap->n_floats) memcpy(a->floats, ap->floats, ap->n_floats * sizeof(float));
+        break;
+    case MCP_ATTR_INTS:
+        a->count = (int64_t)ap->n_ints;
+        a->ints = mcp_malloc(ap->n_ints * sizeof(int64_t));
+        if (!a->ints) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (ap->n_ints) memcpy(a->ints, ap->ints, ap->n_ints * sizeof(int64_t));
+        break;
+    case MCP_ATTR_STRINGS:
+        a->strings = mcp_calloc(ap->n_strings ? ap->n_strings : 1, sizeof(char *));
+        if (!a->strings) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; i < ap->n_strings; i++) {
+            a->strings[i] = mcp_malloc(ap->strings[i].len + 1);
+            if (!a->strings[i]) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+            a->count = (int64_t)i + 1;
+            if (ap->strings[i].len) memcpy(a->strings[i], ap->strings[i].data, ap->strings[i].len);
+            a->strings[i][ap->strings[i].len] = '\0';
+        }
+        break;
+    case MCP_ATTR_TENSORS:
+        a->tensors = mcp_calloc(ap->n_tensors ? ap->n_tensors : 1, sizeof(mcp_tensor));
+        if (!a->tensors) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; i < ap->n_tensors && st == MCP_STATUS_OK; i++) {
+            st = tensor_from_proto(ap->tensors[i], ic, &a->tensors[i]);
+            if (st == MCP_STATUS_OK) a->count = (int64_t)i + 1;
+        }
+        break;
+    case MCP_ATTR_GRAPHS:
+        a->graphs = mcp_calloc(ap->n_graphs ? ap->n_graphs : 1, sizeof(mcp_graph *));
+        if (!a->graphs) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; i < ap->n_graphs && st == MCP_STATUS_OK; i++) {
+            st = import_graph(ap->graphs[i], owner, ic, &a->graphs[i]);
+            if (st == MCP_STATUS_OK) a->count = (int64_t)i + 1;
+        }
+        break;
+    case MCP_ATTR_TYPE_PROTO: {
+        mcp_type t;
+        st = type_from_proto(ap->tp, a->name, ic, &t);
+        if (st == MCP_STATUS_OK) {
+            a->tp_kind = t.kind;
+            a->tp_dtype = t.dtype;
+            type_release(&t);
+        }
+        break;
+    }
+    case MCP_ATTR_SPARSE_TENSOR:
+    case MCP_ATTR_SPARSE_TENSORS:
+        return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "attribute '%s': sparse tensors are not supported", a->name);
+    default:
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "attribute '%s' has unknown type %d", a->name, type);
+    }
+    if (st != MCP_STATUS_OK) mcp_err_prefix(ic->err, "attribute '%s'", a->name);
+    return st;
+}
+
+static void attr_release(mcp_attr *a)
+{
+    mcp_free(a->name);
+    mcp_free(a->s);
+    mcp_tensor_release(&a->t);
+    mcp_graph_free(a->g);
+    mcp_free(a->floats);
+    mcp_free(a->ints);
+    if (a->strings)
+        for (int64_t i = 0; i < a->count; i++) mcp_free(a->strings[i]);
+    mcp_free(a->strings);
+    if (a->tensors)
+        for (int64_t i = 0; i < a->count; i++) mcp_tensor_release(&a->tensors[i]);
+    mcp_free(a->tensors);
+    if (a->graphs)
+        for (int64_t i = 0; i < a->count; i++) mcp_graph_free(a->graphs[i]);
+    mcp_free(a->graphs);
+}
+
+static const mcp_graph *graph_root(const mcp_graph *g)
+{
+    while (g->parent) g = g->parent;
+    return g;
+}
+
+int64_t mcp_graph_opset(const mcp_graph *g, const char *domain)
+{
+    g = graph_root(g);
+    if (!domain || strcmp(domain, "ai.onnx") == 0) domain = "";
+    for (int i = 0; i < g->n_opsets; i++)
+        if (strcmp(g->opsets[i].domain, domain) == 0) return g->opsets[i].version;
+    return 0;
+}
+
+static mcp_status import_node(mcp_graph *g, const Onnx__NodeProto *np, int index, const import_ctx *ic)
+{
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? g->cap_nodes * 2 : 16;
+        mcp_node *nn = mcp_realloc(g->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        g->nodes = nn;
+        g->cap_nodes = cap;
+    }
+    mcp_node *n = &g->nodes[g->n_nodes++];
+    memset(n, 0, sizeof *n);
+    char fallback[64];
+    snprintf(fallback, sizeof fallback, "#%d", index);
+    n->name = mcp_strdup(np->name && *np->name ? np->name : fallback);
+    n->op_type = dup_or_empty(np->op_type);
+    n->domain = mcp_strdup(np->domain && strcmp(np->domain, "ai.onnx") != 0 ? np->domain : "");
+    if (!n->name || !n->op_type || !n->domain) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!*n->op_type) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' has no op_type", n->name);
+    n->opset = (int)mcp_graph_opset(g, n->domain);
+    if (n->opset <= 0)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' (%s): domain '%s' is not in the model's opset_import",
+                           n->name, n->op_type, n->domain);
+
+    n->inputs = mcp_malloc((np->n_input ? np->n_input : 1) * sizeof(int));
+    n->outputs = mcp_malloc((np->n_output ? np->n_output : 1) * sizeof(int));
+    n->attrs = mcp_calloc(np->n_attribute ? np->n_attribute : 1, sizeof(mcp_attr));
+    if (!n->inputs || !n->outputs || !n->attrs) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < np->n_input; i++) {
+        const char *in = np->input[i];
+        int idx = -1;
+        if (in && *in) {
+            idx = lookup_value(g, in, ic->err);
+            if (idx == -2) return MCP_STATUS_OUT_OF_MEMORY;
+            if (idx < 0)
+                return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                                   "node '%s' (%s): input '%s' is not a graph input, initializer or output of an earlier node",
+                                   n->name, n->op_type, in);
+        }
+        n->inputs[n->n_inputs++] = idx;
+    }
+    /* Attributes before outputs: a subgraph may only see values defined
+     * before this node. */
+    for (size_t i = 0; i < np->n_attribute; i++) {
+        n->n_attrs++;
+        mcp_status st = attr_from_proto(np->attribute[i], g, ic, &n->attrs[i]);
+        if (st != MCP_STATUS_OK) {
+            mcp_err_prefix(ic->err, "node '%s' (%s)", n->name, n->op_type);
+            return st;
+        }
+    }
+    for (size_t i = 0; i < np->n_output; i++) {
+        const char *o = np->output[i];
+        int idx = -1;
+        if (o && *o) {
+            int prev = mcp_graph_find_value(g, o);
+            if (prev >= 0 && g->values[prev].outer < 0)
+                return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' (%s): output '%s' is already defined",
+                                   n->name, n->op_type, o);
+            idx = add_value(g, o, ic->err);
+            if (idx < 0) return MCP_STATUS_OUT_OF_MEMORY;
+            g->values[idx].producer = g->n_nodes - 1;
+        }
+        n->outputs[n->n_outputs++] = idx;
+    }
+    return MCP_STATUS_OK;
+}
+
+static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, const import_ctx *ic_in, mcp_graph **out)
+{
+    import_ctx ic = *ic_in;
+    ic.depth++;
+    *out = NULL;
+    if (ic.depth > MAX_GRAPH_DEPTH)
+        return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "subgraphs nested deeper than %d", MAX_GRAPH_DEPTH);
+    mcp_graph *g = mcp_calloc(1, sizeof *g);
+    if (!g) return mcp_err_set(ic.err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    g->parent = parent;
+    /* The root's opsets are set by the caller before import_graph runs. */
+    *out = g;
+    g->name = dup_or_empty(gp->name);
+    if (!g->name) return mcp_err_set(ic.err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_status st;
+
+    if (gp->n_sparse_initializer)
+        return mcp_err_set(ic.err, MCP_STATUS_UNSUPPORTED, "graph '%s': sparse initializers are not supported", g->name);
+    g->initializers = mcp_calloc(gp->n_initializer ? gp->n_initializer : 1, sizeof(mcp_tensor));
+    g->initializer_values = mcp_calloc(gp->n_initializer ? gp->n_initializer : 1, sizeof(int));
+    g->inputs = mcp_calloc(gp->n_input ? gp->n_input : 1, sizeof(int));
+    g->outputs = mcp_calloc(gp->n_output ? gp->n_output : 1, sizeof(int));
+    if (!g->initializers || !g->initializer_values || !g->inputs || !g->outputs)
+        return mcp_err_set(ic.err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        const char *name = tp->name ? tp->name : "";
+        if (!*name) return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': initializer #%zu has no name", g->name, i);
+        if (mcp_graph_find_value(g, name) >= 0)
+            return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': initializer '%s' defined twice", g->name, name);
+        st = tensor_from_proto(tp, &ic, &g->initializers[i]);
+        if (st != MCP_STATUS_OK) return st;
+        g->n_initializers++;
+        int idx = add_value(g, name, ic.err);
+        if (idx < 0) return MCP_STATUS_OUT_OF_MEMORY;
+        g->initializer_values[i] = idx;
+        mcp_graph_value *v = &g->values[idx];
+        v->initializer = (int)i;
+        v->type.kind = MCP_VALUE_TENSOR;
+        v->type.dtype = g->initializers[i].dtype;
+        v->type.rank = g->initializers[i].rank;
+        memcpy(v->type.dims, g->initializers[i].dims, sizeof v->type.dims);
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        const char *name = vi->name ? vi->name : "";
+        if (!*name) return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': input #%zu has no name", g->name, i);
+        int idx = mcp_graph_find_value(g, name);
+        if (idx >= 0 && g->values[idx].initializer >= 0) continue; /* an initializer with a default */
+        if (idx >= 0) return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': input '%s' listed twice", g->name, name);
+        idx = add_value(g, name, ic.err);
+        if (idx < 0) return MCP_STATUS_OUT_OF_MEMORY;
+        st = type_from_proto(vi->type, name, &ic, &g->values[idx].type);
+        if (st != MCP_STATUS_OK) return st;
+        g->inputs[g->n_inputs++] = idx;
+    }
+    for (size_t i = 0; i < gp->n_node; i++) {
+        st = import_node(g, gp->node[i], (int)i, &ic);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const Onnx__ValueInfoProto *vi = gp->output[i];
+        const char *name = vi->name ? vi->name : "";
+        int idx = lookup_value(g, name, ic.err);
+        if (idx == -2) return MCP_STATUS_OUT_OF_MEMORY;
+        if (idx < 0)
+            return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': output '%s' is not produced by any node, input or initializer",
+                               g->name, name);
+        mcp_type t;
+        st = type_from_proto(vi->type, name, &ic, &t);
+        if (st != MCP_STATUS_OK) return st;
+        if (vi->type && g->values[idx].initializer < 0) {
+            type_release(&g->values[idx].type);
+            g->values[idx].type = t;
+        } else {
+            type_release(&t);
+        }
+        g->outputs[g->n_outputs++] = idx;
+    }
+    for (size_t i = 0; i < gp->n_value_info; i++) {
+        const Onnx__ValueInfoProto *vi = gp->value_info[i];
+        if (!vi->name || !vi->type) continue;
+        int idx = mcp_graph_find_value(g, vi->name);
+        if (idx < 0 || g->values[idx].initializer >= 0) continue;
+        mcp_type t;
+        st = type_from_proto(vi->type, vi->name, &ic, &t);
+        if (st != MCP_STATUS_OK) return st;
+        type_release(&g->values[idx].type);
+        g->values[idx].type = t;
+    }
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir, mcp_graph **out, mcp_err *err)
+{
+    *out = NULL;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    if (!mp)
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "not a valid ONNX model: protobuf decoding failed (truncated or corrupt file?)");
+    if (!mp->graph) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no graph");
+    }
+    import_ctx ic = {base_dir, err, 0};
+    mcp_status st = MCP_STATUS_OK;
+    /* The root graph is allocated here so opsets exist before nodes import. */
+    mcp_graph *root = mcp_calloc(1, sizeof *root);
+    if (!root) { onnx__model_proto__free_unpacked(mp, NULL); return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); }
+    root->ir_version = mp->has_ir_version ? mp->ir_version : 0;
+    root->producer_name = dup_or_empty(mp->producer_name);
+    root->opsets = mcp_calloc(mp->n_opset_import ? mp->n_opset_import : 1, sizeof(mcp_opset));
+    if (!root->opsets || !root->producer_name) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; st == MCP_STATUS_OK && i < mp->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *op = mp->opset_import[i];
+        const char *d = op->domain && strcmp(op->domain, "ai.onnx") != 0 ? op->domain : "";
+        root->opsets[i].domain = mcp_strdup(d);
+        root->opsets[i].version = op->has_version ? op->version : 0;
+        root->n_opsets++;
+    }
+    if (st == MCP_STATUS_OK && mp->n_opset_import == 0)
+        st = mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no opset_import");
+    if (st == MCP_STATUS_OK) {
+        mcp_graph *g = NULL;
+        st = import_graph(mp->graph, root, &ic, &g);
+        if (g) {
+            /* Adopt g's contents into root (root only carried model data). */
+            g->parent = NULL;
+            g->opsets = root->opsets;
+            g->n_opsets = root->n_opsets;
+            g->ir_version = root->ir_version;
+            g->producer_name = root->producer_name;
+            root->opsets = NULL;
+            root->n_opsets = 0;
+            root->producer_name = NULL;
+            /* Nested graphs point at g already only if they were created
+             * with g as parent, which they were. */
+        }
+        mcp_graph_free(root);
+        root = g;
+    }
+    onnx__model_proto__free_unpacked(mp, NULL);
+    if (st != MCP_STATUS_OK) {
+        mcp_graph_free(root);
+        return st;
+    }
+    *out = root;
+    return MCP_STATUS_OK;
+}
+
+void mcp_graph_free(mcp_graph *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->n_nodes; i++) {
+        mcp_node *n = &g->nodes[i];
+        mcp_free(n->name);
+        mcp_free(n->op_type);
+        mcp_free(n->domain);
+        mcp_free(n->inputs);
+        mcp_free(n->outputs);
+        for (int a = 0; a < n->n_attrs; a++) attr_release(&n->attrs[a]);
+        mcp_free(n->attrs);
+    }
+    mcp_free(g->nodes);
+    for (int i = 0; i < g->n_values; i++) {
+        mcp_free(g->values[i].name);
+        type_release(&g->values[i].type);
+    }
+    mcp_free(g->values);
+    for (int i = 0; i < g->n_initializers; i++) mcp_tensor_release(&g->initializers[i]);
+    mcp_free(g->initializers);
+    mcp_free(g->initializer_values);
+    mcp_free(g->inputs);
+    mcp_free(g->outputs);
+    for (int i = 0; i < g->n_opsets; i++) mcp_free(g->opsets[i].domain);
+    mcp_free(g->opsets);
+    mcp_free(g->producer_name);
+    mcp_free(g->name);
+    mcp_free(g);
+}
+
+/* ---- standalone values (test data, sequence and optional inputs) ---- */
+
+mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out, mcp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
+    if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
+    import_ctx ic = {NULL, err, 0};
+    out->kind = MCP_VALUE_TENSOR;
+    mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
+    onnx__tensor_proto__free_unpacked(tp, NULL);
+    return st;
+}
+
+static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
+{
+    import_ctx ic = {NULL, err, 0};
+    out->kind = MCP_VALUE_SEQUENCE;
+    if (sp->n_sequence_values || sp->n_optional_values)
+        return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
+    out->elem_dtype = MCP_DTYPE_UNDEFINED;
+    for (size_t i = 0; i < sp->n_tensor_values; i++) {
+        mcp_tensor t;
+        mcp_status st = tensor_from_proto(sp->tensor_values[i], &ic, &t);
+        if (st != MCP_STATUS_OK) return st;
+        out->elem_dtype = t.dtype;
+        st = mcp_value_seq_push_move(out, &t, err);
+        if (st != MCP_STATUS_OK) { mcp_tensor_release(&t); return st; }
+    }
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_onnx_decode_sequence(const uint8_t *buf, size_t len, mcp_value *out, mcp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    Onnx__SequenceProto *sp = onnx__sequence_proto__unpack(NULL, len, buf);
+    if (!sp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid SequenceProto");
+    mcp_status st = sequence_from_proto(sp, out, err);
+    onnx__sequence_proto__free_unpacked(sp, NULL);
+    if (st != MCP_STATUS_OK) mcp_value_clear(out);
+    return st;
+}
+
+mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *out, mcp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
+    if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
+    import_ctx ic = {NULL, err, 0};
+    mcp_status st = MCP_STATUS_OK;
+    if (op->tensor_value) {
+        out->kind = MCP_VALUE_TENSOR;
+        st = tensor_from_proto(op->tensor_value, &ic, &out->tensor);
+    } else if (op->sequence_value) {
+        st = sequence_from_proto(op->sequence_value, out, err);
+    } else {
+        out->kind = MCP_VALUE_NONE;
+        /* elem_type 1 = tensor, 3 = sequence (OptionalProto.DataType). */
+        out->elem_is_sequence = op->has_elem_type && op->elem_type == 3;
+    }
+    onnx__optional_proto__free_unpacked(op, NULL);
+    if (st != MCP_STATUS_OK) mcp_value_clear(out);
+    return st;
+}
+
+/* ---- attribute lookup ---- */
+
+const mcp_attr *mcp_node_attr(const mcp_node *n, const char *name)
+{
+    for (int i = 0; i < n->n_attrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0) return &n->attrs[i];
+    return NULL;
+}
+
+int64_t mcp_node_attr_int(const mcp_node *n, const char *name, int64_t dflt)
+{
+    const mcp_attr *a = mcp_node_attr(n, name);
+    return a && a->type == MCP_ATTR_INT ? a->i : dflt;
+}
+
+float mcp_node_attr_float(const mcp_node *n, const char *name, float dflt)
+{
+    const mcp_attr *a = mcp_node_attr(n, name);
+    if (!a) return dflt;
+    if (a->type == MCP_ATTR_FLOAT) return a->f;
+    if (a->type == MCP_ATTR_INT) return (float)a->i;
+    return dflt;
+}
+
+const char *mcp_node_attr_string(const mcp_node *n, const char *name, const char *dflt)
+{
+    const mcp_attr *a = mcp_node_attr(n, name);
+    return a && a->type == MCP_ATTR_STRING ? a->s : dflt;
+}
+
+const int64_t *mcp_node_attr_ints(const mcp_node *n, const char *name, int64_t *count)
+{
+    const mcp_attr *a = mcp_node_attr(n, name);
+    if (!a || a->type != MCP_ATTR_INTS) { *count = 0; return NULL; }
+    *count = a->count;
+    return a->ints;
+}
+
+const float *mcp_node_attr_floats(const mcp_node *n, const char *name, int64_t *count)
+{
+    const mcp_attr *a = mcp_node_attr(n, name);
+    if (!a || a->type != MCP_ATTR_FLOATS) { *count = 0; return NULL; }
+    *count = a->count;
+    return a->floats;
+}

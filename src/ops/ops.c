@@ -1,0 +1,129 @@
+/* Kernel registry and helpers shared by all kernels. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops.h"
+#include "ops/ref/ref.h"
+
+/* ---- reference backend ---- */
+
+typedef struct ref_family {
+    const mcp_kernel_def *table;
+    const int *count;
+} ref_family;
+
+static const ref_family ref_families[] = {
+#define MCP__REF_ENTRY(fam) {mcp__ref_##fam##_kernels, &mcp__ref_##fam##_kernel_count},
+    MCP__REF_FAMILIES(MCP__REF_ENTRY)
+#undef MCP__REF_ENTRY
+};
+
+static const mcp_kernel_def *ref_supports(const mcp_node *node, const mcp_graph *graph)
+{
+    (void)graph;
+    const mcp_kernel_def *best = NULL;
+    for (size_t f = 0; f < sizeof ref_families / sizeof ref_families[0]; f++) {
+        const mcp_kernel_def *t = ref_families[f].table;
+        for (int i = 0; i < *ref_families[f].count; i++) {
+            const mcp_kernel_def *k = &t[i];
+            if (!k->op_type || strcmp(k->op_type, node->op_type) != 0) continue;
+            if (strcmp(k->domain, node->domain) != 0) continue;
+            if (node->opset < k->since_version) continue;
+            if (k->until_version && node->opset > k->until_version) continue;
+            if (!best || k->since_version > best->since_version) best = k;
+        }
+    }
+    return best;
+}
+
+const mcp_backend mcp__ref_backend = {
+    .api_version = MCP_KERNEL_API_VERSION,
+    .name = "ref",
+    .priority = 0,
+    .supports = ref_supports,
+};
+
+/* Backends in priority order; the reference backend is always last. */
+static const mcp_backend *const backends[] = {&mcp__ref_backend};
+
+mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
+                           const mcp_kernel_def **out, mcp_err *err)
+{
+    *out = NULL;
+    bool any = !backend || !*backend || strcmp(backend, "auto") == 0;
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        const mcp_backend *b = backends[i];
+        MCP_ASSERT(b->api_version == MCP_KERNEL_API_VERSION);
+        if (!any && strcmp(b->name, backend) != 0) continue;
+        const mcp_kernel_def *k = b->supports(node, graph);
+        if (!k) continue;
+        if (k->check) {
+            mcp_status st = k->check(node, graph, err);
+            if (st != MCP_STATUS_OK) {
+                mcp_err_prefix(err, "node '%s' (%s)", node->name, node->op_type);
+                return st;
+            }
+        }
+        *out = k;
+        return MCP_STATUS_OK;
+    }
+    if (!any) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+            known |= strcmp(backends[i]->name, backend) == 0;
+        if (!known) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto or ref)", backend);
+    }
+    return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
+                       "node '%s': op %s (domain '%s', opset %d) is not supported", node->name,
+                       node->op_type, *node->domain ? node->domain : "ai.onnx", node->opset);
+}
+
+/* ---- kernel helpers ---- */
+
+const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i)
+{
+    if (i < 0 || i >= ctx->n_inputs || !ctx->inputs[i]) return NULL;
+    if (ctx->inputs[i]->kind != MCP_VALUE_TENSOR) return NULL;
+    return &ctx->inputs[i]->tensor;
+}
+
+mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims)
+{
+    if (i < 0 || i >= ctx->n_outputs) {
+        mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "node has no output #%d", i);
+        return NULL;
+    }
+    mcp_value *v = ctx->outputs[i];
+    mcp_value_clear(v);
+    v->kind = MCP_VALUE_TENSOR;
+    mcp_status st = mcp_tensor_alloc(&v->tensor, dtype, rank, dims, ctx->err);
+    if (st != MCP_STATUS_OK) {
+        mcp_err_prefix(ctx->err, "node '%s' (%s): output #%d", ctx->node->name, ctx->node->op_type, i);
+        return NULL;
+    }
+    return &v->tensor;
+}
+
+mcp_status mcp_kfail(mcp_kernel_ctx *ctx, mcp_status status, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return mcp_err_set(ctx->err, status, "node '%s' (%s): %s", ctx->node->name, ctx->node->op_type, msg);
+}
+
+int64_t mcp_kattr_int(const mcp_kernel_ctx *ctx, const char *name, int64_t dflt) { return mcp_node_attr_int(ctx->node, name, dflt); }
+float mcp_kattr_float(const mcp_kernel_ctx *ctx, const char *name, float dflt) { return mcp_node_attr_float(ctx->node, name, dflt); }
+const char *mcp_kattr_string(const mcp_kernel_ctx *ctx, const char *name, const char *dflt) { return mcp_node_attr_string(ctx->node, name, dflt); }
+const int64_t *mcp_kattr_ints(const mcp_kernel_ctx *ctx, const char *name, int64_t *count) { return mcp_node_attr_ints(ctx->node, name, count); }
+const float *mcp_kattr_floats(const mcp_kernel_ctx *ctx, const char *name, int64_t *count) { return mcp_node_attr_floats(ctx->node, name, count); }
+const mcp_attr *mcp_kattr(const mcp_kernel_ctx *ctx, const char *name) { return mcp_node_attr(ctx->node, name); }
+
+bool mcp_axis_normalize(int64_t axis, int rank, int *out)
+{
+    if (axis < -rank || axis >= rank) return false;
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return true;
+}

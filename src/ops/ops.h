@@ -1,0 +1,113 @@
+/*
+ * ops: the kernel interface and registry.
+ *
+ * A kernel is a small versioned vtable chosen once per node at load
+ * (mcp_ops_resolve). At run time the executor calls `run` with a context
+ * that holds the node's input values and empty output values.
+ *
+ * Ownership: input values belong to the executor and are read-only for the
+ * kernel. Output values are created empty by the executor (one for every
+ * output slot, including omitted optional outputs, whose results are
+ * discarded); the kernel fills them through mcp_kout() or by writing the
+ * mcp_value directly (sequences, optionals). On failure the kernel returns a
+ * status after mcp_kfail(); the executor frees partially written outputs.
+ *
+ * Kernels keep no mutable state between runs: one loaded session may run on
+ * several threads at once. Per-node constant state built at load (prepacked
+ * weights) lives in `state`, owned by the session.
+ */
+#ifndef MCP_OPS_H
+#define MCP_OPS_H
+
+#include "base/base.h"
+#include "graph/graph.h"
+#include "tensor/tensor.h"
+
+#define MCP_KERNEL_API_VERSION 1
+
+typedef struct mcp_exec mcp_exec; /* executor frame (engine-private) */
+
+typedef struct mcp_kernel_ctx {
+    const mcp_node *node;
+    int opset;                /* opset of the node's domain in the model */
+    int n_inputs;
+    mcp_value *const *inputs; /* NULL entries for omitted optional inputs */
+    int n_outputs;
+    mcp_value **outputs;      /* never NULL entries */
+    void *state;              /* from prepare, or NULL */
+    mcp_err *err;
+    mcp_exec *exec;           /* for mcp_kernel_run_subgraph */
+    int threads;              /* intra-op thread budget (>= 1) */
+} mcp_kernel_ctx;
+
+typedef mcp_status (*mcp_kernel_run_fn)(mcp_kernel_ctx *ctx);
+
+typedef struct mcp_kernel_def {
+    const char *domain;  /* "" for the default ONNX domain */
+    const char *op_type;
+    int since_version;   /* first opset this entry handles */
+    int until_version;   /* last opset it handles, 0 = open-ended */
+    mcp_kernel_run_fn run;
+    /* Optional: validates attributes and statically known input types at load
+     * (return UNSUPPORTED or INVALID_MODEL with a message). */
+    mcp_status (*check)(const mcp_node *node, const mcp_graph *graph, mcp_err *err);
+    /* Optional: builds constant per-node state at load (e.g. prepacked
+     * weights). `release` frees it. */
+    mcp_status (*prepare)(const mcp_node *node, const mcp_graph *graph, void **state,
+                          mcp_err *err);
+    void (*release)(void *state);
+} mcp_kernel_def;
+
+/* A backend: a set of kernels with a priority and a capability query. The
+ * reference backend supports every op and is always consulted last. */
+typedef struct mcp_backend {
+    int api_version; /* MCP_KERNEL_API_VERSION */
+    const char *name;
+    int priority;    /* higher wins */
+    /* Returns the kernel for the node or NULL when this backend can't run it. */
+    const mcp_kernel_def *(*supports)(const mcp_node *node, const mcp_graph *graph);
+} mcp_backend;
+
+/* Finds the kernel for a node among the enabled backends ("auto" = all,
+ * "ref" = reference only). On failure the message names the node, op type,
+ * domain and opset. */
+mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
+                           const mcp_kernel_def **out, mcp_err *err);
+
+/* The reference backend. */
+extern const mcp_backend mcp__ref_backend;
+
+/* ---- helpers for kernel authors ---- */
+
+/* Input i as a tensor; NULL when omitted (or when it is not a tensor). */
+const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i);
+/* Allocates output i as a zero-filled tensor of the given type and shape.
+ * Returns NULL with the error set on failure. */
+mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims);
+/* Sets the error message prefixed with the node's name and op type, and
+ * returns status. */
+mcp_status mcp_kfail(mcp_kernel_ctx *ctx, mcp_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Attribute shorthands on ctx->node. */
+int64_t mcp_kattr_int(const mcp_kernel_ctx *ctx, const char *name, int64_t dflt);
+float mcp_kattr_float(const mcp_kernel_ctx *ctx, const char *name, float dflt);
+const char *mcp_kattr_string(const mcp_kernel_ctx *ctx, const char *name, const char *dflt);
+const int64_t *mcp_kattr_ints(const mcp_kernel_ctx *ctx, const char *name, int64_t *count);
+const float *mcp_kattr_floats(const mcp_kernel_ctx *ctx, const char *name, int64_t *count);
+const mcp_attr *mcp_kattr(const mcp_kernel_ctx *ctx, const char *name);
+
+/*
+ * Runs subgraph `g` (an attribute graph of ctx->node) with the given inputs
+ * (n_in values, matching g->inputs; NULL allowed for omitted ones). Values
+ * the subgraph captures from enclosing scopes are found through ctx->exec.
+ * outputs must point to g->n_outputs caller-owned empty values; they receive
+ * the results (moved, not shared).
+ */
+mcp_status mcp_kernel_run_subgraph(mcp_kernel_ctx *ctx, const mcp_graph *g, int n_in,
+                                   mcp_value *const *inputs, mcp_value **outputs);
+
+/* Normalizes a possibly negative axis against rank; false if out of range. */
+bool mcp_axis_normalize(int64_t axis, int rank, int *out);
+
+#endif

@@ -1,0 +1,1126 @@
+/*
+ * Reference kernels: elementwise family (unary math and activations,
+ * broadcasting binary arithmetic, comparisons and logic, the variadic
+ * Max/Min/Sum/Mean, Clip, Where). Cast and CastLike live in
+ * elementwise_cast.c.
+ *
+ * Every binary op goes through one numpy-style broadcasting iterator
+ * (ew_iter) and one element dispatcher per value kind (double, int64,
+ * uint64; see elementwise_util.h), so integer results are exact and wrap like
+ * numpy. float16 and bfloat16 are computed in double and rounded on store.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "ops/ref/elementwise_util.h"
+#include "ops/ref/ref.h"
+
+/* ---- broadcasting iteration ---- */
+
+#define EW_ITER_MAX 4
+
+/*
+ * Walks an output shape in row-major order while tracking, for up to
+ * EW_ITER_MAX operands, the element offset that numpy broadcasting maps each
+ * output element to (stride 0 along broadcast dims).
+ */
+typedef struct ew_iter {
+    int rank;
+    int n;
+    int64_t dims[MCP_MAX_RANK];
+    int64_t idx[MCP_MAX_RANK];
+    int64_t strides[EW_ITER_MAX][MCP_MAX_RANK];
+    int64_t off[EW_ITER_MAX];
+} ew_iter;
+
+static void ew_iter_init(ew_iter *it, int rank, const int64_t *dims)
+{
+    memset(it, 0, sizeof *it);
+    it->rank = rank;
+    for (int d = 0; d < rank; d++) it->dims[d] = dims[d];
+}
+
+/* Adds an operand of shape (rank, dims), which must broadcast to the
+ * iterator's shape. */
+static void ew_iter_add(ew_iter *it, int rank, const int64_t *dims)
+{
+    MCP_ASSERT(it->n < EW_ITER_MAX);
+    mcp_broadcast_strides(rank, dims, it->rank, it->dims, it->strides[it->n]);
+    it->off[it->n] = 0;
+    it->n++;
+}
+
+static void ew_iter_next(ew_iter *it)
+{
+    for (int d = it->rank - 1; d >= 0; d--) {
+        it->idx[d]++;
+        for (int k = 0; k < it->n; k++) it->off[k] += it->strides[k][d];
+        if (it->idx[d] < it->dims[d]) return;
+        for (int k = 0; k < it->n; k++) it->off[k] -= it->strides[k][d] * it->dims[d];
+        it->idx[d] = 0;
+    }
+}
+
+/* A read-only operand: a tensor's data seen through a (possibly reshaped)
+ * shape, e.g. for legacy axis broadcasting. */
+typedef struct ew_arg {
+    mcp_dtype dtype;
+    const void *data;
+    int rank;
+    int64_t dims[MCP_MAX_RANK];
+} ew_arg;
+
+static ew_arg ew_arg_of(const mcp_tensor *t)
+{
+    ew_arg a;
+    memset(&a, 0, sizeof a);
+    a.dtype = t->dtype;
+    a.data = t->data;
+    a.rank = t->rank;
+    for (int d = 0; d < t->rank; d++) a.dims[d] = t->dims[d];
+    return a;
+}
+
+static mcp_status ew_out(mcp_kernel_ctx *ctx, int i, mcp_dtype dt, int rank, const int64_t *dims,
+                         mcp_tensor **out)
+{
+    *out = mcp_kout(ctx, i, dt, rank, dims);
+    return *out ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+}
+
+static const char *ew_str_at(const void *data, int64_t i)
+{
+    const char *s = ((char *const *)data)[i];
+    return s ? s : "";
+}
+
+/* ---- unary ops ---- */
+
+typedef enum ew_unary_op {
+    EW_U_ABS,
+    EW_U_NEG,
+    EW_U_SIGN,
+    EW_U_RECIPROCAL,
+    EW_U_FLOOR,
+    EW_U_CEIL,
+    EW_U_ROUND,
+    EW_U_SQRT,
+    EW_U_EXP,
+    EW_U_LOG,
+    EW_U_ERF,
+    EW_U_SIN,
+    EW_U_COS,
+    EW_U_TAN,
+    EW_U_ASIN,
+    EW_U_ACOS,
+    EW_U_ATAN,
+    EW_U_SINH,
+    EW_U_COSH,
+    EW_U_ASINH,
+    EW_U_ACOSH,
+    EW_U_ATANH,
+    EW_U_TANH,
+    EW_U_RELU,
+    EW_U_LEAKYRELU,
+    EW_U_ELU,
+    EW_U_SELU,
+    EW_U_CELU,
+    EW_U_SIGMOID,
+    EW_U_HARDSIGMOID,
+    EW_U_HARDSWISH,
+    EW_U_SOFTPLUS,
+    EW_U_SOFTSIGN,
+    EW_U_THRESHOLDEDRELU,
+    EW_U_SHRINK,
+    EW_U_GELU,
+    EW_U_ISINF,
+    EW_U_ISNAN,
+    EW_U_NOT,
+    EW_U_BITWISENOT,
+} ew_unary_op;
+
+enum {
+    EW_UF_FLOAT = 1 << 0,    /* float inputs */
+    EW_UF_INT = 1 << 1,      /* integer inputs, exact integer path */
+    EW_UF_INT_F64 = 1 << 2,  /* integer inputs, computed in double */
+    EW_UF_BOOL_OUT = 1 << 3, /* output is bool */
+    EW_UF_BOOL_IN = 1 << 4,  /* input must be bool (and nothing else) */
+};
+
+typedef struct ew_unary_info {
+    const char *name;
+    ew_unary_op op;
+    int flags;
+} ew_unary_info;
+
+static const ew_unary_info ew_unary_ops[] = {
+    {"Abs", EW_U_ABS, EW_UF_FLOAT | EW_UF_INT},
+    {"Neg", EW_U_NEG, EW_UF_FLOAT | EW_UF_INT},
+    {"Sign", EW_U_SIGN, EW_UF_FLOAT | EW_UF_INT},
+    {"Reciprocal", EW_U_RECIPROCAL, EW_UF_FLOAT},
+    {"Floor", EW_U_FLOOR, EW_UF_FLOAT},
+    {"Ceil", EW_U_CEIL, EW_UF_FLOAT},
+    {"Round", EW_U_ROUND, EW_UF_FLOAT},
+    {"Sqrt", EW_U_SQRT, EW_UF_FLOAT},
+    {"Exp", EW_U_EXP, EW_UF_FLOAT},
+    {"Log", EW_U_LOG, EW_UF_FLOAT},
+    {"Erf", EW_U_ERF, EW_UF_FLOAT | EW_UF_INT_F64},
+    {"Sin", EW_U_SIN, EW_UF_FLOAT},
+    {"Cos", EW_U_COS, EW_UF_FLOAT},
+    {"Tan", EW_U_TAN, EW_UF_FLOAT},
+    {"Asin", EW_U_ASIN, EW_UF_FLOAT},
+    {"Acos", EW_U_ACOS, EW_UF_FLOAT},
+    {"Atan", EW_U_ATAN, EW_UF_FLOAT},
+    {"Sinh", EW_U_SINH, EW_UF_FLOAT},
+    {"Cosh", EW_U_COSH, EW_UF_FLOAT},
+    {"Asinh", EW_U_ASINH, EW_UF_FLOAT},
+    {"Acosh", EW_U_ACOSH, EW_UF_FLOAT},
+    {"Atanh", EW_U_ATANH, EW_UF_FLOAT},
+    {"Tanh", EW_U_TANH, EW_UF_FLOAT},
+    {"Relu", EW_U_RELU, EW_UF_FLOAT | EW_UF_INT},
+    {"LeakyRelu", EW_U_LEAKYRELU, EW_UF_FLOAT},
+    {"Elu", EW_U_ELU, EW_UF_FLOAT},
+    {"Selu", EW_U_SELU, EW_UF_FLOAT},
+    {"Celu", EW_U_CELU, EW_UF_FLOAT},
+    {"Sigmoid", EW_U_SIGMOID, EW_UF_FLOAT},
+    {"HardSigmoid", EW_U_HARDSIGMOID, EW_UF_FLOAT},
+    {"HardSwish", EW_U_HARDSWISH, EW_UF_FLOAT},
+    {"Softplus", EW_U_SOFTPLUS, EW_UF_FLOAT},
+    {"Softsign", EW_U_SOFTSIGN, EW_UF_FLOAT},
+    {"ThresholdedRelu", EW_U_THRESHOLDEDRELU, EW_UF_FLOAT},
+    {"Shrink", EW_U_SHRINK, EW_UF_FLOAT | EW_UF_INT_F64},
+    {"Gelu", EW_U_GELU, EW_UF_FLOAT},
+    {"IsInf", EW_U_ISINF, EW_UF_FLOAT | EW_UF_BOOL_OUT},
+    {"IsNaN", EW_U_ISNAN, EW_UF_FLOAT | EW_UF_BOOL_OUT},
+    {"Not", EW_U_NOT, EW_UF_BOOL_IN},
+    {"BitwiseNot", EW_U_BITWISENOT, EW_UF_INT},
+};
+
+/* Attribute values of the parametrized activations (all default to the
+ * spec's defaults; attributes are float32 in ONNX). */
+typedef struct ew_uparams {
+    double alpha;
+    double beta;
+    double gamma;
+    double bias;
+    double lambd;
+    bool detect_positive;
+    bool detect_negative;
+    bool gelu_tanh;
+} ew_uparams;
+
+static mcp_status ew_uparams_read(mcp_kernel_ctx *ctx, ew_unary_op op, ew_uparams *p)
+{
+    memset(p, 0, sizeof *p);
+    switch (op) {
+    case EW_U_LEAKYRELU: p->alpha = mcp_kattr_float(ctx, "alpha", 0.01f); break;
+    case EW_U_ELU:
+    case EW_U_CELU:
+    case EW_U_THRESHOLDEDRELU: p->alpha = mcp_kattr_float(ctx, "alpha", 1.0f); break;
+    case EW_U_SELU:
+        p->alpha = mcp_kattr_float(ctx, "alpha", 1.67326319217681884765625f);
+        p->gamma = mcp_kattr_float(ctx, "gamma", 1.05070102214813232421875f);
+        break;
+    case EW_U_HARDSIGMOID:
+        p->alpha = mcp_kattr_float(ctx, "alpha", 0.2f);
+        p->beta = mcp_kattr_float(ctx, "beta", 0.5f);
+        break;
+    case EW_U_HARDSWISH:
+        p->alpha = 1.0 / 6.0;
+        p->beta = 0.5;
+        break;
+    case EW_U_SHRINK:
+        p->bias = mcp_kattr_float(ctx, "bias", 0.0f);
+        p->lambd = mcp_kattr_float(ctx, "lambd", 0.5f);
+        break;
+    case EW_U_ISINF:
+        p->detect_positive = mcp_kattr_int(ctx, "detect_positive", 1) != 0;
+        p->detect_negative = mcp_kattr_int(ctx, "detect_negative", 1) != 0;
+        break;
+    case EW_U_GELU: {
+        const char *mode = mcp_kattr_string(ctx, "approximate", "none");
+        if (strcmp(mode, "tanh") == 0) {
+            p->gelu_tanh = true;
+        } else if (strcmp(mode, "none") != 0) {
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "attribute 'approximate' must be \"none\" or \"tanh\", got \"%s\"",
+                             mode);
+        }
+        break;
+    }
+    default: break;
+    }
+    if (op == EW_U_CELU && p->alpha == 0.0)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'alpha' must not be 0");
+    return MCP_STATUS_OK;
+}
+
+/* Round half to even, independent of the current rounding mode. */
+static double ew_round_half_even(double x)
+{
+    if (!isfinite(x)) return x;
+    double r = floor(x);
+    double diff = x - r;
+    if (diff > 0.5) return r + 1.0;
+    if (diff < 0.5) return r;
+    return fmod(r, 2.0) == 0.0 ? r : r + 1.0;
+}
+
+static double ew_unary_f64(ew_unary_op op, double x, const ew_uparams *p)
+{
+    switch (op) {
+    case EW_U_ABS: return fabs(x);
+    case EW_U_NEG: return -x;
+    case EW_U_SIGN: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case EW_U_RECIPROCAL: return 1.0 / x;
+    case EW_U_FLOOR: return floor(x);
+    case EW_U_CEIL: return ceil(x);
+    case EW_U_ROUND: return ew_round_half_even(x);
+    case EW_U_SQRT: return sqrt(x);
+    case EW_U_EXP: return exp(x);
+    case EW_U_LOG: return log(x);
+    case EW_U_ERF: return erf(x);
+    case EW_U_SIN: return sin(x);
+    case EW_U_COS: return cos(x);
+    case EW_U_TAN: return tan(x);
+    case EW_U_ASIN: return asin(x);
+    case EW_U_ACOS: return acos(x);
+    case EW_U_ATAN: return atan(x);
+    case EW_U_SINH: return sinh(x);
+    case EW_U_COSH: return cosh(x);
+    case EW_U_ASINH: return asinh(x);
+    case EW_U_ACOSH: return acosh(x);
+    case EW_U_ATANH: return atanh(x);
+    case EW_U_TANH: return tanh(x);
+    case EW_U_RELU: return x > 0 ? x : (x == x ? 0.0 : x);
+    case EW_U_LEAKYRELU: return x < 0 ? p->alpha * x : x;
+    case EW_U_ELU: return x < 0 ? p->alpha * (exp(x) - 1.0) : x;
+    case EW_U_SELU: return x <= 0 ? p->gamma * (p->alpha * exp(x) - p->alpha) : p->gamma * x;
+    case EW_U_CELU: return fmax(0.0, x) + fmin(0.0, p->alpha * (exp(x / p->alpha) - 1.0));
+    case EW_U_SIGMOID:
+        /* Two forms so neither exp() overflows. */
+        if (x >= 0) return 1.0 / (1.0 + exp(-x));
+        return exp(x) / (1.0 + exp(x));
+    case EW_U_HARDSIGMOID:
+    case EW_U_HARDSWISH: {
+        double h = p->alpha * x + p->beta;
+        h = h < 0 ? 0.0 : h > 1 ? 1.0 : h;
+        return op == EW_U_HARDSWISH ? x * h : h;
+    }
+    case EW_U_SOFTPLUS:
+        /* log(1 + exp(x)) without overflow for large x. */
+        if (x > 0) return x + log1p(exp(-x));
+        return log1p(exp(x));
+    case EW_U_SOFTSIGN: return x / (1.0 + fabs(x));
+    case EW_U_THRESHOLDEDRELU: return x > p->alpha ? x : 0.0;
+    case EW_U_SHRINK:
+        if (x < -p->lambd) return x + p->bias;
+        if (x > p->lambd) return x - p->bias;
+        return 0.0;
+    case EW_U_GELU:
+        if (p->gelu_tanh) {
+            double k = sqrt(2.0 / 3.14159265358979323846);
+            return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+        }
+        return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case EW_U_ISINF:
+        return ((isinf(x) && x > 0 && p->detect_positive) ||
+                (isinf(x) && x < 0 && p->detect_negative))
+                   ? 1.0
+                   : 0.0;
+    case EW_U_ISNAN: return isnan(x) ? 1.0 : 0.0;
+    case EW_U_NOT: return x == 0 ? 1.0 : 0.0;
+    case EW_U_BITWISENOT: return x;
+    }
+    return x;
+}
+
+/* Signed integer ops wrap like numpy (computed on uint64 to avoid UB). */
+static int64_t ew_unary_i64(ew_unary_op op, int64_t x)
+{
+    switch (op) {
+    case EW_U_ABS: return x < 0 ? (int64_t)(0u - (uint64_t)x) : x;
+    case EW_U_NEG: return (int64_t)(0u - (uint64_t)x);
+    case EW_U_SIGN: return x > 0 ? 1 : x < 0 ? -1 : 0;
+    case EW_U_RELU: return x > 0 ? x : 0;
+    case EW_U_BITWISENOT: return ~x;
+    default: return x;
+    }
+}
+
+static uint64_t ew_unary_u64(ew_unary_op op, uint64_t x)
+{
+    switch (op) {
+    case EW_U_NEG: return 0u - x;
+    case EW_U_SIGN: return x != 0;
+    case EW_U_NOT: return x == 0;
+    case EW_U_BITWISENOT: return ~x;
+    default: return x; /* Abs, Relu */
+    }
+}
+
+static const ew_unary_info *ew_unary_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof ew_unary_ops / sizeof ew_unary_ops[0]; i++)
+        if (strcmp(ew_unary_ops[i].name, name) == 0) return &ew_unary_ops[i];
+    return NULL;
+}
+
+static mcp_status ew_run_unary(mcp_kernel_ctx *ctx)
+{
+    const ew_unary_info *info = ew_unary_find(ctx->node->op_type);
+    if (!info) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "not an elementwise unary op");
+    const mcp_tensor *x = mcp_kin(ctx, 0);
+    if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is missing");
+
+    ew_kind kind = ew_kind_of(x->dtype);
+    bool is_bool = x->dtype == MCP_DTYPE_BOOL;
+    bool ok;
+    if (info->flags & EW_UF_BOOL_IN)
+        ok = is_bool;
+    else if (kind == EW_KIND_FLOAT)
+        ok = (info->flags & EW_UF_FLOAT) != 0;
+    else if (kind == EW_KIND_INT || (kind == EW_KIND_UINT && !is_bool))
+        ok = (info->flags & (EW_UF_INT | EW_UF_INT_F64)) != 0;
+    else
+        ok = false;
+    if (!ok)
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'X' has unsupported type %s",
+                         mcp_dtype_name(x->dtype));
+
+    ew_uparams p;
+    mcp_status st = ew_uparams_read(ctx, info->op, &p);
+    if (st != MCP_STATUS_OK) return st;
+
+    mcp_dtype odt = (info->flags & EW_UF_BOOL_OUT) ? MCP_DTYPE_BOOL : x->dtype;
+    mcp_tensor *y;
+    st = ew_out(ctx, 0, odt, x->rank, x->dims, &y);
+    if (st != MCP_STATUS_OK) return st;
+
+    int64_t n = mcp_tensor_numel(x);
+    bool exact_int = (info->flags & EW_UF_INT) != 0 || (info->flags & EW_UF_BOOL_IN) != 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (kind == EW_KIND_FLOAT || !exact_int) {
+            double v = ew_unary_f64(info->op, ew_load_f64(x->dtype, x->data, i), &p);
+            ew_store_f64(odt, y->data, i, v);
+        } else if (kind == EW_KIND_INT) {
+            ew_store_i64(odt, y->data, i, ew_unary_i64(info->op, ew_load_i64(x->dtype, x->data, i)));
+        } else {
+            ew_store_u64(odt, y->data, i, ew_unary_u64(info->op, ew_load_u64(x->dtype, x->data, i)));
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- binary ops ---- */
+
+typedef enum ew_binary_op {
+    EW_B_ADD,
+    EW_B_SUB,
+    EW_B_MUL,
+    EW_B_DIV,
+    EW_B_MOD,
+    EW_B_POW,
+    EW_B_MAX,
+    EW_B_MIN,
+    EW_B_PRELU,
+    EW_B_SHL,
+    EW_B_SHR,
+    EW_B_BITAND,
+    EW_B_BITOR,
+    EW_B_BITXOR,
+    /* Ops from here on produce bool. */
+    EW_B_AND,
+    EW_B_OR,
+    EW_B_XOR,
+    EW_B_EQ,
+    EW_B_LT,
+    EW_B_LE,
+    EW_B_GT,
+    EW_B_GE,
+} ew_binary_op;
+
+enum {
+    EW_BF_FLOAT = 1 << 0,  /* float inputs */
+    EW_BF_INT = 1 << 1,    /* integer inputs (signed and unsigned) */
+    EW_BF_UINT = 1 << 2,   /* unsigned integer inputs only (with EW_BF_INT unset) */
+    EW_BF_BOOL = 1 << 3,   /* bool inputs */
+    EW_BF_STRING = 1 << 4, /* string inputs */
+    EW_BF_MIXED = 1 << 5,  /* the two inputs may have different types (Pow) */
+    EW_BF_LEGACY = 1 << 6, /* before opset 7: `broadcast` / `axis` attributes */
+};
+
+typedef struct ew_binary_info {
+    const char *name;
+    ew_binary_op op;
+    int flags;
+    const char *in0;
+    const char *in1;
+} ew_binary_info;
+
+#define EW_BF_NUM (EW_BF_FLOAT | EW_BF_INT)
+
+static const ew_binary_info ew_binary_ops[] = {
+    {"Add", EW_B_ADD, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
+    {"Sub", EW_B_SUB, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
+    {"Mul", EW_B_MUL, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
+    {"Div", EW_B_DIV, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
+    {"Mod", EW_B_MOD, EW_BF_NUM, "A", "B"},
+    {"Pow", EW_B_POW, EW_BF_NUM | EW_BF_MIXED | EW_BF_LEGACY, "X", "Y"},
+    {"PRelu", EW_B_PRELU, EW_BF_NUM, "X", "slope"},
+    {"BitShift", EW_B_SHL, EW_BF_UINT, "X", "Y"},
+    {"BitwiseAnd", EW_B_BITAND, EW_BF_INT, "A", "B"},
+    {"BitwiseOr", EW_B_BITOR, EW_BF_INT, "A", "B"},
+    {"BitwiseXor", EW_B_BITXOR, EW_BF_INT, "A", "B"},
+    {"And", EW_B_AND, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
+    {"Or", EW_B_OR, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
+    {"Xor", EW_B_XOR, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
+    {"Equal", EW_B_EQ, EW_BF_NUM | EW_BF_BOOL | EW_BF_STRING | EW_BF_LEGACY, "A", "B"},
+    {"Less", EW_B_LT, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
+    {"LessOrEqual", EW_B_LE, EW_BF_NUM | EW_BF_BOOL, "A", "B"},
+    {"Greater", EW_B_GT, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
+    {"GreaterOrEqual", EW_B_GE, EW_BF_NUM | EW_BF_BOOL, "A", "B"},
+};
+
+static bool ew_binary_bool_out(ew_binary_op op) { return op >= EW_B_AND; }
+
+static double ew_binary_f64(ew_binary_op op, double a, double b, bool fmod_mode)
+{
+    switch (op) {
+    case EW_B_ADD: return a + b;
+    case EW_B_SUB: return a - b;
+    case EW_B_MUL: return a * b;
+    case EW_B_DIV: return a / b;
+    case EW_B_MOD: {
+        double r = fmod(a, b);
+        /* fmod=0 follows the divisor's sign (numpy.mod). */
+        if (!fmod_mode && r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+    case EW_B_POW: return pow(a, b);
+    case EW_B_MAX: return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b);
+    case EW_B_MIN: return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b);
+    case EW_B_PRELU: return a < 0 ? a * b : a;
+    case EW_B_AND: return (a != 0) && (b != 0);
+    case EW_B_OR: return (a != 0) || (b != 0);
+    case EW_B_XOR: return (a != 0) != (b != 0);
+    case EW_B_EQ: return a == b;
+    case EW_B_LT: return a < b;
+    case EW_B_LE: return a <= b;
+    case EW_B_GT: return a > b;
+    case EW_B_GE: return a >= b;
+    default: return 0.0; /* bit ops have no float form; rejected earlier */
+    }
+}
+
+/* Integer power by squaring, wrapping modulo 2^64. */
+static uint64_t ew_ipow_u64(uint64_t base, uint64_t e)
+{
+    uint64_t r = 1;
+    while (e) {
+        if (e & 1u) r *= base;
+        base *= base;
+        e >>= 1;
+    }
+    return r;
+}
+
+static int64_t ew_ipow_i64(int64_t base, int64_t e)
+{
+    if (e < 0) {
+        /* Only 1 and -1 have integer reciprocals; the rest truncate to 0. */
+        if (base == 1) return 1;
+        if (base == -1) return (e & 1) ? -1 : 1;
+        return 0;
+    }
+    return (int64_t)ew_ipow_u64((uint64_t)base, (uint64_t)e);
+}
+
+static int64_t ew_binary_i64(ew_binary_op op, int64_t a, int64_t b, bool fmod_mode)
+{
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case EW_B_ADD: return (int64_t)(ua + ub);
+    case EW_B_SUB: return (int64_t)(ua - ub);
+    case EW_B_MUL: return (int64_t)(ua * ub);
+    case EW_B_DIV:
+        /* C truncation; numpy gives 0 for division by zero. */
+        if (b == 0) return 0;
+        if (b == -1) return (int64_t)(0u - ua);
+        return a / b;
+    case EW_B_MOD: {
+        if (b == 0 || b == -1) return 0;
+        int64_t r = a % b;
+        if (!fmod_mode && r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+    case EW_B_POW: return ew_ipow_i64(a, b);
+    case EW_B_MAX: return a > b ? a : b;
+    case EW_B_MIN: return a < b ? a : b;
+    case EW_B_PRELU: return a < 0 ? (int64_t)(ua * ub) : a;
+    case EW_B_SHL: return (b < 0 || b >= 64) ? 0 : (int64_t)(ua << b);
+    case EW_B_SHR: return (b < 0 || b >= 64) ? 0 : (int64_t)(ua >> b);
+    case EW_B_BITAND: return a & b;
+    case EW_B_BITOR: return a | b;
+    case EW_B_BITXOR: return a ^ b;
+    case EW_B_AND: return (a != 0) && (b != 0);
+    case EW_B_OR: return (a != 0) || (b != 0);
+    case EW_B_XOR: return (a != 0) != (b != 0);
+    case EW_B_EQ: return a == b;
+    case EW_B_LT: return a < b;
+    case EW_B_LE: return a <= b;
+    case EW_B_GT: return a > b;
+    case EW_B_GE: return a >= b;
+    }
+    return 0;
+}
+
+static uint64_t ew_binary_u64(ew_binary_op op, uint64_t a, uint64_t b, bool fmod_mode)
+{
+    (void)fmod_mode; /* both modes agree when nothing is negative */
+    switch (op) {
+    case EW_B_ADD: return a + b;
+    case EW_B_SUB: return a - b;
+    case EW_B_MUL: return a * b;
+    case EW_B_DIV: return b == 0 ? 0 : a / b;
+    case EW_B_MOD: return b == 0 ? 0 : a % b;
+    case EW_B_POW: return ew_ipow_u64(a, b);
+    case EW_B_MAX: return a > b ? a : b;
+    case EW_B_MIN: return a < b ? a : b;
+    case EW_B_PRELU: return a;
+    case EW_B_SHL: return b >= 64 ? 0 : a << b;
+    case EW_B_SHR: return b >= 64 ? 0 : a >> b;
+    case EW_B_BITAND: return a & b;
+    case EW_B_BITOR: return a | b;
+    case EW_B_BITXOR: return a ^ b;
+    case EW_B_AND: return (a != 0) && (b != 0);
+    case EW_B_OR: return (a != 0) || (b != 0);
+    case EW_B_XOR: return (a != 0) != (b != 0);
+    case EW_B_EQ: return a == b;
+    case EW_B_LT: return a < b;
+    case EW_B_LE: return a <= b;
+    case EW_B_GT: return a > b;
+    case EW_B_GE: return a >= b;
+    }
+    return 0;
+}
+
+/* Pow with an exponent whose type may differ from the base's; the result
+ * has the base's type. */
+static void ew_pow_elem(const ew_arg *a, int64_t ia, const ew_arg *b, int64_t ib, mcp_tensor *out,
+                        int64_t io)
+{
+    ew_kind ka = ew_kind_of(a->dtype), kb = ew_kind_of(b->dtype);
+    if (ka == EW_KIND_FLOAT || kb == EW_KIND_FLOAT) {
+        double v = pow(ew_load_f64(a->dtype, a->data, ia), ew_load_f64(b->dtype, b->data, ib));
+        ew_store_f64(out->dtype, out->data, io, v);
+    } else if (ka == EW_KIND_INT) {
+        int64_t e;
+        if (kb == EW_KIND_UINT) {
+            uint64_t ue = ew_load_u64(b->dtype, b->data, ib);
+            e = ue > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ue;
+        } else {
+            e = ew_load_i64(b->dtype, b->data, ib);
+        }
+        ew_store_i64(out->dtype, out->data, io, ew_ipow_i64(ew_load_i64(a->dtype, a->data, ia), e));
+    } else {
+        uint64_t base = ew_load_u64(a->dtype, a->data, ia);
+        uint64_t r;
+        if (kb == EW_KIND_INT && ew_load_i64(b->dtype, b->data, ib) < 0)
+            r = base == 1 ? 1 : 0;
+        else
+            r = ew_ipow_u64(base, ew_load_u64(b->dtype, b->data, ib));
+        ew_store_u64(out->dtype, out->data, io, r);
+    }
+}
+
+/*
+ * out = op(a, b) with numpy broadcasting of a and b to out's shape. `a` may
+ * alias out when it has out's shape (the variadic folds rely on this: each
+ * element is read before it is written, at the same index).
+ */
+static void ew_binary_apply(ew_binary_op op, bool fmod_mode, const ew_arg *a, const ew_arg *b,
+                            mcp_tensor *out)
+{
+    ew_iter it;
+    ew_iter_init(&it, out->rank, out->dims);
+    ew_iter_add(&it, a->rank, a->dims);
+    ew_iter_add(&it, b->rank, b->dims);
+    int64_t n = mcp_tensor_numel(out);
+    ew_kind kind = ew_kind_of(a->dtype);
+    for (int64_t i = 0; i < n; i++, ew_iter_next(&it)) {
+        int64_t ia = it.off[0], ib = it.off[1];
+        if (op == EW_B_POW) {
+            ew_pow_elem(a, ia, b, ib, out, i);
+        } else if (a->dtype == MCP_DTYPE_STRING) {
+            bool eq = strcmp(ew_str_at(a->data, ia), ew_str_at(b->data, ib)) == 0;
+            ew_store_u64(out->dtype, out->data, i, eq);
+        } else if (kind == EW_KIND_FLOAT) {
+            double v = ew_binary_f64(op, ew_load_f64(a->dtype, a->data, ia),
+                                     ew_load_f64(b->dtype, b->data, ib), fmod_mode);
+            ew_store_f64(out->dtype, out->data, i, v);
+        } else if (kind == EW_KIND_INT) {
+            int64_t v = ew_binary_i64(op, ew_load_i64(a->dtype, a->data, ia),
+                                      ew_load_i64(b->dtype, b->data, ib), fmod_mode);
+            ew_store_i64(out->dtype, out->data, i, v);
+        } else {
+            uint64_t v = ew_binary_u64(op, ew_load_u64(a->dtype, a->data, ia),
+                                       ew_load_u64(b->dtype, b->data, ib), fmod_mode);
+            ew_store_u64(out->dtype, out->data, i, v);
+        }
+    }
+}
+
+/* Checks that a dtype suits a binary op's flags. */
+static bool ew_binary_dtype_ok(const ew_binary_info *info, mcp_dtype dt)
+{
+    switch (ew_kind_of(dt)) {
+    case EW_KIND_FLOAT: return (info->flags & EW_BF_FLOAT) != 0;
+    case EW_KIND_INT: return (info->flags & EW_BF_INT) != 0;
+    case EW_KIND_UINT:
+        if (dt == MCP_DTYPE_BOOL) return (info->flags & EW_BF_BOOL) != 0;
+        return (info->flags & (EW_BF_INT | EW_BF_UINT)) != 0;
+    default: return dt == MCP_DTYPE_STRING && (info->flags & EW_BF_STRING) != 0;
+    }
+}
+
+/*
+ * Before opset 7, Add/Sub/Mul/Div/Pow/And/Or/Xor/Equal/Less/Greater
+ * broadcast only B onto A, and only with broadcast=1; `axis` says where B's
+ * dims start within A's. Reshapes `b` so numpy broadcasting gives that
+ * result.
+ */
+static mcp_status ew_legacy_broadcast(mcp_kernel_ctx *ctx, const ew_binary_info *info,
+                                      const ew_arg *a, ew_arg *b)
+{
+    if (!(info->flags & EW_BF_LEGACY) || ctx->opset >= 7) return MCP_STATUS_OK;
+    if (mcp_kattr_int(ctx, "broadcast", 0) == 0) return MCP_STATUS_OK;
+    if (!mcp_kattr(ctx, "axis")) return MCP_STATUS_OK; /* suffix alignment = numpy */
+    if (b->rank > a->rank)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input '%s' has rank %d, more than input '%s' (rank %d)", info->in1,
+                         b->rank, info->in0, a->rank);
+    int axis;
+    if (!mcp_axis_normalize(mcp_kattr_int(ctx, "axis", 0), a->rank, &axis) ||
+        axis + b->rank > a->rank)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'axis' does not place input '%s' (rank %d) within rank %d",
+                         info->in1, b->rank, a->rank);
+    int64_t dims[MCP_MAX_RANK];
+    for (int d = 0; d < a->rank; d++) dims[d] = 1;
+    for (int d = 0; d < b->rank; d++) dims[axis + d] = b->dims[d];
+    b->rank = a->rank;
+    for (int d = 0; d < a->rank; d++) b->dims[d] = dims[d];
+    return MCP_STATUS_OK;
+}
+
+/* Before opset 7, PRelu's 1-D slope of size C applies per channel (axis 1). */
+static void ew_prelu_legacy_slope(const mcp_kernel_ctx *ctx, const ew_arg *x, ew_arg *slope)
+{
+    if (ctx->opset >= 7 || slope->rank != 1 || x->rank < 2) return;
+    if (slope->dims[0] == 1 || slope->dims[0] != x->dims[1]) return;
+    int64_t c = slope->dims[0];
+    slope->rank = x->rank - 1;
+    slope->dims[0] = c;
+    for (int d = 1; d < slope->rank; d++) slope->dims[d] = 1;
+}
+
+static bool ew_shapes_equal(int ra, const int64_t *a, int rb, const int64_t *b)
+{
+    if (ra != rb) return false;
+    for (int d = 0; d < ra; d++)
+        if (a[d] != b[d]) return false;
+    return true;
+}
+
+static mcp_status ew_bcast_fail(mcp_kernel_ctx *ctx, const char *n0, const ew_arg *a, const char *n1,
+                                const ew_arg *b)
+{
+    char sa[128], sb[128];
+    mcp_shape_str(a->rank, a->dims, sa, sizeof sa);
+    mcp_shape_str(b->rank, b->dims, sb, sizeof sb);
+    return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                     "inputs '%s' %s and '%s' %s do not broadcast", n0, sa, n1, sb);
+}
+
+static const ew_binary_info *ew_binary_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof ew_binary_ops / sizeof ew_binary_ops[0]; i++)
+        if (strcmp(ew_binary_ops[i].name, name) == 0) return &ew_binary_ops[i];
+    return NULL;
+}
+
+static mcp_status ew_run_binary(mcp_kernel_ctx *ctx)
+{
+    const ew_binary_info *info = ew_binary_find(ctx->node->op_type);
+    if (!info) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "not an elementwise binary op");
+    const mcp_tensor *ta = mcp_kin(ctx, 0);
+    const mcp_tensor *tb = mcp_kin(ctx, 1);
+    if (!ta) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' is missing", info->in0);
+    if (!tb) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' is missing", info->in1);
+    if (!ew_binary_dtype_ok(info, ta->dtype))
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input '%s' has unsupported type %s",
+                         info->in0, mcp_dtype_name(ta->dtype));
+    if (info->flags & EW_BF_MIXED) {
+        if (ew_kind_of(tb->dtype) == EW_KIND_OTHER || tb->dtype == MCP_DTYPE_BOOL)
+            return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input '%s' has unsupported type %s",
+                             info->in1, mcp_dtype_name(tb->dtype));
+    } else if (ta->dtype != tb->dtype) {
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "inputs '%s' (%s) and '%s' (%s) must have the same type", info->in0,
+                         mcp_dtype_name(ta->dtype), info->in1, mcp_dtype_name(tb->dtype));
+    }
+
+    ew_binary_op op = info->op;
+    bool fmod_mode = false;
+    if (op == EW_B_MOD) {
+        fmod_mode = mcp_kattr_int(ctx, "fmod", 0) != 0;
+    } else if (op == EW_B_SHL) {
+        const char *dir = mcp_kattr_string(ctx, "direction", "");
+        if (strcmp(dir, "LEFT") == 0)
+            op = EW_B_SHL;
+        else if (strcmp(dir, "RIGHT") == 0)
+            op = EW_B_SHR;
+        else
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "attribute 'direction' must be \"LEFT\" or \"RIGHT\", got \"%s\"",
+                             dir);
+    }
+
+    ew_arg a = ew_arg_of(ta), b = ew_arg_of(tb);
+    mcp_status st = ew_legacy_broadcast(ctx, info, &a, &b);
+    if (st != MCP_STATUS_OK) return st;
+    if (op == EW_B_PRELU) ew_prelu_legacy_slope(ctx, &a, &b);
+
+    int rank;
+    int64_t dims[MCP_MAX_RANK];
+    if (!mcp_broadcast_shapes(a.rank, a.dims, b.rank, b.dims, &rank, dims))
+        return ew_bcast_fail(ctx, info->in0, &a, info->in1, &b);
+    if (op == EW_B_PRELU && !ew_shapes_equal(rank, dims, a.rank, a.dims))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input 'slope' must broadcast to the shape of input 'X'");
+
+    mcp_dtype odt = ew_binary_bool_out(op) ? MCP_DTYPE_BOOL : ta->dtype;
+    mcp_tensor *out;
+    st = ew_out(ctx, 0, odt, rank, dims, &out);
+    if (st != MCP_STATUS_OK) return st;
+    ew_binary_apply(op, fmod_mode, &a, &b, out);
+    return MCP_STATUS_OK;
+}
+
+/* ---- variadic Max / Min / Sum / Mean ---- */
+
+static mcp_status ew_run_variadic(mcp_kernel_ctx *ctx)
+{
+    const char *name = ctx->node->op_type;
+    ew_binary_op op;
+    bool mean = false;
+    if (strcmp(name, "Max") == 0) {
+        op = EW_B_MAX;
+    } else if (strcmp(name, "Min") == 0) {
+        op = EW_B_MIN;
+    } else if (strcmp(name, "Sum") == 0) {
+        op = EW_B_ADD;
+    } else if (strcmp(name, "Mean") == 0) {
+        op = EW_B_ADD;
+        mean = true;
+    } else {
+        return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "not a variadic elementwise op");
+    }
+    if (ctx->n_inputs < 1)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "needs at least one input");
+
+    const mcp_tensor *t0 = mcp_kin(ctx, 0);
+    if (!t0) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 0 is missing");
+    ew_kind kind = ew_kind_of(t0->dtype);
+    if (kind == EW_KIND_OTHER || t0->dtype == MCP_DTYPE_BOOL || (mean && kind != EW_KIND_FLOAT))
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 0 has unsupported type %s",
+                         mcp_dtype_name(t0->dtype));
+
+    int rank = t0->rank;
+    int64_t dims[MCP_MAX_RANK];
+    for (int d = 0; d < rank; d++) dims[d] = t0->dims[d];
+    for (int k = 1; k < ctx->n_inputs; k++) {
+        const mcp_tensor *t = mcp_kin(ctx, k);
+        if (!t) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input %d is missing", k);
+        if (t->dtype != t0->dtype)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input %d has type %s, input 0 has %s", k, mcp_dtype_name(t->dtype),
+                             mcp_dtype_name(t0->dtype));
+        int64_t nd[MCP_MAX_RANK];
+        int nr;
+        if (!mcp_broadcast_shapes(rank, dims, t->rank, t->dims, &nr, nd)) {
+            char s0[128], s1[128];
+            mcp_shape_str(rank, dims, s0, sizeof s0);
+            mcp_shape_str(t->rank, t->dims, s1, sizeof s1);
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input %d %s does not broadcast with the inputs before it %s", k, s1,
+                             s0);
+        }
+        rank = nr;
+        for (int d = 0; d < rank; d++) dims[d] = nd[d];
+    }
+
+    mcp_tensor *out;
+    mcp_status st = ew_out(ctx, 0, t0->dtype, rank, dims, &out);
+    if (st != MCP_STATUS_OK) return st;
+
+    /* out = input 0 broadcast, then fold the others in. */
+    int64_t n = mcp_tensor_numel(out);
+    size_t es = (size_t)mcp_dtype_size(t0->dtype);
+    ew_iter it;
+    ew_iter_init(&it, rank, dims);
+    ew_iter_add(&it, t0->rank, t0->dims);
+    for (int64_t i = 0; i < n; i++, ew_iter_next(&it))
+        memcpy((char *)out->data + (size_t)i * es, (const char *)t0->data + (size_t)it.off[0] * es,
+               es);
+
+    ew_arg acc = ew_arg_of(out);
+    for (int k = 1; k < ctx->n_inputs; k++) {
+        ew_arg b = ew_arg_of(mcp_kin(ctx, k));
+        ew_binary_apply(op, false, &acc, &b, out);
+    }
+    if (mean) {
+        double cnt = (double)ctx->n_inputs;
+        for (int64_t i = 0; i < n; i++)
+            ew_store_f64(out->dtype, out->data, i, ew_load_f64(out->dtype, out->data, i) / cnt);
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- Clip ---- */
+
+/* A bound of Clip in the input's kind. */
+typedef struct ew_bound {
+    bool set;
+    double f;
+    int64_t i;
+    uint64_t u;
+} ew_bound;
+
+static mcp_status ew_clip_bound_input(mcp_kernel_ctx *ctx, int idx, const char *name,
+                                      const mcp_tensor *x, ew_bound *bd)
+{
+    const mcp_tensor *t = mcp_kin(ctx, idx);
+    if (!t || mcp_tensor_numel(t) == 0) return MCP_STATUS_OK;
+    if (mcp_tensor_numel(t) != 1)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input '%s' must be a scalar, it has %lld elements", name,
+                         (long long)mcp_tensor_numel(t));
+    if (t->dtype != x->dtype)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input '%s' has type %s, input 'input' has %s", name,
+                         mcp_dtype_name(t->dtype), mcp_dtype_name(x->dtype));
+    bd->set = true;
+    bd->f = ew_load_f64(t->dtype, t->data, 0);
+    bd->i = ew_load_i64(t->dtype, t->data, 0);
+    bd->u = ew_load_u64(t->dtype, t->data, 0);
+    return MCP_STATUS_OK;
+}
+
+static void ew_clip_bound_attr(double v, ew_bound *bd)
+{
+    bd->set = true;
+    bd->f = v;
+    bd->i = ew_f64_to_i64(v);
+    bd->u = ew_f64_to_u64(v);
+}
+
+static mcp_status ew_run_clip(mcp_kernel_ctx *ctx)
+{
+    const mcp_tensor *x = mcp_kin(ctx, 0);
+    if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'input' is missing");
+    ew_kind kind = ew_kind_of(x->dtype);
+    if (kind == EW_KIND_OTHER || x->dtype == MCP_DTYPE_BOOL)
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'input' has unsupported type %s",
+                         mcp_dtype_name(x->dtype));
+
+    ew_bound lo, hi;
+    memset(&lo, 0, sizeof lo);
+    memset(&hi, 0, sizeof hi);
+    if (ctx->opset < 11) {
+        /* Bounds are attributes, defaulting to float's lowest / max. */
+        ew_clip_bound_attr(mcp_kattr_float(ctx, "min", -FLT_MAX), &lo);
+        ew_clip_bound_attr(mcp_kattr_float(ctx, "max", FLT_MAX), &hi);
+    } else {
+        mcp_status st = ew_clip_bound_input(ctx, 1, "min", x, &lo);
+        if (st != MCP_STATUS_OK) return st;
+        st = ew_clip_bound_input(ctx, 2, "max", x, &hi);
+        if (st != MCP_STATUS_OK) return st;
+    }
+
+    mcp_tensor *y;
+    mcp_status st = ew_out(ctx, 0, x->dtype, x->rank, x->dims, &y);
+    if (st != MCP_STATUS_OK) return st;
+    int64_t n = mcp_tensor_numel(x);
+    /* min(max(x, lo), hi), as numpy.clip; NaN passes through. */
+    for (int64_t i = 0; i < n; i++) {
+        if (kind == EW_KIND_FLOAT) {
+            double v = ew_load_f64(x->dtype, x->data, i);
+            if (lo.set && v < lo.f) v = lo.f;
+            if (hi.set && v > hi.f) v = hi.f;
+            ew_store_f64(x->dtype, y->data, i, v);
+        } else if (kind == EW_KIND_INT) {
+            int64_t v = ew_load_i64(x->dtype, x->data, i);
+            if (lo.set && v < lo.i) v = lo.i;
+            if (hi.set && v > hi.i) v = hi.i;
+            ew_store_i64(x->dtype, y->data, i, v);
+        } else {
+            uint64_t v = ew_load_u64(x->dtype, x->data, i);
+            if (lo.set && v < lo.u) v = lo.u;
+            if (hi.set && v > hi.u) v = hi.u;
+            ew_store_u64(x->dtype, y->data, i, v);
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- Where ---- */
+
+static mcp_status ew_run_where(mcp_kernel_ctx *ctx)
+{
+    static const char *const names[3] = {"condition", "X", "Y"};
+    const mcp_tensor *t[3];
+    for (int k = 0; k < 3; k++) {
+        t[k] = mcp_kin(ctx, k);
+        if (!t[k])
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' is missing", names[k]);
+    }
+    if (t[0]->dtype != MCP_DTYPE_BOOL)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'condition' must be bool, got %s",
+                         mcp_dtype_name(t[0]->dtype));
+    if (t[1]->dtype != t[2]->dtype)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "inputs 'X' (%s) and 'Y' (%s) must have the same type",
+                         mcp_dtype_name(t[1]->dtype), mcp_dtype_name(t[2]->dtype));
+    mcp_dtype dt = t[1]->dtype;
+    bool is_str = dt == MCP_DTYPE_STRING;
+    if (!is_str && mcp_dtype_size(dt) <= 0)
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'X' has unsupported type %s",
+                         mcp_dtype_name(dt));
+
+    int rank = t[0]->rank;
+    int64_t dims[MCP_MAX_RANK];
+    for (int d = 0; d < rank; d++) dims[d] = t[0]->dims[d];
+    for (int k = 1; k < 3; k++) {
+        int64_t nd[MCP_MAX_RANK];
+        int nr;
+        if (!mcp_broadcast_shapes(rank, dims, t[k]->rank, t[k]->dims, &nr, nd))
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input '%s' does not broadcast with the inputs before it", names[k]);
+        rank = nr;
+        for (int d = 0; d < rank; d++) dims[d] = nd[d];
+    }
+
+    mcp_tensor *out;
+    mcp_status st = ew_out(ctx, 0, dt, rank, dims, &out);
+    if (st != MCP_STATUS_OK) return st;
+
+    ew_iter it;
+    ew_iter_init(&it, rank, dims);
+    for (int k = 0; k < 3; k++) ew_iter_add(&it, t[k]->rank, t[k]->dims);
+    int64_t n = mcp_tensor_numel(out);
+    size_t es = is_str ? 0 : (size_t)mcp_dtype_size(dt);
+    const uint8_t *cond = (const uint8_t *)t[0]->data;
+    for (int64_t i = 0; i < n; i++, ew_iter_next(&it)) {
+        int src = cond[it.off[0]] ? 1 : 2;
+        int64_t off = it.off[src];
+        if (is_str) {
+            const char *s = ew_str_at(t[src]->data, off);
+            if (mcp_tensor_set_string(out, i, s, strlen(s)) != MCP_STATUS_OK)
+                return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory copying strings");
+        } else {
+            memcpy((char *)out->data + (size_t)i * es,
+                   (const char *)t[src]->data + (size_t)off * es, es);
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- kernel table ---- */
+
+#define EW_K(op, since, fn)                                                    \
+    {                                                                         \
+        .domain = "", .op_type = op, .since_version = since, .until_version = 0, \
+        .run = fn                                                             \
+    }
+
+const mcp_kernel_def mcp__ref_elementwise_kernels[] = {
+    /* unary math */
+    EW_K("Abs", 1, ew_run_unary),
+    EW_K("Neg", 1, ew_run_unary),
+    EW_K("Sign", 9, ew_run_unary),
+    EW_K("Reciprocal", 1, ew_run_unary),
+    EW_K("Floor", 1, ew_run_unary),
+    EW_K("Ceil", 1, ew_run_unary),
+    EW_K("Round", 11, ew_run_unary),
+    EW_K("Sqrt", 1, ew_run_unary),
+    EW_K("Exp", 1, ew_run_unary),
+    EW_K("Log", 1, ew_run_unary),
+    EW_K("Erf", 9, ew_run_unary),
+    EW_K("Sin", 7, ew_run_unary),
+    EW_K("Cos", 7, ew_run_unary),
+    EW_K("Tan", 7, ew_run_unary),
+    EW_K("Asin", 7, ew_run_unary),
+    EW_K("Acos", 7, ew_run_unary),
+    EW_K("Atan", 7, ew_run_unary),
+    EW_K("Sinh", 9, ew_run_unary),
+    EW_K("Cosh", 9, ew_run_unary),
+    EW_K("Asinh", 9, ew_run_unary),
+    EW_K("Acosh", 9, ew_run_unary),
+    EW_K("Atanh", 9, ew_run_unary),
+    EW_K("Tanh", 1, ew_run_unary),
+    /* activations */
+    EW_K("Relu", 1, ew_run_unary),
+    EW_K("LeakyRelu", 1, ew_run_unary),
+    EW_K("Elu", 1, ew_run_unary),
+    EW_K("Selu", 1, ew_run_unary),
+    EW_K("Celu", 12, ew_run_unary),
+    EW_K("Sigmoid", 1, ew_run_unary),
+    EW_K("HardSigmoid", 1, ew_run_unary),
+    EW_K("HardSwish", 14, ew_run_unary),
+    EW_K("Softplus", 1, ew_run_unary),
+    EW_K("Softsign", 1, ew_run_unary),
+    EW_K("ThresholdedRelu", 10, ew_run_unary),
+    EW_K("Shrink", 9, ew_run_unary),
+    EW_K("Gelu", 20, ew_run_unary),
+    EW_K("PRelu", 1, ew_run_binary),
+    /* predicates and logic */
+    EW_K("IsInf", 10, ew_run_unary),
+    EW_K("IsNaN", 9, ew_run_unary),
+    EW_K("Not", 1, ew_run_unary),
+    EW_K("BitwiseNot", 18, ew_run_unary),
+    /* binary */
+    EW_K("Add", 1, ew_run_binary),
+    EW_K("Sub", 1, ew_run_binary),
+    EW_K("Mul", 1, ew_run_binary),
+    EW_K("Div", 1, ew_run_binary),
+    EW_K("Pow", 1, ew_run_binary),
+    EW_K("Mod", 10, ew_run_binary),
+    EW_K("BitShift", 11, ew_run_binary),
+    EW_K("BitwiseAnd", 18, ew_run_binary),
+    EW_K("BitwiseOr", 18, ew_run_binary),
+    EW_K("BitwiseXor", 18, ew_run_binary),
+    EW_K("And", 1, ew_run_binary),
+    EW_K("Or", 1, ew_run_binary),
+    EW_K("Xor", 1, ew_run_binary),
+    EW_K("Equal", 1, ew_run_binary),
+    EW_K("Less", 1, ew_run_binary),
+    EW_K("LessOrEqual", 12, ew_run_binary),
+    EW_K("Greater", 1, ew_run_binary),
+    EW_K("GreaterOrEqual", 12, ew_run_binary),
+    /* variadic */
+    EW_K("Max", 1, ew_run_variadic),
+    EW_K("Min", 1, ew_run_variadic),
+    EW_K("Sum", 1, ew_run_variadic),
+    EW_K("Mean", 1, ew_run_variadic),
+    /* others */
+    EW_K("Clip", 1, ew_run_clip),
+    EW_K("Where", 9, ew_run_where),
+    EW_K("Cast", 1, mcp__ew_run_cast),
+    EW_K("CastLike", 15, mcp__ew_run_castlike),
+};
+const int mcp__ref_elementwise_kernel_count =
+    (int)(sizeof(mcp__ref_elementwise_kernels) / sizeof(mcp__ref_elementwise_kernels[0]));

@@ -1,0 +1,202 @@
+/*
+ * Private helpers of the elementwise reference kernels (elementwise*.c):
+ * element loads and stores for every numeric dtype with exact integer paths,
+ * and the run functions that live in elementwise_cast.c.
+ *
+ * Values travel as one of three "kinds": double for float dtypes (float16 and
+ * bfloat16 included), int64 for signed integers and uint64 for unsigned
+ * integers and bool. Stores wrap integers to the destination width (two's
+ * complement, like numpy) and round floats to nearest even.
+ */
+#ifndef MCP_OPS_REF_ELEMENTWISE_UTIL_H
+#define MCP_OPS_REF_ELEMENTWISE_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+typedef enum ew_kind {
+    EW_KIND_FLOAT = 0, /* float16, bfloat16, float, double */
+    EW_KIND_INT,       /* int8..int64 */
+    EW_KIND_UINT,      /* uint8..uint64 and bool */
+    EW_KIND_OTHER,     /* string, complex, undefined */
+} ew_kind;
+
+static inline ew_kind ew_kind_of(mcp_dtype dt)
+{
+    switch (dt) {
+    case MCP_DTYPE_FLOAT:
+    case MCP_DTYPE_DOUBLE:
+    case MCP_DTYPE_FLOAT16:
+    case MCP_DTYPE_BFLOAT16:
+        return EW_KIND_FLOAT;
+    case MCP_DTYPE_INT8:
+    case MCP_DTYPE_INT16:
+    case MCP_DTYPE_INT32:
+    case MCP_DTYPE_INT64:
+        return EW_KIND_INT;
+    case MCP_DTYPE_UINT8:
+    case MCP_DTYPE_UINT16:
+    case MCP_DTYPE_UINT32:
+    case MCP_DTYPE_UINT64:
+    case MCP_DTYPE_BOOL:
+        return EW_KIND_UINT;
+    default:
+        return EW_KIND_OTHER;
+    }
+}
+
+/* Rounds a double to IEEE half precision, nearest even, in one step (going
+ * through float would round twice). */
+static inline uint16_t ew_f64_to_f16(double d)
+{
+    uint64_t b;
+    memcpy(&b, &d, sizeof b);
+    uint16_t sign = (uint16_t)((b >> 48) & 0x8000u);
+    int bexp = (int)((b >> 52) & 0x7ff);
+    uint64_t man = b & ((UINT64_C(1) << 52) - 1);
+    if (bexp == 0x7ff) return (uint16_t)(sign | (man ? 0x7e00u : 0x7c00u));
+    if (bexp == 0) return sign; /* double subnormals are far below half's range */
+    int e = bexp - 1023;
+    if (e > 15) return (uint16_t)(sign | 0x7c00u);
+    uint64_t sig = man | (UINT64_C(1) << 52);
+    int shift;
+    uint64_t result;
+    if (e >= -14) {
+        /* The implicit bit of q adds one to the exponent field, hence e + 14. */
+        shift = 42;
+        result = ((uint64_t)(e + 14) << 10) + (sig >> shift);
+    } else {
+        shift = 42 + (-14 - e);
+        if (shift > 60) return sign;
+        result = sig >> shift;
+    }
+    uint64_t rem = sig & ((UINT64_C(1) << shift) - 1);
+    uint64_t half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (result & 1u))) result++;
+    return (uint16_t)(sign | (uint16_t)result);
+}
+
+/* Float to int64 the way C casts do, made total: NaN gives 0 and values out
+ * of range saturate (C leaves both undefined). */
+static inline int64_t ew_f64_to_i64(double v)
+{
+    if (isnan(v)) return 0;
+    if (v >= 9223372036854775808.0) return INT64_MAX;
+    if (v <= -9223372036854775808.0) return INT64_MIN;
+    return (int64_t)v;
+}
+
+static inline uint64_t ew_f64_to_u64(double v)
+{
+    if (isnan(v)) return 0;
+    if (v >= 18446744073709551616.0) return UINT64_MAX;
+    if (v < 0) return (uint64_t)ew_f64_to_i64(v); /* wraps like numpy */
+    return (uint64_t)v;
+}
+
+static inline double ew_load_f64(mcp_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MCP_DTYPE_FLOAT: return ((const float *)p)[i];
+    case MCP_DTYPE_DOUBLE: return ((const double *)p)[i];
+    case MCP_DTYPE_FLOAT16: return mcp_f16_to_f32(((const uint16_t *)p)[i]);
+    case MCP_DTYPE_BFLOAT16: return mcp_bf16_to_f32(((const uint16_t *)p)[i]);
+    case MCP_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case MCP_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case MCP_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case MCP_DTYPE_INT64: return (double)((const int64_t *)p)[i];
+    case MCP_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case MCP_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case MCP_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case MCP_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
+    case MCP_DTYPE_BOOL: return ((const uint8_t *)p)[i] ? 1.0 : 0.0;
+    default: return 0.0;
+    }
+}
+
+static inline int64_t ew_load_i64(mcp_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MCP_DTYPE_INT8: return ((const int8_t *)p)[i];
+    case MCP_DTYPE_INT16: return ((const int16_t *)p)[i];
+    case MCP_DTYPE_INT32: return ((const int32_t *)p)[i];
+    case MCP_DTYPE_INT64: return ((const int64_t *)p)[i];
+    case MCP_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case MCP_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case MCP_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case MCP_DTYPE_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    case MCP_DTYPE_BOOL: return ((const uint8_t *)p)[i] ? 1 : 0;
+    default: return ew_f64_to_i64(ew_load_f64(dt, p, i));
+    }
+}
+
+static inline uint64_t ew_load_u64(mcp_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case MCP_DTYPE_UINT8: return ((const uint8_t *)p)[i];
+    case MCP_DTYPE_UINT16: return ((const uint16_t *)p)[i];
+    case MCP_DTYPE_UINT32: return ((const uint32_t *)p)[i];
+    case MCP_DTYPE_UINT64: return ((const uint64_t *)p)[i];
+    case MCP_DTYPE_BOOL: return ((const uint8_t *)p)[i] ? 1 : 0;
+    case MCP_DTYPE_INT8:
+    case MCP_DTYPE_INT16:
+    case MCP_DTYPE_INT32:
+    case MCP_DTYPE_INT64: return (uint64_t)ew_load_i64(dt, p, i);
+    default: return ew_f64_to_u64(ew_load_f64(dt, p, i));
+    }
+}
+
+/* Integer stores wrap to the destination width. */
+static inline void ew_store_u64(mcp_dtype dt, void *p, int64_t i, uint64_t v)
+{
+    switch (dt) {
+    case MCP_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case MCP_DTYPE_DOUBLE: ((double *)p)[i] = (double)v; break;
+    case MCP_DTYPE_FLOAT16: ((uint16_t *)p)[i] = ew_f64_to_f16((double)v); break;
+    case MCP_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = mcp_f32_to_bf16((float)v); break;
+    case MCP_DTYPE_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case MCP_DTYPE_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case MCP_DTYPE_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case MCP_DTYPE_INT64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case MCP_DTYPE_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case MCP_DTYPE_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case MCP_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case MCP_DTYPE_UINT64: ((uint64_t *)p)[i] = v; break;
+    case MCP_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    default: break;
+    }
+}
+
+static inline void ew_store_i64(mcp_dtype dt, void *p, int64_t i, int64_t v)
+{
+    switch (dt) {
+    case MCP_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case MCP_DTYPE_DOUBLE: ((double *)p)[i] = (double)v; break;
+    case MCP_DTYPE_FLOAT16: ((uint16_t *)p)[i] = ew_f64_to_f16((double)v); break;
+    case MCP_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = mcp_f32_to_bf16((float)v); break;
+    default: ew_store_u64(dt, p, i, (uint64_t)v); break;
+    }
+}
+
+/* Float to integer stores truncate toward zero (see ew_f64_to_i64). */
+static inline void ew_store_f64(mcp_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case MCP_DTYPE_FLOAT: ((float *)p)[i] = (float)v; break;
+    case MCP_DTYPE_DOUBLE: ((double *)p)[i] = v; break;
+    case MCP_DTYPE_FLOAT16: ((uint16_t *)p)[i] = ew_f64_to_f16(v); break;
+    case MCP_DTYPE_BFLOAT16: ((uint16_t *)p)[i] = mcp_f32_to_bf16((float)v); break;
+    case MCP_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case MCP_DTYPE_UINT64: ((uint64_t *)p)[i] = ew_f64_to_u64(v); break;
+    default: ew_store_i64(dt, p, i, ew_f64_to_i64(v)); break;
+    }
+}
+
+/* Run functions defined in elementwise_cast.c. */
+mcp_status mcp__ew_run_cast(mcp_kernel_ctx *ctx);
+mcp_status mcp__ew_run_castlike(mcp_kernel_ctx *ctx);
+
+#endif
