@@ -129,7 +129,17 @@ mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *p
     mcp_exec f;
     mcp_status st = frame_init(&f, s, g, parent, inputs, err);
     if (st != MCP_STATUS_OK) return st;
-    for (int i = 0; i < g->n_nodes && st == MCP_STATUS_OK; i++) st = run_node(&f, &g->nodes[i]);
+    for (int i = 0; i < g->n_nodes && st == MCP_STATUS_OK; i++) {
+        st = run_node(&f, &g->nodes[i]);
+        /* Release what no later node reads. */
+        for (int k = g->free_start[i]; st == MCP_STATUS_OK && k < g->free_start[i + 1]; k++) {
+            int idx = g->free_vals[k];
+            if (!f.owned[idx]) continue;
+            mcp_value_free(f.vals[idx]);
+            f.vals[idx] = NULL;
+            f.owned[idx] = false;
+        }
+    }
     for (int i = 0; i < g->n_outputs && st == MCP_STATUS_OK; i++) {
         int idx = g->outputs[i];
         mcp_value *v = f.vals[idx];

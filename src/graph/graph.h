@@ -115,6 +115,10 @@ struct mcp_graph {
     int n_initializers;
     mcp_tensor *initializers; /* owned constants (the weights) */
     int *initializer_values;  /* value index of each initializer */
+    /* Value lifetimes (mcp_graph_plan_lifetimes): after node i runs, the
+     * values free_vals[free_start[i] .. free_start[i+1]) are dead. */
+    int *free_start;
+    int *free_vals;
     /* Top-level graph only: */
     int n_opsets;
     mcp_opset *opsets;
@@ -128,6 +132,11 @@ struct mcp_graph {
 mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
                            mcp_graph **out, mcp_err *err);
 void mcp_graph_free(mcp_graph *g);
+
+/* Computes value lifetimes for g and its subgraphs: a value dies after the
+ * last node that reads it, directly or through a subgraph's capture. Graph
+ * outputs, graph inputs and initializers never die. */
+mcp_status mcp_graph_plan_lifetimes(mcp_graph *g, mcp_err *err);
 
 /* Decode a serialized TensorProto / SequenceProto / OptionalProto (as found
  * in the ONNX test suite's .pb files) into a runtime value. */

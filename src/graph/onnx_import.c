@@ -97,8 +97,37 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
         return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': rank %zu above the maximum %d", name, tp->n_dims, MCP_MAX_RANK);
     if (tp->segment) return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", name);
     mcp_dtype dt = (mcp_dtype)tp->data_type;
+    /* Check the element count against the data present before allocating, so
+     * a corrupt shape cannot request a huge allocation. */
+    size_t claimed = 1;
+    for (size_t i = 0; i < tp->n_dims; i++) {
+        if (tp->dims[i] < 0)
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': negative dimension %lld", name, (long long)tp->dims[i]);
+        if (!mcp_mul_overflow_size(claimed, (size_t)tp->dims[i], &claimed))
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': shape overflows", name);
+    }
+    const uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    uint8_t *ext = NULL;
+    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        mcp_status est = read_external(tp, ic, &ext, &raw_len);
+        if (est != MCP_STATUS_OK) return est;
+        raw = ext;
+    } else if (tp->has_raw_data) {
+        raw = tp->raw_data.data;
+        raw_len = tp->raw_data.len;
+    }
+    size_t present = raw ? raw_len / (size_t)(mcp_dtype_size(dt) ? mcp_dtype_size(dt) : 1)
+                         : tp->n_float_data + tp->n_int32_data + tp->n_string_data + tp->n_int64_data +
+                               tp->n_double_data + tp->n_uint64_data;
+    if (claimed > present) {
+        mcp_free(ext);
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': shape needs %zu elements, the data holds %zu", name,
+                           claimed, present);
+    }
     mcp_status st = mcp_tensor_alloc(out, dt, (int)tp->n_dims, tp->dims, ic->err);
     if (st != MCP_STATUS_OK) {
+        mcp_free(ext);
         mcp_err_prefix(ic->err, "tensor '%s'", name);
         return st;
     }
@@ -106,17 +135,6 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
     size_t nbytes = mcp_tensor_nbytes(out);
     int es = mcp_dtype_size(dt);
 
-    const uint8_t *raw = NULL;
-    size_t raw_len = 0;
-    uint8_t *ext = NULL;
-    if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        st = read_external(tp, ic, &ext, &raw_len);
-        if (st != MCP_STATUS_OK) { mcp_tensor_release(out); return st; }
-        raw = ext;
-    } else if (tp->has_raw_data) {
-        raw = tp->raw_data.data;
-        raw_len = tp->raw_data.len;
-    }
 
     if (dt == MCP_DTYPE_STRING) {
         if (raw) { mcp_tensor_release(out); mcp_free(ext); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': string tensors cannot use raw_data", name); }
@@ -656,6 +674,8 @@ void mcp_graph_free(mcp_graph *g)
     for (int i = 0; i < g->n_initializers; i++) mcp_tensor_release(&g->initializers[i]);
     mcp_free(g->initializers);
     mcp_free(g->initializer_values);
+    mcp_free(g->free_start);
+    mcp_free(g->free_vals);
     mcp_free(g->inputs);
     mcp_free(g->outputs);
     for (int i = 0; i < g->n_opsets; i++) mcp_free(g->opsets[i].domain);

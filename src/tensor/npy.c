@@ -124,6 +124,15 @@ mcp_status mcp_npy_read_mem(const uint8_t *buf, size_t len, mcp_tensor *out, mcp
 
     const uint8_t *body = buf + hoff + hlen;
     size_t body_len = len - hoff - hlen;
+    /* Check the claimed size against the bytes present before allocating,
+     * so a lying header cannot request a huge allocation. */
+    size_t elem = dt == MCP_DTYPE_STRING ? (kind == 'U' ? (size_t)size * 4 : (size_t)size) : (size_t)mcp_dtype_size(dt);
+    size_t claimed = elem;
+    for (int i = 0; i < rank; i++)
+        if (!mcp_mul_overflow_size(claimed, (size_t)dims[i], &claimed))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, ".npy shape overflows");
+    if (claimed > body_len)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, ".npy data truncated: need %zu bytes, have %zu", claimed, body_len);
     mcp_status st = mcp_tensor_alloc(out, dt, rank, dims, err);
     if (st != MCP_STATUS_OK) return st;
     int64_t n = mcp_tensor_numel(out);

@@ -532,10 +532,11 @@ static mcp_status run_scan9(mcp_kernel_ctx *ctx)
         const mcp_tensor *x = mcp_kin(ctx, n_state + i);
         int axis;
         if (!x || x->rank < 1 || !mcp_axis_normalize(in_axes[i], x->rank, &axis)) {
+            st = mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                           "scan input %d is missing, a scalar, or has no axis %lld", i,
+                           (long long)in_axes[i]);
             scan_state_free(&s);
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                             "scan input %d is missing, a scalar, or has no axis %lld", i,
-                             (long long)in_axes[i]);
+            return st;
         }
         in_axes[i] = axis;
         if (len >= 0 && x->dims[axis] != len) {

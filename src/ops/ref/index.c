@@ -131,7 +131,8 @@ static mcp_status gather_run(mcp_kernel_ctx *ctx)
     int64_t n_idx = mcp_tensor_numel(ind);
     for (int64_t j = 0; j < n_idx; j++) {
         int64_t v;
-        if (!index_resolve(ctx, ind, "indices", j, len, axis, &v)) return MCP_STATUS_INVALID_ARGUMENT;
+        if (!index_resolve(ctx, ind, "indices", j, len, axis, &v))
+            return MCP_STATUS_INVALID_ARGUMENT;
     }
     mcp_tensor *out = mcp_kout(ctx, 0, data->dtype, out_rank, dims);
     if (!out) return MCP_STATUS_OUT_OF_MEMORY;
@@ -472,7 +473,8 @@ static mcp_status scatter_nd_run(mcp_kernel_ctx *ctx)
             st = mcp__ref_index_copy(ctx, out, off, upd, j * slice, slice);
             if (st != MCP_STATUS_OK) return st;
         } else {
-            for (int64_t s = 0; s < slice; s++) scatter_combine(out, off + s, upd, j * slice + s, red);
+            for (int64_t s = 0; s < slice; s++)
+                scatter_combine(out, off + s, upd, j * slice + s, red);
         }
     }
     return MCP_STATUS_OK;
@@ -491,9 +493,9 @@ static bool elem_nonzero(const mcp_tensor *t, int64_t i)
     case MCP_DTYPE_UINT64: return ((const int64_t *)t->data)[i] != 0;
     case MCP_DTYPE_COMPLEX64:
     case MCP_DTYPE_COMPLEX128: {
-        int es = mcp_dtype_size(t->dtype) / 2;
-        return mcp_elem_get_f64(es == 4 ? MCP_DTYPE_FLOAT : MCP_DTYPE_DOUBLE, t->data, 2 * i) != 0 ||
-               mcp_elem_get_f64(es == 4 ? MCP_DTYPE_FLOAT : MCP_DTYPE_DOUBLE, t->data, 2 * i + 1) != 0;
+        mcp_dtype part = t->dtype == MCP_DTYPE_COMPLEX64 ? MCP_DTYPE_FLOAT : MCP_DTYPE_DOUBLE;
+        return mcp_elem_get_f64(part, t->data, 2 * i) != 0.0 ||
+               mcp_elem_get_f64(part, t->data, 2 * i + 1) != 0.0;
     }
     default: return mcp_tensor_get_f64(t, i) != 0.0;
     }
@@ -563,9 +565,10 @@ static mcp_status compress_run(mcp_kernel_ctx *ctx)
     for (int64_t i = 0; i < clen; i++) {
         if (mcp_tensor_get_f64(cond, i) == 0.0) continue;
         if (i >= len)
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                             "input 'condition' selects position %lld beyond the %lld of 'input'",
-                             (long long)i, (long long)len);
+            return mcp_kfail(
+                ctx, MCP_STATUS_INVALID_ARGUMENT,
+                "input 'condition' is true at position %lld, beyond the length %lld of 'input'",
+                (long long)i, (long long)len);
         kept++;
     }
     int64_t dims[MCP_MAX_RANK];
@@ -656,7 +659,8 @@ static void slice_sort(const unique_view *v, int64_t *idx, int64_t *tmp, int64_t
             int64_t mid = lo + width < n ? lo + width : n;
             int64_t hi = lo + 2 * width < n ? lo + 2 * width : n;
             int64_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) tmp[k++] = slice_cmp(v, idx[j], idx[i]) < 0 ? idx[j++] : idx[i++];
+            while (i < mid && j < hi)
+                tmp[k++] = slice_cmp(v, idx[j], idx[i]) < 0 ? idx[j++] : idx[i++];
             while (i < mid) tmp[k++] = idx[i++];
             while (j < hi) tmp[k++] = idx[j++];
         }

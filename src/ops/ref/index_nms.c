@@ -89,13 +89,15 @@ mcp_status mcp__ref_index_nms_run(mcp_kernel_ctx *ctx)
     const mcp_tensor *boxes = mcp_kin(ctx, 0);
     const mcp_tensor *scores = mcp_kin(ctx, 1);
     if (!boxes || !scores)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'boxes' and 'scores' are required");
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "inputs 'boxes' and 'scores' are required");
     if (boxes->rank != 3 || boxes->dims[2] != 4)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'boxes' must have shape [batches, boxes, 4]");
     if (scores->rank != 3 || scores->dims[0] != boxes->dims[0] || scores->dims[2] != boxes->dims[1])
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                         "input 'scores' must have shape [batches, classes, boxes] matching 'boxes'");
+        return mcp_kfail(
+            ctx, MCP_STATUS_INVALID_ARGUMENT,
+            "input 'scores' must have shape [batches, classes, boxes] matching 'boxes'");
     if (!mcp_dtype_is_float(boxes->dtype) || !mcp_dtype_is_float(scores->dtype))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "inputs 'boxes' and 'scores' must be floating point");
@@ -106,13 +108,15 @@ mcp_status mcp__ref_index_nms_run(mcp_kernel_ctx *ctx)
     if (st == MCP_STATUS_OK) st = nms_scalar(ctx, 4, "score_threshold", &has_score, &score_d);
     if (st != MCP_STATUS_OK) return st;
     if (has_iou && (iou_d < 0.0 || iou_d > 1.0))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'iou_threshold' must be in [0, 1]");
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input 'iou_threshold' must be in [0, 1]");
     int64_t max_per_class = has_max && max_d > 0 ? (int64_t)max_d : 0;
     float iou_threshold = (float)iou_d;
     float score_threshold = (float)score_d;
     int64_t center = mcp_kattr_int(ctx, "center_point_box", 0);
     if (center != 0 && center != 1)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'center_point_box' must be 0 or 1");
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'center_point_box' must be 0 or 1");
 
     int64_t nb = boxes->dims[0], nbox = boxes->dims[1], ncls = scores->dims[1];
     size_t cap = nbox > 0 ? (size_t)nbox : 1;
@@ -149,7 +153,8 @@ mcp_status mcp__ref_index_nms_run(mcp_kernel_ctx *ctx)
                     int64_t ncap = sel_cap ? sel_cap * 2 : 64;
                     int64_t *ns = mcp_realloc(sel, (size_t)ncap * 3 * sizeof(int64_t));
                     if (!ns) {
-                        st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for selections");
+                        st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY,
+                                       "out of memory for selections");
                         goto done;
                     }
                     sel = ns;

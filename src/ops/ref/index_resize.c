@@ -113,8 +113,8 @@ static mcp_status rs_parse_attrs(mcp_kernel_ctx *ctx, rs_params *p)
     for (i = 0; i < sizeof(nearests) / sizeof(nearests[0]); i++)
         if (strcmp(s, nearests[i].name) == 0) break;
     if (i == sizeof(nearests) / sizeof(nearests[0]))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'nearest_mode' '%s' is unknown",
-                         s);
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'nearest_mode' '%s' is unknown", s);
     p->nearest = nearests[i].value;
     p->cubic_a = mcp_kattr_float(ctx, "cubic_coeff_a", -0.75f);
     p->exclude_outside = mcp_kattr_int(ctx, "exclude_outside", 0) != 0;
@@ -397,8 +397,8 @@ static mcp_status resize_axes(mcp_kernel_ctx *ctx, int rank, int *axes, int *n_a
         return MCP_STATUS_OK;
     }
     if (count > rank)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'axes' has %lld entries for rank %d",
-                         (long long)count, rank);
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'axes' has %lld entries for rank %d", (long long)count, rank);
     for (int64_t i = 0; i < count; i++) {
         if (!mcp_axis_normalize(a[i], rank, &axes[i]))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
@@ -438,7 +438,8 @@ mcp_status mcp__ref_index_resize_run(mcp_kernel_ctx *ctx)
         p.coord = RS_COORD_ASYMMETRIC;
         p.nearest = RS_NEAREST_LEGACY;
         const mcp_tensor *scales = mcp_kin(ctx, 1);
-        if (!scales) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'scales' is missing");
+        if (!scales)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'scales' is missing");
         if (mcp_tensor_numel(scales) != x->rank || !mcp_dtype_is_float(scales->dtype))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                              "input 'scales' must hold %d floats", x->rank);
@@ -450,7 +451,7 @@ mcp_status mcp__ref_index_resize_run(mcp_kernel_ctx *ctx)
 
     st = rs_parse_attrs(ctx, &p);
     if (st != MCP_STATUS_OK) return st;
-    int axes[MCP_MAX_RANK], na;
+    int axes[MCP_MAX_RANK], na = 0;
     st = resize_axes(ctx, x->rank, axes, &na);
     if (st != MCP_STATUS_OK) return st;
     const mcp_tensor *roi = nonempty_input(ctx, 1);
@@ -539,7 +540,8 @@ mcp_status mcp__ref_index_upsample_run(mcp_kernel_ctx *ctx)
         st = rs_from_scales(ctx, &p, "scales");
     } else {
         const mcp_tensor *scales = mcp_kin(ctx, 1);
-        if (!scales) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'scales' is missing");
+        if (!scales)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'scales' is missing");
         if (mcp_tensor_numel(scales) != x->rank || !mcp_dtype_is_float(scales->dtype))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                              "input 'scales' must hold %d floats", x->rank);

@@ -107,7 +107,7 @@ void mcp__nn_set_i64(mcp_tensor *t, int64_t i, int64_t v) {
 
 double *mcp__nn_load_f64(const mcp_tensor *t) {
     int64_t n = mcp_tensor_numel(t);
-    double *buf = mcp_malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *buf = mcp__nn_alloc(n, sizeof(double));
     if (!buf) return NULL;
     if (t->dtype == MCP_DTYPE_DOUBLE) {
         if (n > 0) memcpy(buf, t->data, (size_t)n * sizeof(double));
@@ -122,7 +122,7 @@ double *mcp__nn_load_f64(const mcp_tensor *t) {
 
 int64_t *mcp__nn_load_i64(const mcp_tensor *t) {
     int64_t n = mcp_tensor_numel(t);
-    int64_t *buf = mcp_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *buf = mcp__nn_alloc(n, sizeof(int64_t));
     if (!buf) return NULL;
     for (int64_t i = 0; i < n; i++) buf[i] = mcp__nn_get_i64(t, i);
     return buf;
@@ -143,10 +143,22 @@ void mcp__nn_store_i64(mcp_tensor *t, const int64_t *v) {
     for (int64_t i = 0; i < n; i++) mcp__nn_set_i64(t, i, v[i]);
 }
 
+int64_t mcp__nn_mul_sat(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    if (a > INT64_MAX / b) return INT64_MAX;
+    return a * b;
+}
+
 int64_t mcp__nn_prod(int n, const int64_t *dims) {
     int64_t p = 1;
-    for (int i = 0; i < n; i++) p *= dims[i];
+    for (int i = 0; i < n; i++) p = mcp__nn_mul_sat(p, dims[i]);
     return p;
+}
+
+void *mcp__nn_alloc(int64_t count, size_t elem) {
+    if (count < 1) count = 1;
+    if ((uint64_t)count > SIZE_MAX / elem) return NULL;
+    return mcp_malloc((size_t)count * elem);
 }
 
 /* ---- geometry ---- */
@@ -163,7 +175,8 @@ static mcp_status geom_ints(mcp_kernel_ctx *ctx, const char *name, int want, boo
                          "attribute '%s' has %lld values, expected %d", name, (long long)count,
                          want);
     for (int i = 0; i < want; i++) {
-        if (v[i] < 0 || (v[i] == 0 && !allow_zero))
+        /* The bound keeps window arithmetic far from int64 overflow. */
+        if (v[i] < 0 || (v[i] == 0 && !allow_zero) || v[i] > INT32_MAX)
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                              "attribute '%s' value %lld is out of range", name,
                              (long long)v[i]);
@@ -402,7 +415,7 @@ mcp_status mcp__nn_run_matmul(mcp_kernel_ctx *ctx) {
     void *abuf = is_float ? (void *)mcp__nn_load_f64(a) : (void *)mcp__nn_load_i64(a);
     void *bbuf = is_float ? (void *)mcp__nn_load_f64(b) : (void *)mcp__nn_load_i64(b);
     /* double and int64 have the same size, so one scratch serves both. */
-    void *obuf = mcp_malloc((size_t)ny * sizeof(double));
+    void *obuf = mcp__nn_alloc(ny, sizeof(double));
     if (!abuf || !bbuf || !obuf) {
         st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     } else if (is_float) {
@@ -468,7 +481,7 @@ mcp_status mcp__nn_run_gemm(mcp_kernel_ctx *ctx) {
     if (mcp__nn_is_float(a->dtype)) {
         double *av = mcp__nn_load_f64(a), *bv = mcp__nn_load_f64(b);
         double *cv = c ? mcp__nn_load_f64(c) : NULL;
-        double *ov = mcp_malloc((size_t)(m * n) * sizeof(double));
+        double *ov = mcp__nn_alloc(m * n, sizeof(double));
         if (!av || !bv || (c && !cv) || !ov) {
             mcp_free(av);
             mcp_free(bv);
@@ -497,7 +510,7 @@ mcp_status mcp__nn_run_gemm(mcp_kernel_ctx *ctx) {
     }
     int64_t *av = mcp__nn_load_i64(a), *bv = mcp__nn_load_i64(b);
     int64_t *cv = c ? mcp__nn_load_i64(c) : NULL;
-    uint64_t *ov = mcp_malloc((size_t)(m * n) * sizeof(uint64_t));
+    uint64_t *ov = mcp__nn_alloc(m * n, sizeof(uint64_t));
     if (!av || !bv || (c && !cv) || !ov) {
         mcp_free(av);
         mcp_free(bv);

@@ -26,8 +26,7 @@ static int64_t *make_index_table(const mcp__nn_geom *g, const int64_t *iter_dims
                                  const int64_t *other_dims) {
     int nd = g->nd;
     int64_t K = mcp__nn_prod(nd, g->kernel), P = mcp__nn_prod(nd, iter_dims);
-    int64_t n = K * P;
-    int64_t *tab = mcp_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *tab = mcp__nn_alloc(mcp__nn_mul_sat(K, P), sizeof(int64_t));
     if (!tab) return NULL;
     int64_t kidx[MCP__NN_MAX_SPATIAL] = {0};
     for (int64_t kk = 0; kk < K; kk++) {
@@ -68,8 +67,7 @@ static mcp_status conv_core(mcp_kernel_ctx *ctx, const mcp__nn_geom *g, int64_t 
     int64_t IS = mcp__nn_prod(nd, g->in), OS = mcp__nn_prod(nd, g->out);
     int64_t Cg = C / group, Mg = M / group;
     int64_t *tab = make_index_table(g, g->out, g->in);
-    int64_t ncol = Cg * K * OS;
-    double *col = mcp_malloc((size_t)(ncol > 0 ? ncol : 1) * sizeof(double));
+    double *col = mcp__nn_alloc(mcp__nn_mul_sat(mcp__nn_mul_sat(Cg, K), OS), sizeof(double));
     if (!tab || !col) {
         mcp_free(tab);
         mcp_free(col);
@@ -170,7 +168,7 @@ mcp_status mcp__nn_run_conv(mcp_kernel_ctx *ctx) {
     if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
     double *xv = mcp__nn_load_f64(x), *wv = mcp__nn_load_f64(w);
     double *bv = b ? mcp__nn_load_f64(b) : NULL;
-    double *yv = mcp_malloc((size_t)mcp_tensor_numel(y) * sizeof(double));
+    double *yv = mcp__nn_alloc(mcp_tensor_numel(y), sizeof(double));
     if (!xv || !wv || (b && !bv) || !yv) {
         st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     } else {
@@ -251,7 +249,7 @@ mcp_status mcp__nn_run_conv_integer(mcp_kernel_ctx *ctx) {
     double x_zp = 0.0;
     st = per_channel(ctx, xzp, "x_zero_point", 1, false, 0.0, &x_zp);
     if (st != MCP_STATUS_OK) return st;
-    double *w_zp = mcp_malloc((size_t)(M > 0 ? M : 1) * sizeof(double));
+    double *w_zp = mcp__nn_alloc(M, sizeof(double));
     if (!w_zp) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     st = per_channel(ctx, wzp, "w_zero_point", M, true, 0.0, w_zp);
     mcp_tensor *y = NULL;
@@ -261,7 +259,7 @@ mcp_status mcp__nn_run_conv_integer(mcp_kernel_ctx *ctx) {
         return st;
     }
     int64_t ny = mcp_tensor_numel(y);
-    double *acc = mcp_malloc((size_t)ny * sizeof(double));
+    double *acc = mcp__nn_alloc(ny, sizeof(double));
     if (!acc) {
         mcp_free(w_zp);
         return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -315,7 +313,7 @@ mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) {
                          (long long)mcp_tensor_numel(b), (long long)M);
     double x_zp = 0.0, x_scale = 0.0, y_scale = 0.0, y_zp = 0.0;
     /* Per-channel arrays: w_zp, w_scale, bias. */
-    double *buf = mcp_malloc((size_t)(M > 0 ? M : 1) * 3 * sizeof(double));
+    double *buf = mcp__nn_alloc(mcp__nn_mul_sat(M, 3), sizeof(double));
     if (!buf) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     double *w_zp = buf, *w_scale = buf + M, *bias = buf + 2 * M;
     st = per_channel(ctx, xzp, "x_zero_point", 1, false, 0.0, &x_zp);
@@ -332,7 +330,7 @@ mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) {
         return st;
     }
     int64_t ny = mcp_tensor_numel(y);
-    double *acc = mcp_malloc((size_t)ny * sizeof(double));
+    double *acc = mcp__nn_alloc(ny, sizeof(double));
     if (!acc) {
         mcp_free(buf);
         return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -401,9 +399,9 @@ mcp_status mcp__nn_run_conv_transpose(mcp_kernel_ctx *ctx) {
                              "attribute 'output_padding' has %lld values, expected %d",
                              (long long)cnt, nd);
         for (int d = 0; d < nd; d++) {
-            if (op[d] < 0)
+            if (op[d] < 0 || op[d] > INT32_MAX)
                 return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                                 "attribute 'output_padding' must be non-negative");
+                                 "attribute 'output_padding' is out of range");
             outpad[d] = op[d];
         }
     }
@@ -422,6 +420,9 @@ mcp_status mcp__nn_run_conv_transpose(mcp_kernel_ctx *ctx) {
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "attribute 'auto_pad' has unknown value '%s'", auto_pad);
     for (int d = 0; d < nd; d++) {
+        if (g.in[d] > 1 && g.stride[d] > (INT64_MAX / 4) / g.in[d])
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input 'X' spatial dim %d is too large for the strides", d);
         int64_t eff = (g.kernel[d] - 1) * g.dil[d] + 1;
         int64_t full = g.stride[d] * (g.in[d] - 1) + outpad[d] + eff;
         if (oshape || same) {
@@ -459,9 +460,9 @@ mcp_status mcp__nn_run_conv_transpose(mcp_kernel_ctx *ctx) {
     int64_t OS = mcp__nn_prod(nd, g.out), Cg = C / group;
     double *xv = mcp__nn_load_f64(x), *wv = mcp__nn_load_f64(w);
     double *bv = b ? mcp__nn_load_f64(b) : NULL;
-    double *yv = mcp_malloc((size_t)ny * sizeof(double));
-    int64_t ncol = K * IS;
-    double *col = mcp_malloc((size_t)(ncol > 0 ? ncol : 1) * sizeof(double));
+    double *yv = mcp__nn_alloc(ny, sizeof(double));
+    int64_t ncol = mcp__nn_mul_sat(K, IS);
+    double *col = mcp__nn_alloc(ncol, sizeof(double));
     int64_t *tab = make_index_table(&g, g.in, g.out);
     if (!xv || !wv || (b && !bv) || !yv || !col || !tab) {
         st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");

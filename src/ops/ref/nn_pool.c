@@ -19,8 +19,7 @@
 static int64_t *pool_table(const mcp__nn_geom *g) {
     int nd = g->nd;
     int64_t K = mcp__nn_prod(nd, g->kernel), P = mcp__nn_prod(nd, g->out);
-    int64_t n = K * P;
-    int64_t *tab = mcp_malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    int64_t *tab = mcp__nn_alloc(mcp__nn_mul_sat(K, P), sizeof(int64_t));
     if (!tab) return NULL;
     int64_t pidx[MCP__NN_MAX_SPATIAL] = {0};
     for (int64_t p = 0; p < P; p++) {
@@ -116,7 +115,7 @@ static mcp_status run_float_pool(mcp_kernel_ctx *ctx, enum pool_kind kind) {
     int64_t K = mcp__nn_prod(g.nd, g.kernel), IS = mcp__nn_prod(g.nd, g.in);
     int64_t OS = mcp__nn_prod(g.nd, g.out), NC = x->dims[0] * x->dims[1];
     double *xv = mcp__nn_load_f64(x);
-    double *yv = mcp_malloc((size_t)ny * sizeof(double));
+    double *yv = mcp__nn_alloc(ny, sizeof(double));
     int64_t *tab = pool_table(&g);
     if (!xv || !yv || !tab) {
         st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -332,6 +331,9 @@ mcp_status mcp__nn_run_max_unpool(mcp_kernel_ctx *ctx) {
     inf_dims[0] = x->dims[0];
     inf_dims[1] = x->dims[1];
     for (int d = 0; d < nd; d++) {
+        if (g.in[d] > 1 && g.stride[d] > (INT64_MAX / 4) / g.in[d])
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input 'X' spatial dim %d is too large for the strides", d);
         inf_dims[d + 2] =
             (g.in[d] - 1) * g.stride[d] + g.kernel[d] - g.pad_begin[d] - g.pad_end[d];
         if (inf_dims[d + 2] < 0)

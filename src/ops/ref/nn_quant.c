@@ -231,7 +231,7 @@ static mcp_status qmm_accumulate(mcp_kernel_ctx *ctx, const mcp_tensor *a, const
     if (st != MCP_STATUS_OK) return st;
     int64_t ny = p->nbatch * p->m * p->n;
     int64_t *av = mcp__nn_load_i64(a), *bv = mcp__nn_load_i64(b);
-    int64_t *out = mcp_malloc((size_t)(ny > 0 ? ny : 1) * sizeof(int64_t));
+    int64_t *out = mcp__nn_alloc(ny, sizeof(int64_t));
     if (!av || !bv || !out) {
         mcp_free(av);
         mcp_free(bv);

@@ -114,15 +114,21 @@ mcp_status mcp__nn_run_roi_align(mcp_kernel_ctx *ctx) {
             if (rh < 1.0) rh = 1.0;
         }
         double bin_h = rh / (double)oh, bin_w = rw / (double)ow;
-        int64_t gh = sampling > 0 ? sampling : (int64_t)ceil(rh / (double)oh);
-        int64_t gw = sampling > 0 ? sampling : (int64_t)ceil(rw / (double)ow);
-        if (gh < 0) gh = 0;
-        if (gw < 0) gw = 0;
+        double dgh = sampling > 0 ? (double)sampling : ceil(rh / (double)oh);
+        double dgw = sampling > 0 ? (double)sampling : ceil(rw / (double)ow);
+        /* A sampling grid this fine means a corrupt ROI (or NaN). */
+        if (!(dgh <= 65536.0 && dgw <= 65536.0)) {
+            st = mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                           "input 'rois' row %lld needs a sampling grid too large to compute",
+                           (long long)r);
+            break;
+        }
+        int64_t gh = dgh > 0 ? (int64_t)dgh : 0, gw = dgw > 0 ? (int64_t)dgw : 0;
         double count = (double)(gh * gw > 1 ? gh * gw : 1);
-        int64_t ntaps = oh * ow * gh * gw;
+        int64_t ntaps = mcp__nn_mul_sat(mcp__nn_mul_sat(oh, ow), gh * gw);
         if (ntaps > max_grid) {
             mcp_free(taps);
-            taps = mcp_malloc((size_t)ntaps * sizeof(roi_taps));
+            taps = mcp__nn_alloc(ntaps, sizeof(roi_taps));
             max_grid = taps ? ntaps : 0;
             if (!taps) {
                 st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");

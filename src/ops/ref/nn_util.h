@@ -58,8 +58,13 @@ enum {
 mcp_status mcp__nn_geom_init(mcp_kernel_ctx *ctx, const mcp_tensor *x, const int64_t *kernel,
                              int flags, mcp__nn_geom *g);
 
-/* Product of dims[0..n). */
+/* Product of dims[0..n) (non-negative), saturating at INT64_MAX. */
 int64_t mcp__nn_prod(int n, const int64_t *dims);
+/* a * b for non-negative a, b, saturating at INT64_MAX. */
+int64_t mcp__nn_mul_sat(int64_t a, int64_t b);
+/* Scratch for count elements of elem bytes (at least one element); NULL when
+ * out of memory or when the size does not fit. Free with mcp_free. */
+void *mcp__nn_alloc(int64_t count, size_t elem);
 
 /* ---- batched matrix product (MatMul semantics) ----
  * A [batch_a..., M, K] times B [batch_b..., K, N] with numpy broadcasting of

@@ -377,8 +377,12 @@ static mcp_status arg_run(mcp_kernel_ctx *ctx, bool is_max)
                 for (int64_t k = 1; k < n; k++) {
                     uint64_t v = mcp__red_ld_u64(x->dtype, x->data, base + k * inner);
                     int c;
-                    if (sgn) c = (int64_t)v > (int64_t)best ? 1 : ((int64_t)v < (int64_t)best ? -1 : 0);
-                    else c = v > best ? 1 : (v < best ? -1 : 0);
+                    if (sgn) {
+                        int64_t sv = (int64_t)v, sb = (int64_t)best;
+                        c = sv > sb ? 1 : (sv < sb ? -1 : 0);
+                    } else {
+                        c = v > best ? 1 : (v < best ? -1 : 0);
+                    }
                     if (!is_max) c = -c;
                     if (c > 0 || (c == 0 && last)) {
                         best = v;

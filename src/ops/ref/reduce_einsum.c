@@ -34,7 +34,7 @@ static mcp_status es_parse_term(mcp_kernel_ctx *ctx, const char *s, size_t len, 
     *has_ell = false;
     for (size_t i = 0; i < len; i++) {
         if (s[i] == '.') {
-            if (*has_ell || i + 2 >= len + 0 || s[i + 1] != '.' || s[i + 2] != '.')
+            if (*has_ell || i + 2 >= len || s[i + 1] != '.' || s[i + 2] != '.')
                 return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                                  "attribute 'equation' has a malformed ellipsis");
             *has_ell = true;
@@ -226,8 +226,9 @@ mcp_status mcp__ref_reduce_einsum_run(mcp_kernel_ctx *ctx)
     int64_t n_out = mcp_tensor_numel(y);
     double *facc = NULL;
     uint64_t *iacc = NULL;
-    if (kind == MCP__RED_FLOAT) facc = (double *)mcp_calloc((size_t)(n_out ? n_out : 1), sizeof(double));
-    else iacc = (uint64_t *)mcp_calloc((size_t)(n_out ? n_out : 1), sizeof(uint64_t));
+    size_t n_acc = (size_t)(n_out ? n_out : 1);
+    if (kind == MCP__RED_FLOAT) facc = (double *)mcp_calloc(n_acc, sizeof(double));
+    else iacc = (uint64_t *)mcp_calloc(n_acc, sizeof(uint64_t));
     if (!facc && !iacc) {
         mcp_free(str);
         return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");

@@ -52,6 +52,7 @@ mcp_status mcp__ref_reduce_batchnorm_run(mcp_kernel_ctx *ctx)
         training = false;
         for (int i = 1; i < ctx->n_outputs; i++)
             if (mcp__red_output_used(ctx, i)) training = true;
+        if (ctx->opset < 7 && mcp_kattr_int(ctx, "is_test", 0) != 0) training = false;
     }
 
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);

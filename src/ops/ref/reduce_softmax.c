@@ -16,9 +16,7 @@ static mcp_status sm_split(mcp_kernel_ctx *ctx, const mcp_tensor *x, int64_t *ou
     bool coerce = ctx->opset < 13;
     int64_t a = mcp_kattr_int(ctx, "axis", coerce ? 1 : -1);
     int axis;
-    if (coerce && a == x->rank) {
-        axis = x->rank; /* everything in the outer part; tolerated by old runtimes */
-    } else if (x->rank == 0 || !mcp_axis_normalize(a, x->rank, &axis)) {
+    if (x->rank == 0 || !mcp_axis_normalize(a, x->rank, &axis)) {
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "attribute 'axis' %lld is out of range for input of rank %d",
                          (long long)a, x->rank);
@@ -37,7 +35,7 @@ static mcp_status sm_split(mcp_kernel_ctx *ctx, const mcp_tensor *x, int64_t *ou
 static mcp_status sm_run(mcp_kernel_ctx *ctx, sm_kind kind)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
-    int64_t outer, n, inner;
+    int64_t outer = 0, n = 0, inner = 0;
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'input' is missing");
     if (!mcp__red_is_float(x->dtype))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'input' has unsupported type %s",
@@ -96,7 +94,7 @@ mcp_status mcp__ref_reduce_cumsum_run(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
     const mcp_tensor *at = mcp_kin(ctx, 1);
-    int64_t a;
+    int64_t a = 0;
     int axis;
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'x' is missing");
     mcp__red_kind kind = mcp__red_kind_of(x->dtype);
@@ -192,7 +190,7 @@ static void topk_sort(const topk_keys *k, int64_t *idx, int64_t *tmp, int64_t n)
 mcp_status mcp__ref_reduce_topk_run(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
-    int64_t k;
+    int64_t k = 0;
     int axis;
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is missing");
     mcp__red_kind kind = mcp__red_kind_of(x->dtype);
@@ -254,9 +252,12 @@ mcp_status mcp__ref_reduce_topk_run(mcp_kernel_ctx *ctx)
             for (int64_t j = 0; j < n; j++) {
                 int64_t i = base + j * inner;
                 idx[j] = j;
-                if (kind == MCP__RED_FLOAT) ((double *)kbuf)[j] = mcp__red_ld_f64(x->dtype, x->data, i);
-                else if (kind == MCP__RED_SIGNED) ((int64_t *)kbuf)[j] = mcp__red_ld_i64(x->dtype, x->data, i);
-                else ((uint64_t *)kbuf)[j] = mcp__red_ld_u64(x->dtype, x->data, i);
+                if (kind == MCP__RED_FLOAT)
+                    ((double *)kbuf)[j] = mcp__red_ld_f64(x->dtype, x->data, i);
+                else if (kind == MCP__RED_SIGNED)
+                    ((int64_t *)kbuf)[j] = mcp__red_ld_i64(x->dtype, x->data, i);
+                else
+                    ((uint64_t *)kbuf)[j] = mcp__red_ld_u64(x->dtype, x->data, i);
             }
             topk_sort(&keys, idx, tmp, n);
             int64_t obase = o * k * inner + in;
