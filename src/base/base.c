@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const status_names[] = {
 #define MCP__STATUS_NAME(name, text) text,
@@ -49,18 +50,25 @@ void mcp_err_prefix(mcp_err *err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
+    size_t cap = err->cap;
+    size_t mlen = strnlen(err->buf, cap - 1);
+    char *msg = malloc(mlen + 1);
+    if (!msg) return;
+    memcpy(msg, err->buf, mlen);
+    msg[mlen] = '\0';
+    /* When everything does not fit, keep the end of the message: the cause
+     * is there, and each enclosing context only adds a prefix. */
     size_t plen = strlen(prefix);
-    size_t mlen = strnlen(err->buf, err->cap - 1);
-    /* Shift the message right and put "prefix: " in front, truncating. */
-    size_t shift = plen + 2;
-    if (shift >= err->cap) shift = err->cap - 1;
-    size_t keep = mlen;
-    if (keep + shift >= err->cap) keep = err->cap - 1 - shift;
-    memmove(err->buf + shift, err->buf, keep);
-    err->buf[shift + keep] = '\0';
-    char tmp[520];
-    snprintf(tmp, sizeof tmp, "%s: ", prefix);
-    memcpy(err->buf, tmp, shift < strlen(tmp) ? shift : strlen(tmp));
+    if (plen + 2 + mlen + 1 <= cap) {
+        snprintf(err->buf, cap, "%s: %s", prefix, msg);
+    } else {
+        size_t keep_msg = cap / 2 < mlen ? cap / 2 : mlen;
+        size_t room = cap - 1 - keep_msg;
+        size_t keep_prefix = room > 5 ? room - 5 : 0; /* "...: " */
+        if (keep_prefix > plen) keep_prefix = plen;
+        snprintf(err->buf, cap, "%.*s...: %s", (int)keep_prefix, prefix, msg + (mlen - keep_msg));
+    }
+    free(msg);
 }
 
 static atomic_llong alloc_live;
@@ -116,6 +124,11 @@ mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err 
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot read '%s': not a regular file", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot seek '%s'", path);

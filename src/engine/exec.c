@@ -71,6 +71,8 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
     mcp_value **ins = n->n_inputs <= SMALL ? in_small : mcp_calloc((size_t)n->n_inputs, sizeof *ins);
     mcp_value **outs = n->n_outputs <= SMALL ? out_small : mcp_calloc((size_t)n->n_outputs, sizeof *outs);
     mcp_status st = MCP_STATUS_OK;
+    if (outs)
+        for (int i = 0; i < n->n_outputs; i++) outs[i] = NULL;
     if (!ins || !outs) {
         st = mcp_err_set(f->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
         goto done;
@@ -84,7 +86,6 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
             goto done;
         }
     }
-    for (int i = 0; i < n->n_outputs; i++) outs[i] = NULL;
     for (int i = 0; i < n->n_outputs; i++) {
         outs[i] = mcp_value_new();
         if (!outs[i]) {
@@ -147,9 +148,10 @@ mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *p
             st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "graph output '%s' has no value", g->values[idx].name);
             break;
         }
-        bool repeated = false;
-        for (int j = 0; j < i; j++) repeated |= g->outputs[j] == idx;
-        if (f.owned[idx] && !repeated && g->values[idx].initializer < 0) {
+        /* Move on the last listing of a value; copy on earlier ones. */
+        bool listed_later = false;
+        for (int j = i + 1; j < g->n_outputs; j++) listed_later |= g->outputs[j] == idx;
+        if (f.owned[idx] && !listed_later && g->values[idx].initializer < 0) {
             /* Move: the frame gives up the value. */
             *outputs[i] = *v;
             memset(v, 0, sizeof *v);

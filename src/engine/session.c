@@ -279,11 +279,12 @@ mcp_status mcp_session_run(const mcp_session *s, int n_inputs, const char *const
                 out_values[k] = outs[i];
                 outs[i] = NULL;
             } else {
-                /* The same output selected twice. */
+                /* The same output selected twice: copy the earlier slot. */
+                int first = 0;
+                while (first < k && (sel ? sel[first] : first) != i) first++;
                 out_values[k] = mcp_value_new();
-                if (!out_values[k] || mcp_value_copy(out_values[k], out_values[0], &e) != MCP_STATUS_OK) {
-                    st = MCP_STATUS_OUT_OF_MEMORY;
-                }
+                if (!out_values[k] || mcp_value_copy(out_values[k], out_values[first], &e) != MCP_STATUS_OK)
+                    st = mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory copying output");
             }
         }
     }

@@ -131,6 +131,13 @@ struct mcp_graph {
  * the caller (mcp_graph_free). */
 mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
                            mcp_graph **out, mcp_err *err);
+/* Infers dtype and shape of every value it can, graph by graph (subgraphs
+ * included), from graph inputs, initializers and op semantics. Declared
+ * types (value_info, outputs) are kept and checked: a static dimension or
+ * dtype that contradicts what a node produces fails with the node's name,
+ * op type and the value's name. Unknown stays unknown (rank -1 / dim -1);
+ * symbolic dims (dim_params) propagate through ops that preserve them. */
+mcp_status mcp_graph_infer_shapes(mcp_graph *g, mcp_err *err);
 void mcp_graph_free(mcp_graph *g);
 
 /* Computes value lifetimes for g and its subgraphs: a value dies after the

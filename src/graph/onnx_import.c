@@ -73,7 +73,7 @@ static mcp_status read_external(const Onnx__TensorProto *tp, const import_ctx *i
     long size = ftell(f);
     if (size < 0 || offset > size) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data offset %lld beyond end of '%s'", name, offset, path); }
     if (length < 0) length = size - offset;
-    if (offset + length > size) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data '%s' is shorter than offset+length", name, path); }
+    if (length > size - offset) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data '%s' is shorter than offset+length", name, path); }
     uint8_t *buf = mcp_malloc((size_t)length);
     if (!buf) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "tensor '%s': out of memory for external data", name); }
     if (fseek(f, (long)offset, SEEK_SET) != 0 || (length && fread(buf, 1, (size_t)length, f) != (size_t)length)) {

@@ -78,7 +78,7 @@ mcp_status mcp_npy_read_mem(const uint8_t *buf, size_t len, mcp_tensor *out, mcp
         descr[di++] = *p;
 
     const char *fo = dict_find(hdr, hlen, "fortran_order");
-    if (fo && strncmp(fo, "True", 4) == 0)
+    if (fo && (size_t)(hdr + hlen - fo) >= 4 && memcmp(fo, "True", 4) == 0)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, ".npy arrays in Fortran order are not supported; save with C order");
 
     const char *sh = dict_find(hdr, hlen, "shape");

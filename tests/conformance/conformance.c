@@ -22,6 +22,11 @@
 
 #include "engine/engine.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#define HAVE_LSAN 1
+#endif
+
 enum { R_PASS = 0, R_FAIL = 1, R_UNSUPPORTED = 2 };
 
 static const char *const suites[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
@@ -126,7 +131,7 @@ static bool compare_value(const mcp_value *got, const mcp_value *want, char *msg
         for (int64_t i = 0; i < want->seq_len; i++) {
             char inner[900];
             if (!compare_tensor(&got->seq[i], &want->seq[i], inner, sizeof inner)) {
-                snprintf(msg, cap, "sequence element %lld: %s", (long long)i, inner);
+                snprintf(msg, cap, "sequence element %lld: %.700s", (long long)i, inner);
                 return false;
             }
         }
@@ -193,7 +198,7 @@ static int run_case(const char *dir, const char *backend, char *msg, size_t cap)
             if (outs[i]->kind == MCP_VALUE_TENSOR) bf16_from_uint16(&want, outs[i]->tensor.dtype);
             char m[900];
             if (!compare_value(outs[i], &want, m, sizeof m)) {
-                snprintf(msg, cap, "output '%s' (set %d): %s", g->values[g->outputs[i]].name, set, m);
+                snprintf(msg, cap, "output '%.100s' (set %d): %.800s", g->values[g->outputs[i]].name, set, m);
                 result = R_FAIL;
             }
             mcp_value_clear(&want);
@@ -222,6 +227,13 @@ static int run_case_isolated(const char *dir, const char *backend, int timeout_s
         alarm((unsigned)timeout_s);
         char m[1024];
         int r = run_case(dir, backend, m, sizeof m);
+#ifdef HAVE_LSAN
+        /* _exit skips LeakSanitizer's exit-time check: run it here. */
+        if (__lsan_do_recoverable_leak_check()) {
+            snprintf(m, sizeof m, "memory leak (LeakSanitizer report on stderr)");
+            r = R_FAIL;
+        }
+#endif
         size_t ml = strlen(m);
         if (write(fd[1], m, ml) < 0) _exit(3);
         close(fd[1]);

@@ -249,6 +249,12 @@ void mb_attr_graph(mb_model *m, Onnx__NodeProto *n, const char *name, Onnx__Grap
     a->g = body;
 }
 
+void mb_attr_tensor(mb_model *m, Onnx__NodeProto *n, const char *name, Onnx__TensorProto *t)
+{
+    Onnx__AttributeProto *a = new_attr(m, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR);
+    a->t = t;
+}
+
 Onnx__TensorProto *mb_new_tensor(mb_model *m, const char *name, mcp_dtype dtype, int rank,
                                  const int64_t *dims, const void *data, size_t nbytes)
 {
@@ -338,4 +344,37 @@ int mb_write_file(mb_model *m, const char *path)
     int rc = mb_write_bytes(path, buf, len);
     free(buf);
     return rc;
+}
+
+/* ---- the shared example model ---- */
+
+const float mb_mlp_w[6] = {1.0f, -2.0f, 0.5f, 3.0f, -1.0f, 0.25f};
+const float mb_mlp_b[2] = {0.5f, -1.0f};
+
+mb_model *mb_example_mlp(void)
+{
+    mb_model *m = mb_model_new(13);
+    const int64_t xdims[] = {-1, 3}, ydims[] = {-1, 2}, wdims[] = {3, 2}, bdims[] = {2};
+    const char *const params[] = {"batch", NULL};
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, xdims, params);
+    mb_add_initializer(m, NULL, "W", MCP_DTYPE_FLOAT, 2, wdims, mb_mlp_w, sizeof mb_mlp_w);
+    mb_add_initializer(m, NULL, "B", MCP_DTYPE_FLOAT, 1, bdims, mb_mlp_b, sizeof mb_mlp_b);
+    mb_add_node(m, NULL, "MatMul", "matmul", "X,W", "XW");
+    mb_add_node(m, NULL, "Add", "add", "XW,B", "Y");
+    mb_add_node(m, NULL, "Relu", "relu", "Y", "Z");
+    mb_add_output(m, NULL, "Z", MCP_DTYPE_FLOAT, 2, ydims, params);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, ydims, params);
+    return m;
+}
+
+void mb_mlp_reference(const float *x, int64_t batch, float *y, float *z)
+{
+    for (int64_t r = 0; r < batch; r++) {
+        for (int c = 0; c < 2; c++) {
+            double acc = mb_mlp_b[c];
+            for (int k = 0; k < 3; k++) acc += (double)x[r * 3 + k] * mb_mlp_w[k * 2 + c];
+            y[r * 2 + c] = (float)acc;
+            z[r * 2 + c] = acc > 0 ? (float)acc : 0.0f;
+        }
+    }
 }

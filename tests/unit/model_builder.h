@@ -61,6 +61,7 @@ void mb_attr_ints(mb_model *m, Onnx__NodeProto *n, const char *name, const int64
                   size_t count);
 void mb_attr_string(mb_model *m, Onnx__NodeProto *n, const char *name, const char *s);
 void mb_attr_graph(mb_model *m, Onnx__NodeProto *n, const char *name, Onnx__GraphProto *body);
+void mb_attr_tensor(mb_model *m, Onnx__NodeProto *n, const char *name, Onnx__TensorProto *t);
 
 /* A tensor holding `nbytes` bytes of raw_data (numeric dtypes only; the
  * byte count need not match the shape, so mismatches can be tested). */
@@ -87,5 +88,22 @@ int mb_write_file(mb_model *m, const char *path);
 
 /* Writes len bytes to path (creating or truncating it). Returns 0 on success. */
 int mb_write_bytes(const char *path, const void *data, size_t len);
+
+/*
+ * The shared example model (opset 13), used by several tests:
+ *   XW = MatMul(X, W)   node "matmul"
+ *   Y  = Add(XW, B)     node "add"
+ *   Z  = Relu(Y)        node "relu"
+ * X is float [batch, 3] with "batch" symbolic; W float [3, 2] and B float [2]
+ * are initializers holding mb_mlp_w and mb_mlp_b. Graph outputs, in order:
+ * Z then Y, both declared float [batch, 2]. The weights are small binary
+ * fractions, so results on small integer or half-integer inputs are exact in
+ * float whatever the summation order.
+ */
+extern const float mb_mlp_w[6];
+extern const float mb_mlp_b[2];
+mb_model *mb_example_mlp(void);
+/* Computes Y and Z for `batch` rows of x by hand (y, z: batch * 2 floats). */
+void mb_mlp_reference(const float *x, int64_t batch, float *y, float *z);
 
 #endif

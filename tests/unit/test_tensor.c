@@ -815,18 +815,15 @@ static void test_npy_malformed(void)
     expect_npy_error(__LINE__, buf, len, MCP_STATUS_UNSUPPORTED, "rank");
     len = make_npy(buf, 1, "{'descr': '<U1', 'fortran_order': False, 'shape': (100000,), }", NULL, 0);
     expect_npy_error(__LINE__, buf, len, MCP_STATUS_INVALID_ARGUMENT, "truncated");
-    /* BUG (src/tensor/npy.c, mcp_npy_read_mem): the reader allocates
-     * numel * element size bytes from the header's shape before checking that
-     * the body holds that many bytes, so a 128-byte file declaring shape
-     * (1000000000000,) '<f4' requests a 4 TB calloc: under ASan this aborts
-     * ("requested allocation size exceeds maximum supported size"), without
-     * it the outcome depends on the kernel's overcommit policy. For '<U1'
-     * strings it also makes one allocation per declared element before the
-     * length check (1e9 elements exhausts memory). The body length should be
-     * checked against the shape before mcp_tensor_alloc.
+    /* A short file declaring a huge shape is refused before anything that
+     * size is allocated (a 4 TB calloc would abort under ASan), for numbers
+     * and for strings (one allocation per element). */
     len = make_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }", NULL, 0);
     expect_npy_error(__LINE__, buf, len, MCP_STATUS_INVALID_ARGUMENT, "truncated");
-    */
+    len = make_npy(buf, 1, "{'descr': '<U1', 'fortran_order': False, 'shape': (1000000000000,), }", NULL, 0);
+    expect_npy_error(__LINE__, buf, len, MCP_STATUS_INVALID_ARGUMENT, "truncated");
+    len = make_npy(buf, 1, "{'descr': '<U1000000', 'fortran_order': False, 'shape': (1000000000000,), }", NULL, 0);
+    expect_npy_error(__LINE__, buf, len, MCP_STATUS_INVALID_ARGUMENT, NULL);
 
     /* Random mutations of a good file never crash (outcome not checked). */
     uint64_t rng = 0x9e3779b97f4a7c15ULL;

@@ -136,17 +136,25 @@ static inline int tu_make_temp_dir(char *buf, size_t cap, const char *tag)
 /* buf = dir + "/" + name. Returns buf. */
 static inline char *tu_path(char *buf, size_t cap, const char *dir, const char *name)
 {
-    snprintf(buf, cap, "%s/%s", dir, name);
+    size_t dl = strlen(dir), nl = strlen(name);
+    if (dl + 1 + nl >= cap) {
+        fprintf(stderr, "tu_path: path too long\n");
+        abort();
+    }
+    memcpy(buf, dir, dl);
+    buf[dl] = '/';
+    memcpy(buf + dl + 1, name, nl + 1);
     return buf;
 }
 
-/* Removes dir/name for each name, then dir itself. */
+/* Removes dir/name for each name (files or empty folders, in the order
+ * given), then dir itself. */
 static inline void tu_remove_dir(const char *dir, const char *const *names, int n)
 {
     char p[4096];
     for (int i = 0; i < n; i++) {
         tu_path(p, sizeof p, dir, names[i]);
-        unlink(p);
+        if (unlink(p) != 0) rmdir(p);
     }
     rmdir(dir);
 }

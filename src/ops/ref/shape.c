@@ -25,6 +25,7 @@ static mcp_status out_tensor(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int ra
                              const int64_t *dims, mcp_tensor **out)
 {
     int64_t numel = 1;
+    *out = NULL;
     if (rank < 0 || rank > MCP_MAX_RANK)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "output %d: rank %d exceeds %d", i,
                          rank, MCP_MAX_RANK);
@@ -56,6 +57,7 @@ static mcp_status need_input(mcp_kernel_ctx *ctx, int i, const char *name,
 static mcp_status read_ints(mcp_kernel_ctx *ctx, const mcp_tensor *t, const char *name,
                             int64_t cap, int64_t *vals, int64_t *n)
 {
+    *n = 0;
     if (!mcp_dtype_is_integer(t->dtype))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input '%s' must be an integer tensor, got %s", name,
@@ -77,6 +79,7 @@ static mcp_status read_ints(mcp_kernel_ctx *ctx, const mcp_tensor *t, const char
 static mcp_status read_scalar_int(mcp_kernel_ctx *ctx, const mcp_tensor *t, const char *name,
                                   int64_t *v)
 {
+    *v = 0;
     if (!mcp_dtype_is_integer(t->dtype))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input '%s' must be an integer tensor, got %s", name,
@@ -181,7 +184,7 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *st)
 static mcp_status copy_reshaped(mcp_kernel_ctx *ctx, const mcp_tensor *x, int rank,
                                 const int64_t *dims)
 {
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st = out_tensor(ctx, 0, x->dtype, rank, dims, &y);
     if (st != MCP_STATUS_OK) return st;
     if (mcp_tensor_numel(y) != mcp_tensor_numel(x))
@@ -202,7 +205,7 @@ static mcp_status run_identity(mcp_kernel_ctx *ctx)
 static mcp_status run_constant(mcp_kernel_ctx *ctx)
 {
     const mcp_attr *a;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st;
     if ((a = mcp_kattr(ctx, "value")) != NULL) {
         if (a->type != MCP_ATTR_TENSOR)
@@ -272,7 +275,7 @@ static mcp_status run_constant_of_shape(mcp_kernel_ctx *ctx)
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                              "input 'input' has negative dimension %lld", (long long)dims[k]);
     const mcp_attr *a = mcp_kattr(ctx, "value");
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     if (!a) return out_tensor(ctx, 0, MCP_DTYPE_FLOAT, (int)n, dims, &y);
     if (a->type != MCP_ATTR_TENSOR || mcp_tensor_numel(&a->t) != 1)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
@@ -288,7 +291,7 @@ static mcp_status run_constant_of_shape(mcp_kernel_ctx *ctx)
 static mcp_status run_shape(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st = need_input(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     int64_t r = x->rank, start = 0, end = r;
@@ -310,7 +313,7 @@ static mcp_status run_shape(mcp_kernel_ctx *ctx)
 static mcp_status run_size(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st = need_input(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     st = out_tensor(ctx, 0, MCP_DTYPE_INT64, 0, NULL, &y);
@@ -476,7 +479,7 @@ static mcp_status run_unsqueeze(mcp_kernel_ctx *ctx)
 static mcp_status run_transpose(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t perm[MCP_MAX_RANK], n, xst[MCP_MAX_RANK], sst[MCP_MAX_RANK], dims[MCP_MAX_RANK],
         yst[MCP_MAX_RANK];
     bool seen[MCP_MAX_RANK] = {false};
@@ -514,7 +517,7 @@ static mcp_status run_transpose(mcp_kernel_ctx *ctx)
 static mcp_status run_concat(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *first = NULL;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t dims[MCP_MAX_RANK], yst[MCP_MAX_RANK], xst[MCP_MAX_RANK];
     for (int i = 0; i < ctx->n_inputs && !first; i++) first = mcp_kin(ctx, i);
     if (!first) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "no inputs");
@@ -625,7 +628,7 @@ static mcp_status run_split(mcp_kernel_ctx *ctx)
     for (int k = 0; k < x->rank; k++) dims[k] = x->dims[k];
     int64_t off = 0;
     for (int i = 0; i < nout; i++) {
-        mcp_tensor *y;
+        mcp_tensor *y = NULL;
         dims[axis] = sizes[i];
         st = out_tensor(ctx, i, x->dtype, x->rank, dims, &y);
         if (st != MCP_STATUS_OK) goto done;
@@ -643,7 +646,7 @@ done:
 static mcp_status run_slice(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t starts[MCP_MAX_RANK], ends[MCP_MAX_RANK], axes[MCP_MAX_RANK], steps[MCP_MAX_RANK];
     int64_t ns, ne, na, nst;
     int64_t beg[MCP_MAX_RANK], step[MCP_MAX_RANK], dims[MCP_MAX_RANK];
@@ -779,7 +782,7 @@ static int64_t pad_map(int mode, int64_t j, int64_t n)
 static mcp_status run_pad(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t pads[2 * MCP_MAX_RANK], np = 0, axes[MCP_MAX_RANK], na = 0;
     int64_t pb[MCP_MAX_RANK] = {0}, pe[MCP_MAX_RANK] = {0}, dims[MCP_MAX_RANK];
     mcp_tensor cval = {0};
@@ -926,7 +929,7 @@ static mcp_status run_pad(mcp_kernel_ctx *ctx)
 static mcp_status run_expand(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x, *shape;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t req[MCP_MAX_RANK], n, dims[MCP_MAX_RANK], xst[MCP_MAX_RANK], sst[MCP_MAX_RANK],
         yst[MCP_MAX_RANK];
     mcp_status st = need_input(ctx, 0, "input", &x);
@@ -959,7 +962,7 @@ static mcp_status run_expand(mcp_kernel_ctx *ctx)
 static mcp_status run_tile(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x, *rt;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t reps[MCP_MAX_RANK], n, dims[MCP_MAX_RANK], xst[MCP_MAX_RANK];
     int64_t vdims[VIEW_MAX_RANK], vsst[VIEW_MAX_RANK], vdst[VIEW_MAX_RANK];
     mcp_status st = need_input(ctx, 0, "input", &x);
@@ -969,7 +972,7 @@ static mcp_status run_tile(mcp_kernel_ctx *ctx)
     if (ctx->opset < 6) {
         /* Tile-1: a scalar count of copies along one axis (input 2). */
         const mcp_tensor *at;
-        int64_t cnt, ax;
+        int64_t cnt = 0, ax = 0;
         int a;
         st = need_input(ctx, 2, "axis", &at);
         if (st != MCP_STATUS_OK) return st;
@@ -1015,7 +1018,7 @@ static mcp_status run_range(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *t[3];
     static const char *const names[3] = {"start", "limit", "delta"};
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     for (int i = 0; i < 3; i++) {
         mcp_status st = need_input(ctx, i, names[i], &t[i]);
         if (st != MCP_STATUS_OK) return st;
@@ -1073,7 +1076,7 @@ static mcp_status run_range(mcp_kernel_ctx *ctx)
 static mcp_status run_eyelike(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st = need_input(ctx, 0, "input", &x);
     if (st != MCP_STATUS_OK) return st;
     if (x->rank != 2)
@@ -1098,7 +1101,7 @@ static mcp_status run_eyelike(mcp_kernel_ctx *ctx)
 static mcp_status run_trilu(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x, *kt;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t k = 0;
     mcp_status st = need_input(ctx, 0, "input", &x);
     if (st != MCP_STATUS_OK) return st;
@@ -1140,7 +1143,7 @@ static mcp_status run_trilu(mcp_kernel_ctx *ctx)
 static mcp_status run_onehot(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *ind, *dt, *vals;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t dims[MCP_MAX_RANK];
     mcp_status st = need_input(ctx, 0, "indices", &ind);
     if (st != MCP_STATUS_OK) return st;
@@ -1214,7 +1217,7 @@ static mcp_status run_onehot(mcp_kernel_ctx *ctx)
 static mcp_status run_depth_space(mcp_kernel_ctx *ctx, bool to_space)
 {
     const mcp_tensor *x;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     mcp_status st = need_input(ctx, 0, "input", &x);
     if (st != MCP_STATUS_OK) return st;
     if (x->rank != 4)
@@ -1274,7 +1277,7 @@ static mcp_status run_space_to_depth(mcp_kernel_ctx *ctx) { return run_depth_spa
 static mcp_status run_reverse_sequence(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x, *lens;
-    mcp_tensor *y;
+    mcp_tensor *y = NULL;
     int64_t xst[MCP_MAX_RANK], sub[MCP_MAX_RANK];
     mcp_status st = need_input(ctx, 0, "input", &x);
     if (st != MCP_STATUS_OK) return st;

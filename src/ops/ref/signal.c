@@ -351,7 +351,7 @@ static mcp_status sig_run_window(mcp_kernel_ctx *ctx, sig_window kind)
     if (size < 0)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'size' is %lld",
                          (long long)size);
-    mcp_dtype dt;
+    mcp_dtype dt = MCP_DTYPE_FLOAT;
     if ((st = sig_output_dtype(ctx, &dt)) != MCP_STATUS_OK) return st;
     bool periodic = mcp_kattr_int(ctx, "periodic", 1) != 0;
     mcp_tensor *Y = mcp_kout(ctx, 0, dt, 1, &size);
@@ -395,8 +395,8 @@ static double sig_mel_to_hz(double mel) { return 700.0 * (pow(10.0, mel / 2595.0
 static mcp_status sig_run_mel(mcp_kernel_ctx *ctx)
 {
     mcp_status st;
-    int64_t n_mel, dft_len, rate;
-    double lo, hi;
+    int64_t n_mel = 0, dft_len = 0, rate = 0;
+    double lo = 0, hi = 0;
     if ((st = sig_scalar_int(ctx, mcp_kin(ctx, 0), "num_mel_bins", &n_mel)) != MCP_STATUS_OK ||
         (st = sig_scalar_int(ctx, mcp_kin(ctx, 1), "dft_length", &dft_len)) != MCP_STATUS_OK ||
         (st = sig_scalar_int(ctx, mcp_kin(ctx, 2), "sample_rate", &rate)) != MCP_STATUS_OK ||
@@ -416,7 +416,7 @@ static mcp_status sig_run_mel(mcp_kernel_ctx *ctx)
     if (!(lo >= 0.0) || !(hi >= lo) || !isfinite(hi))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "edges lower_edge_hertz=%g and upper_edge_hertz=%g are invalid", lo, hi);
-    mcp_dtype dt;
+    mcp_dtype dt = MCP_DTYPE_FLOAT;
     if ((st = sig_output_dtype(ctx, &dt)) != MCP_STATUS_OK) return st;
 
     int64_t n_spec = dft_len / 2 + 1;

@@ -78,8 +78,8 @@ static mcp_status train_out(mcp_kernel_ctx *ctx, int slot, const mcp_tensor *lik
 
 mcp_status mcp__signal_run_adagrad(mcp_kernel_ctx *ctx)
 {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     int n;
     mcp_status st = train_prepare(ctx, 3, &n, &r, &t);
     if (st != MCP_STATUS_OK) return st;
@@ -108,8 +108,8 @@ mcp_status mcp__signal_run_adagrad(mcp_kernel_ctx *ctx)
 
 mcp_status mcp__signal_run_adam(mcp_kernel_ctx *ctx)
 {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     int n;
     mcp_status st = train_prepare(ctx, 4, &n, &r, &t);
     if (st != MCP_STATUS_OK) return st;
@@ -146,8 +146,8 @@ mcp_status mcp__signal_run_adam(mcp_kernel_ctx *ctx)
 
 mcp_status mcp__signal_run_momentum(mcp_kernel_ctx *ctx)
 {
-    double r;
-    int64_t t;
+    double r = 0;
+    int64_t t = 0;
     int n;
     mcp_status st = train_prepare(ctx, 3, &n, &r, &t);
     if (st != MCP_STATUS_OK) return st;

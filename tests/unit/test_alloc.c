@@ -1,0 +1,294 @@
+/*
+ * The counted allocator: after creating sessions, running them (successes
+ * and failures) and destroying everything, mcp_alloc_live_count() is back
+ * where it started, so nothing leaks through mcp_malloc and friends.
+ * (ASan's leak checker covers allocations made outside the counter.)
+ */
+#include "base/base.h"
+#include "graph/graph.h"
+#include "mcp/mcp.h"
+#include "model_builder.h"
+#include "tensor/tensor.h"
+#include "test_util.h"
+
+static char tmp_dir[1024];
+
+static mcp_status load(mb_model *m, const char *base_dir, mcp_session **s, char *msg, size_t cap)
+{
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mcp_status st = mcp_session_create_from_memory(buf, len, base_dir, NULL, s, msg, cap);
+    free(buf);
+    return st;
+}
+
+static void test_counter_itself(void)
+{
+    int64_t base = mcp_alloc_live_count();
+    void *a = mcp_malloc(10), *b = mcp_calloc(3, 4), *c = mcp_realloc(NULL, 7);
+    char *d = mcp_strdup("counted");
+    void *z = mcp_malloc(0); /* zero bytes is still one live block */
+    TU_REQUIRE(a && b && c && d && z);
+    TU_CHECK_INT(mcp_alloc_live_count(), base + 5);
+    c = mcp_realloc(c, 4096); /* growing keeps the count */
+    TU_REQUIRE(c != NULL);
+    TU_CHECK_INT(mcp_alloc_live_count(), base + 5);
+    mcp_free(a);
+    mcp_free(b);
+    mcp_free(c);
+    mcp_free(d);
+    mcp_free(z);
+    mcp_free(NULL); /* not counted */
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+static void test_session_lifecycle(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+
+    mb_model *m = mb_example_mlp();
+    mcp_session *s = NULL;
+    mcp_status st = load(m, NULL, &s, msg, sizeof msg);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    int64_t with_session = mcp_alloc_live_count();
+    TU_CHECK(with_session > base); /* the counter sees the session */
+
+    const int64_t xd[] = {2, 3}, bad[] = {2, 4};
+    const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const char *names[] = {"X"}, *wrong[] = {"nope"}, *only_y[] = {"Y"}, *y_twice[] = {"Y", "Y"};
+    mcp_value *xv = mcp_value_create_tensor(MCP_DTYPE_FLOAT, 2, xd, x, msg, sizeof msg);
+    mcp_value *bv = mcp_value_create_tensor(MCP_DTYPE_FLOAT, 2, bad, x, msg, sizeof msg);
+    TU_REQUIRE(xv && bv);
+    for (int i = 0; i < 5; i++) {
+        mcp_value *outs[2] = {NULL, NULL};
+        TU_CHECK_STATUS(mcp_session_run(s, 1, names, &xv, 0, NULL, outs, msg, sizeof msg), MCP_STATUS_OK, msg);
+        mcp_value_destroy(outs[0]);
+        mcp_value_destroy(outs[1]);
+        outs[0] = outs[1] = NULL;
+        TU_CHECK_STATUS(mcp_session_run(s, 1, names, &xv, 1, only_y, outs, msg, sizeof msg), MCP_STATUS_OK, msg);
+        mcp_value_destroy(outs[0]);
+        outs[0] = NULL;
+        TU_CHECK_STATUS(mcp_session_run(s, 1, names, &xv, 2, y_twice, outs, msg, sizeof msg), MCP_STATUS_OK, msg);
+        mcp_value_destroy(outs[0]);
+        mcp_value_destroy(outs[1]);
+        outs[0] = outs[1] = NULL;
+        /* Failed runs free what they made too. */
+        TU_CHECK(mcp_session_run(s, 1, names, &bv, 0, NULL, outs, msg, sizeof msg) != MCP_STATUS_OK);
+        TU_CHECK(mcp_session_run(s, 1, wrong, &xv, 0, NULL, outs, msg, sizeof msg) != MCP_STATUS_OK);
+        TU_CHECK(mcp_session_run(s, 1, names, &xv, 1, wrong, outs, msg, sizeof msg) != MCP_STATUS_OK);
+        TU_CHECK(mcp_session_run(s, 0, NULL, NULL, 0, NULL, outs, msg, sizeof msg) != MCP_STATUS_OK);
+        TU_CHECK(outs[0] == NULL && outs[1] == NULL);
+    }
+    mcp_value_destroy(xv);
+    mcp_value_destroy(bv);
+    /* Runs leave nothing behind in the session. */
+    TU_CHECK_INT(mcp_alloc_live_count(), with_session);
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+static void test_kernel_failure_and_subgraphs(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+
+    /* A kernel error in the middle of a graph: earlier results and the
+     * failing node's partial outputs are freed. */
+    mb_model *m = mb_model_new(13);
+    const int64_t d23[] = {2, 3}, one[] = {1}, unk[] = {-1};
+    mb_add_input(m, NULL, "data", MCP_DTYPE_FLOAT, 2, d23, NULL);
+    mb_add_input(m, NULL, "shape", MCP_DTYPE_INT64, 1, unk, NULL);
+    mb_add_node(m, NULL, "Relu", "pre", "data", "R");
+    mb_add_node(m, NULL, "Reshape", "reshaper", "R,shape", "out");
+    mb_add_node(m, NULL, "Neg", "post", "out", "final");
+    mb_add_output(m, NULL, "final", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    mb_add_output(m, NULL, "R", MCP_DTYPE_FLOAT, 2, d23, NULL);
+    mcp_session *s = NULL;
+    mcp_status st = load(m, NULL, &s, msg, sizeof msg);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    const float data[6] = {1, -2, 3, -4, 5, -6};
+    int64_t shape_bad = 5, shape_good = 6;
+    mcp_value *in[2] = {mcp_value_create_tensor(MCP_DTYPE_FLOAT, 2, d23, data, msg, sizeof msg),
+                        mcp_value_create_tensor(MCP_DTYPE_INT64, 1, one, &shape_bad, msg, sizeof msg)};
+    TU_REQUIRE(in[0] && in[1]);
+    const char *names[] = {"data", "shape"};
+    mcp_value *outs[2] = {NULL, NULL};
+    TU_CHECK(mcp_session_run(s, 2, names, in, 0, NULL, outs, msg, sizeof msg) != MCP_STATUS_OK);
+    TU_CHECK_CONTAINS(msg, "reshaper");
+    mcp_value_destroy(in[1]);
+    in[1] = mcp_value_create_tensor(MCP_DTYPE_INT64, 1, one, &shape_good, msg, sizeof msg);
+    TU_CHECK_STATUS(mcp_session_run(s, 2, names, in, 0, NULL, outs, msg, sizeof msg), MCP_STATUS_OK, msg);
+    mcp_value_destroy(outs[0]);
+    mcp_value_destroy(outs[1]);
+    mcp_value_destroy(in[0]);
+    mcp_value_destroy(in[1]);
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    /* If with subgraphs capturing outer values, both branches. */
+    m = mb_model_new(13);
+    const int64_t d2[] = {2};
+    const float k[2] = {7, 8};
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    mb_add_input(m, NULL, "C", MCP_DTYPE_BOOL, 1, one, NULL);
+    mb_add_initializer(m, NULL, "K", MCP_DTYPE_FLOAT, 1, d2, k, sizeof k);
+    Onnx__GraphProto *then_g = mb_new_graph(m, "then");
+    mb_add_node(m, then_g, "Add", "then_add", "X,K", "T");
+    mb_add_output(m, then_g, "T", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    Onnx__GraphProto *else_g = mb_new_graph(m, "else");
+    mb_add_output(m, else_g, "K", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    Onnx__NodeProto *n = mb_add_node(m, NULL, "If", "branch", "C", "R");
+    mb_attr_graph(m, n, "then_branch", then_g);
+    mb_attr_graph(m, n, "else_branch", else_g);
+    mb_add_output(m, NULL, "R", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    st = load(m, NULL, &s, msg, sizeof msg);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    for (int c = 0; c < 2; c++) {
+        uint8_t cv = (uint8_t)c;
+        mcp_value *v[2] = {mcp_value_create_tensor(MCP_DTYPE_FLOAT, 1, d2, data, msg, sizeof msg),
+                           mcp_value_create_tensor(MCP_DTYPE_BOOL, 1, one, &cv, msg, sizeof msg)};
+        const char *vn[] = {"X", "C"};
+        mcp_value *r = NULL;
+        TU_CHECK_STATUS(mcp_session_run(s, 2, vn, v, 0, NULL, &r, msg, sizeof msg), MCP_STATUS_OK, msg);
+        mcp_dtype dt;
+        int rank;
+        const int64_t *dims;
+        const void *p = NULL;
+        if (r && mcp_value_get_tensor(r, &dt, &rank, &dims, &p) == MCP_STATUS_OK)
+            TU_CHECK(((const float *)p)[1] == (c ? -2.0f + 8.0f : 8.0f));
+        mcp_value_destroy(r);
+        mcp_value_destroy(v[0]);
+        mcp_value_destroy(v[1]);
+    }
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+static void test_failed_loads(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    mcp_session *s = NULL;
+
+    /* Every prefix of a valid model. */
+    mb_model *m = mb_example_mlp();
+    size_t len;
+    uint8_t *full = mb_pack(m, &len);
+    mb_model_free(m);
+    for (size_t cut = 0; cut <= len; cut++) {
+        if (mcp_session_create_from_memory(full, cut, NULL, NULL, &s, msg, sizeof msg) == MCP_STATUS_OK)
+            mcp_session_destroy(s);
+        if (mcp_alloc_live_count() != base) {
+            TU_FAIL_AT(__FILE__, __LINE__, "cut at %zu leaked %lld blocks", cut,
+                       (long long)(mcp_alloc_live_count() - base));
+            break;
+        }
+    }
+    free(full);
+
+    /* Failures at different stages: kernel resolution (after the whole
+     * graph was imported), a node in the middle, an initializer after
+     * others, external data. */
+    const int64_t d2[] = {2};
+    const float w[2] = {1, 2};
+    m = mb_example_mlp();
+    mb_add_node(m, NULL, "NoSuchOp", "late_unknown", "Z", "Q");
+    TU_CHECK(load(m, NULL, &s, msg, sizeof msg) == MCP_STATUS_UNSUPPORTED);
+    mb_model_free(m);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    m = mb_example_mlp();
+    mb_add_node(m, NULL, "Relu", "undefined_input", "ghost", "Q");
+    TU_CHECK(load(m, NULL, &s, msg, sizeof msg) == MCP_STATUS_INVALID_MODEL);
+    mb_model_free(m);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    m = mb_example_mlp();
+    mb_add_initializer(m, NULL, "short", MCP_DTYPE_FLOAT, 1, d2, w, 4);
+    TU_CHECK(load(m, NULL, &s, msg, sizeof msg) == MCP_STATUS_INVALID_MODEL);
+    mb_model_free(m);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    m = mb_example_mlp();
+    Onnx__TensorProto *t = mb_add_initializer(m, NULL, "ext", MCP_DTYPE_FLOAT, 1, d2, w, sizeof w);
+    mb_tensor_set_external(m, t, "absent.bin", 0, 8);
+    TU_CHECK(load(m, tmp_dir, &s, msg, sizeof msg) == MCP_STATUS_IO_ERROR);
+    mb_model_free(m);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    /* A subgraph failing deep inside: the partial outer graph is freed. */
+    m = mb_example_mlp();
+    const int64_t one[] = {1};
+    mb_add_input(m, NULL, "C", MCP_DTYPE_BOOL, 1, one, NULL);
+    Onnx__GraphProto *then_g = mb_new_graph(m, "then");
+    mb_add_node(m, then_g, "Identity", "ok_inside", "Z", "T1");
+    mb_add_node(m, then_g, "Identity", "bad_inside", "missing", "T2");
+    mb_add_output(m, then_g, "T2", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    Onnx__NodeProto *n = mb_add_node(m, NULL, "If", "branch", "C", "R");
+    mb_attr_graph(m, n, "then_branch", then_g);
+    mb_attr_graph(m, n, "else_branch", then_g);
+    TU_CHECK(load(m, NULL, &s, msg, sizeof msg) == MCP_STATUS_INVALID_MODEL);
+    TU_CHECK_CONTAINS(msg, "bad_inside");
+    mb_model_free(m);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+
+    /* The internal import API on its own. */
+    m = mb_example_mlp();
+    full = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_err err = {msg, sizeof msg};
+    mcp_graph *g = NULL;
+    TU_CHECK_STATUS(mcp_onnx_import(full, len, NULL, &g, &err), MCP_STATUS_OK, msg);
+    TU_CHECK(g && g->n_nodes == 3 && g->n_inputs == 1 && g->n_outputs == 2 && g->n_initializers == 2);
+    TU_CHECK(g && mcp_graph_opset(g, "") == 13 && mcp_graph_opset(g, "ai.onnx") == 13);
+    TU_CHECK(g && mcp_graph_find_value(g, "XW") >= 0 && mcp_graph_find_value(g, "nope") == -1);
+    mcp_graph_free(g);
+    mcp_graph_free(NULL);
+    free(full);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+static void test_npy_and_values(void)
+{
+    char msg[512] = "", path[2048];
+    mcp_err err = {msg, sizeof msg};
+    int64_t base = mcp_alloc_live_count();
+    tu_path(path, sizeof path, tmp_dir, "t.npy");
+    const int64_t d3[] = {3};
+    mcp_tensor t;
+    TU_REQUIRE_OK(mcp_tensor_alloc(&t, MCP_DTYPE_STRING, 1, d3, &err), msg);
+    mcp_tensor_set_string(&t, 1, "x\xc3\xa9", 3);
+    TU_CHECK_STATUS(mcp_npy_write(path, &t, &err), MCP_STATUS_OK, msg);
+    mcp_tensor_release(&t);
+    TU_CHECK_STATUS(mcp_npy_read(path, &t, &err), MCP_STATUS_OK, msg);
+    mcp_tensor_release(&t);
+    unlink(path);
+    TU_CHECK(mcp_npy_read(path, &t, &err) != MCP_STATUS_OK);
+
+    const char *strs[] = {"a", "b", "c"};
+    mcp_value *v = mcp_value_create_tensor(MCP_DTYPE_STRING, 1, d3, strs, msg, sizeof msg);
+    mcp_value_destroy(v);
+    TU_CHECK(mcp_value_create_tensor(MCP_DTYPE_FLOAT, 1, (const int64_t[]){-1}, NULL, msg, sizeof msg) == NULL);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+int main(void)
+{
+    if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "alloc") != 0) {
+        perror("mkdtemp");
+        return 1;
+    }
+    int64_t start = mcp_alloc_live_count();
+    TU_RUN(test_counter_itself);
+    TU_RUN(test_session_lifecycle);
+    TU_RUN(test_kernel_failure_and_subgraphs);
+    TU_RUN(test_failed_loads);
+    TU_RUN(test_npy_and_values);
+    TU_CHECK_INT(mcp_alloc_live_count(), start);
+    rmdir(tmp_dir);
+    return tu_finish("test_alloc");
+}
