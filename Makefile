@@ -1,5 +1,7 @@
 # Front door. `make run` builds and runs the demo model; `make test` runs
 # every test (installing missing Debian packages first).
+SHELL      := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
@@ -19,9 +21,11 @@ build: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
+DEMO_SAMPLE ?= sample_0.npy
 run: build
-	$(BUILD)/bin/mcpctl run models/demo/digits.onnx $(BUILD)/demo-out input=models/demo/sample_0.npy
-	@python3 -c "import numpy as n; p=n.load('$(BUILD)/demo-out/probabilities.npy'); print('predicted digit:', int(p.argmax()), ' p=%.3f' % p.max())" 2>/dev/null || true
+	@echo "== demo: handwritten digit classifier (models/demo/digits.onnx) on models/demo/$(DEMO_SAMPLE)"
+	$(BUILD)/bin/mcpctl run models/demo/digits.onnx $(BUILD)/demo-out input=models/demo/$(DEMO_SAMPLE) | tee $(BUILD)/demo-out.summary
+	@echo "== predicted digit: $$(sed -n 's/^label: .*{\([0-9]*\)}$$/\1/p' $(BUILD)/demo-out.summary)  (true digit: $$(awk '$$1=="$(DEMO_SAMPLE)"{print $$2}' models/demo/samples.txt))"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
