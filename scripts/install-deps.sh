@@ -8,7 +8,9 @@ PACKAGES=(
   build-essential cmake pkg-config clang
   libprotobuf-c-dev protobuf-c-compiler
   libonnx-dev libonnx-testdata
-  python3 python3-numpy python3-onnx
+  libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev
+  python3 python3-numpy python3-onnx python3-jsonschema python3-requests
+  prometheus
 )
 
 missing=()

@@ -15,7 +15,12 @@ extern "C" {
     X(OUT_OF_MEMORY, "out of memory")                                         \
     X(IO_ERROR, "i/o error")                                                  \
     X(RUNTIME_ERROR, "runtime error")                                         \
-    X(INTERNAL, "internal error")
+    X(INTERNAL, "internal error")                                             \
+    X(UNAVAILABLE, "unavailable")                                             \
+    X(RESOURCE_EXHAUSTED, "resource exhausted")                               \
+    X(DEADLINE_EXCEEDED, "deadline exceeded")                                 \
+    X(CANCELLED, "cancelled")                                                 \
+    X(TOO_LARGE, "too large")
 
 typedef enum mcp_status {
 #define MCP__STATUS_ENUM(name, text) MCP_STATUS_##name,

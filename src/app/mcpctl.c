@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "app/mcpctl.h"
 #include "engine/engine.h"
 
 static int fail(const char *fmt, const char *a, const char *b)
@@ -284,7 +285,9 @@ static void usage(FILE *f)
             "      FILE is NAME.npy (tensor), DIR.seq (sequence of 0000.npy, 0001.npy, ...)\n"
             "      or FILE.none (empty optional); bfloat16 travels as uint16 bits\n"
             "  inspect MODEL.onnx                   print inputs, outputs, opsets and op histogram\n"
-            "  version                              print the version\n");
+            "  version                              print the version\n"
+            "%s",
+            mcpctl_client_usage());
 }
 
 int main(int argc, char **argv)
@@ -304,6 +307,9 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    bool handled = false;
+    int rc = mcpctl_client_main(cmd, argc - 2, argv + 2, &handled);
+    if (handled) return rc;
     fprintf(stderr, "mcpctl: unknown command '%s' (try mcpctl --help)\n", cmd);
     return 2;
 }

@@ -6,6 +6,7 @@
 #define MCP_BASE_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,5 +54,39 @@ int mcp_mul_overflow_size(size_t a, size_t b, size_t *out);
 
 /* Reads a whole file. *data is owned by the caller (mcp_free). */
 mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err);
+
+/* ---- memory pool: many small allocations freed in one go ----
+ * Used per request: the request's tensors and strings live in its pool and
+ * are released with it. Not thread-safe; one owner at a time. */
+typedef struct mcp_pool mcp_pool;
+mcp_pool *mcp_pool_create(size_t chunk_bytes);
+/* 16-byte aligned; NULL on out-of-memory. Blocks larger than the chunk size
+ * get their own allocation. */
+void *mcp_pool_alloc(mcp_pool *p, size_t n);
+void *mcp_pool_calloc(mcp_pool *p, size_t n);
+char *mcp_pool_strndup(mcp_pool *p, const char *s, size_t n);
+/* Releases every block but keeps the first chunk for reuse. */
+void mcp_pool_reset(mcp_pool *p);
+size_t mcp_pool_bytes(const mcp_pool *p);
+void mcp_pool_destroy(mcp_pool *p);
+
+/* ---- growable byte buffer ---- */
+typedef struct mcp_buf {
+    uint8_t *data;
+    size_t len, cap;
+    bool failed; /* an append ran out of memory; contents are incomplete */
+} mcp_buf;
+
+void mcp_buf_append(mcp_buf *b, const void *data, size_t n);
+void mcp_buf_puts(mcp_buf *b, const char *s);
+void mcp_buf_printf(mcp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (quotes and escapes included). */
+void mcp_buf_json_string(mcp_buf *b, const char *s);
+void mcp_buf_reset(mcp_buf *b);  /* len = 0, keeps memory */
+void mcp_buf_free(mcp_buf *b);
+
+/* Monotonic clock in microseconds / nanoseconds. */
+int64_t mcp_now_us(void);
+int64_t mcp_now_ns(void);
 
 #endif

@@ -1,0 +1,14 @@
+/* mcpctl's commands that talk to a running server (mcpctl_client.c). */
+#ifndef MCP_APP_MCPCTL_H
+#define MCP_APP_MCPCTL_H
+
+#include <stdbool.h>
+
+/* Runs `cmd` (apply, get, describe, delete, validate, infer, bench) with the
+ * arguments after it; returns the process exit status. Sets *handled to
+ * false when cmd is not one of these. */
+int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled);
+/* Extra lines for `mcpctl --help`. */
+const char *mcpctl_client_usage(void);
+
+#endif

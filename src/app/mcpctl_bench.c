@@ -1,0 +1,560 @@
+/*
+ * mcpctl bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1]
+ *                   [--input IN=FILE.npy ...] [--json]
+ *
+ * A closed-loop load generator in the manner of Triton's perf_analyzer: for
+ * each concurrency level N, N threads, each with its own connection
+ * (libcurl easy handle, keep-alive), send requests back to back for the
+ * duration. Inputs are random tensors of the model's dtypes and shapes
+ * (batch 1, every variable dimension 1; one set per thread) unless --input
+ * gives files. Latency is measured per request on the client; the server's
+ * own split (queue, compute, total) comes from GET /metrics before and
+ * after each level, so the server's overhead is total minus compute.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/mcpctl_http.h"
+
+#define BENCH_MAX_LEVELS 32
+#define BENCH_MAX_CONCURRENCY 1024
+#define BENCH_MAX_DURATION_NS (600LL * 1000000000LL)
+#define BENCH_REQUEST_TIMEOUT_MS 60000L
+
+static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1] "
+                           "[--input IN=FILE.npy ...] [--json]";
+
+/* ---- latency histogram ----
+ * Log-linear buckets (128 per power of two: under 0.8% relative error) from
+ * 1 ns to 2^42 ns (73 minutes), so memory per thread is fixed (36 KiB)
+ * however long the run. */
+#define HIST_SUB_BITS 7
+#define HIST_SUB (1 << HIST_SUB_BITS)
+#define HIST_MAX_EXP 42
+#define HIST_BUCKETS (HIST_SUB + (HIST_MAX_EXP - HIST_SUB_BITS) * HIST_SUB)
+
+static int hist_index(int64_t ns)
+{
+    if (ns < 0) ns = 0;
+    if (ns >= (1LL << HIST_MAX_EXP)) ns = (1LL << HIST_MAX_EXP) - 1;
+    if (ns < HIST_SUB) return (int)ns;
+    int e = 63 - __builtin_clzll((unsigned long long)ns);
+    int shift = e - HIST_SUB_BITS;
+    return HIST_SUB + shift * HIST_SUB + (int)((ns >> shift) - HIST_SUB);
+}
+
+/* Midpoint of a bucket, in ns. */
+static double hist_value(int idx)
+{
+    if (idx < HIST_SUB) return idx;
+    int shift = (idx - HIST_SUB) / HIST_SUB, sub = (idx - HIST_SUB) % HIST_SUB;
+    double lo = (double)((int64_t)(HIST_SUB + sub) << shift);
+    return lo + (double)(1LL << shift) / 2.0;
+}
+
+static double hist_quantile(const int64_t *h, int64_t total, double q)
+{
+    if (total <= 0) return NAN;
+    int64_t rank = (int64_t)ceil(q * (double)total), seen = 0;
+    if (rank < 1) rank = 1;
+    for (int i = 0; i < HIST_BUCKETS; i++) {
+        seen += h[i];
+        if (seen >= rank) return hist_value(i);
+    }
+    return hist_value(HIST_BUCKETS - 1);
+}
+
+/* ---- server metrics ---- */
+
+static void metrics_fetch(mcpctl_http *h, const char *model, mcpctl_server_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    char msg[256];
+    mcp_err err = {msg, sizeof msg};
+    if (mcpctl_http_do(h, "GET", "/metrics", NULL, 0, NULL, -1, &err) != MCP_STATUS_OK || h->code != 200) return;
+    s->ok = true;
+    mcpctl_metrics_parse((const char *)h->resp.data, h->resp.len, model, s);
+}
+
+/* ---- configuration ---- */
+
+typedef struct bench_cfg {
+    const char *server, *model;
+    bool v1, json;
+    int n_levels;
+    int levels[BENCH_MAX_LEVELS];
+    int64_t duration_ns;
+    mcpctl_model_meta meta;
+    mcpctl_named *files; /* --input tensors, n_files */
+    int n_files;
+    char path[1400];     /* inference URL path */
+} bench_cfg;
+
+static bool parse_duration(const char *s, int64_t *ns)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double scale = 1e9;
+    if (end == s) return false;
+    if (!strcmp(end, "ms")) scale = 1e6;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) scale = 60e9;
+    else if (*end && strcmp(end, "s")) return false;
+    double total = v * scale;
+    if (!(total >= 1e6) || total > (double)BENCH_MAX_DURATION_NS) return false;
+    *ns = (int64_t)total;
+    return true;
+}
+
+static bool parse_levels(const char *s, bench_cfg *c)
+{
+    c->n_levels = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > BENCH_MAX_CONCURRENCY || c->n_levels == BENCH_MAX_LEVELS) return false;
+        c->levels[c->n_levels++] = (int)v;
+        if (*end == ',') end++;
+        else if (*end) return false;
+        p = end;
+    }
+    return c->n_levels > 0;
+}
+
+/* ---- workers ---- */
+
+typedef struct bench_run bench_run;
+
+typedef struct bench_worker {
+    bench_run *run;
+    int id;
+    pthread_t thread;
+    bool created;
+    mcpctl_http http;
+    mcpctl_named *inputs; /* this worker's random inputs (n = meta.n_inputs) */
+    mcp_buf body;
+    int64_t hist[HIST_BUCKETS];
+    int64_t requests, errors;
+    char first_error[400];
+    char msg[400];
+} bench_worker;
+
+struct bench_run {
+    const bench_cfg *cfg;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int ready;    /* workers set up and warmed */
+    bool go;      /* start the timed loop (or stop at once when abort) */
+    bool abort;
+    int64_t end_ns;
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* xorshift64*: fast and good enough for filler data. */
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+static mcp_status random_inputs(const mcpctl_model_meta *m, uint64_t seed, mcpctl_named **out, mcp_err *err)
+{
+    mcpctl_named *v = mcp_calloc((size_t)m->n_inputs + 1, sizeof *v);
+    if (!v) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    *out = v;
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
+    for (int i = 0; i < m->n_inputs; i++) {
+        const mcpctl_tensor_meta *t = &m->inputs[i];
+        if (t->dtype == MCP_DTYPE_UNDEFINED)
+            return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "input '%s' has datatype %s, which bench cannot generate", t->name,
+                               t->datatype);
+        int64_t dims[MCP_MAX_RANK];
+        for (int d = 0; d < t->rank; d++) dims[d] = t->dims[d] >= 0 ? t->dims[d] : 1;
+        v[i].name = mcp_strdup(t->name);
+        mcp_status st = mcp_tensor_alloc(&v[i].t, t->dtype, t->rank, dims, err);
+        if (st != MCP_STATUS_OK) return st;
+        int64_t n = mcp_tensor_numel(&v[i].t);
+        for (int64_t k = 0; k < n; k++) {
+            uint64_t r = rng_next(&s);
+            if (t->dtype == MCP_DTYPE_STRING) mcp_tensor_set_string(&v[i].t, k, "bench", 5);
+            else if (mcp_dtype_is_float(t->dtype)) mcp_tensor_set_f64(&v[i].t, k, (double)(r >> 11) / 9007199254740992.0);
+            else if (t->dtype == MCP_DTYPE_BOOL) mcp_tensor_set_i64(&v[i].t, k, (int64_t)(r & 1));
+            else mcp_tensor_set_i64(&v[i].t, k, (int64_t)(r % 10));
+        }
+        if (!v[i].name) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    return MCP_STATUS_OK;
+}
+
+/* Builds the worker's body and prepares its connection. */
+static mcp_status worker_setup(bench_worker *w, mcp_err *err)
+{
+    const bench_cfg *c = w->run->cfg;
+    mcp_status st = mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
+    if (st != MCP_STATUS_OK) return st;
+    /* Files given with --input replace the random tensor of that name. */
+    st = random_inputs(&c->meta, (uint64_t)w->id + 1, &w->inputs, err);
+    if (st != MCP_STATUS_OK) return st;
+    mcpctl_named *list = mcp_calloc((size_t)c->meta.n_inputs + 1, sizeof *list);
+    if (!list) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == MCP_STATUS_OK && i < c->meta.n_inputs; i++) {
+        list[i] = w->inputs[i];
+        for (int f = 0; f < c->n_files; f++)
+            if (!strcmp(c->files[f].name, w->inputs[i].name)) list[i] = c->files[f];
+    }
+    size_t json_len = 0;
+    if (st == MCP_STATUS_OK)
+        st = c->v1 ? mcpctl_v1_encode(list, c->meta.n_inputs, &w->body, err)
+                   : mcpctl_v2_encode(list, c->meta.n_inputs, NULL, 0, &w->body, &json_len, err);
+    mcp_free(list); /* it borrowed its tensors */
+    if (st != MCP_STATUS_OK) return st;
+    return mcpctl_http_prepare(&w->http, "POST", c->path, w->body.data, w->body.len,
+                               c->v1 ? "application/json" : "application/octet-stream", c->v1 ? -1 : (int64_t)json_len, err);
+}
+
+/* One request; true when the server answered 200. */
+static bool worker_send(bench_worker *w)
+{
+    mcp_err err = {w->msg, sizeof w->msg};
+    mcp_status st = mcpctl_http_perform(&w->http, &err);
+    if (st == MCP_STATUS_OK && w->http.code == 200) return true;
+    if (st == MCP_STATUS_OK) mcpctl_http_fail(&w->http, &err);
+    if (!w->first_error[0]) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
+    return false;
+}
+
+static void *worker_main(void *arg)
+{
+    bench_worker *w = arg;
+    bench_run *run = w->run;
+    mcp_err err = {w->msg, sizeof w->msg};
+    bool ok = worker_setup(w, &err) == MCP_STATUS_OK;
+    if (!ok) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
+    /* One untimed request opens the connection and warms the path. */
+    if (ok) worker_send(w);
+    pthread_mutex_lock(&run->lock);
+    run->ready++;
+    if (!ok) run->abort = true;
+    pthread_cond_broadcast(&run->cond);
+    while (!run->go) pthread_cond_wait(&run->cond, &run->lock);
+    bool stop = run->abort;
+    int64_t end_ns = run->end_ns;
+    pthread_mutex_unlock(&run->lock);
+    if (stop) return NULL;
+    w->first_error[0] = '\0'; /* warm-up errors show up again in the timed loop */
+    while (mcp_now_ns() < end_ns) {
+        int64_t t0 = mcp_now_ns();
+        bool good = worker_send(w);
+        int64_t t1 = mcp_now_ns();
+        w->requests++;
+        if (good) w->hist[hist_index(t1 - t0)]++;
+        else w->errors++;
+    }
+    return NULL;
+}
+
+/* ---- one level ---- */
+
+typedef struct level_result {
+    int concurrency;
+    int64_t requests, errors;
+    double seconds, rps, p50_us, p90_us, p99_us;
+    mcpctl_server_sums before, after;
+    char first_error[400];
+    bool aborted;
+} level_result;
+
+static double avg_us(double sum_a, double sum_b, double cnt_a, double cnt_b)
+{
+    double n = cnt_b - cnt_a;
+    return n > 0 ? (sum_b - sum_a) / n * 1e6 : NAN;
+}
+
+static void server_split(const level_result *r, double *queue, double *compute, double *total, double *overhead, double *batch)
+{
+    const mcpctl_server_sums *a = &r->before, *b = &r->after;
+    bool ok = a->ok && b->ok;
+    *queue = ok ? avg_us(a->queue_sum, b->queue_sum, a->queue_count, b->queue_count) : NAN;
+    *compute = ok ? avg_us(a->compute_sum, b->compute_sum, a->compute_count, b->compute_count) : NAN;
+    *total = ok ? avg_us(a->total_sum, b->total_sum, a->total_count, b->total_count) : NAN;
+    *overhead = *total - *compute;
+    double bn = b->batch_count - a->batch_count;
+    *batch = ok && bn > 0 ? (b->batch_sum - a->batch_sum) / bn : NAN;
+}
+
+static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurrency, level_result *r, mcp_err *err)
+{
+    memset(r, 0, sizeof *r);
+    r->concurrency = concurrency;
+    bench_run run = {.cfg = cfg};
+    pthread_mutex_init(&run.lock, NULL);
+    pthread_cond_init(&run.cond, NULL);
+    bench_worker *w = mcp_calloc((size_t)concurrency, sizeof *w);
+    if (!w) {
+        pthread_mutex_destroy(&run.lock);
+        pthread_cond_destroy(&run.cond);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for %d workers", concurrency);
+    }
+    int created = 0;
+    for (; created < concurrency; created++) {
+        w[created].run = &run;
+        w[created].id = created;
+        if (pthread_create(&w[created].thread, NULL, worker_main, &w[created]) != 0) break;
+        w[created].created = true;
+    }
+    pthread_mutex_lock(&run.lock);
+    if (created < concurrency) run.abort = true;
+    while (run.ready < created) pthread_cond_wait(&run.cond, &run.lock);
+    pthread_mutex_unlock(&run.lock);
+
+    metrics_fetch(ctl, cfg->model, &r->before);
+    int64_t t_start = mcp_now_ns();
+    pthread_mutex_lock(&run.lock);
+    run.end_ns = t_start + cfg->duration_ns;
+    run.go = true;
+    bool aborted = run.abort;
+    pthread_cond_broadcast(&run.cond);
+    pthread_mutex_unlock(&run.lock);
+    for (int i = 0; i < created; i++) pthread_join(w[i].thread, NULL);
+    int64_t t_end = mcp_now_ns();
+    metrics_fetch(ctl, cfg->model, &r->after);
+
+    int64_t *hist = mcp_calloc(HIST_BUCKETS, sizeof *hist);
+    for (int i = 0; i < created; i++) {
+        r->requests += w[i].requests;
+        r->errors += w[i].errors;
+        for (int b = 0; hist && b < HIST_BUCKETS; b++) hist[b] += w[i].hist[b];
+        if (!r->first_error[0] && w[i].first_error[0]) snprintf(r->first_error, sizeof r->first_error, "%s", w[i].first_error);
+    }
+    r->aborted = aborted;
+    if (aborted && !r->first_error[0]) snprintf(r->first_error, sizeof r->first_error, "cannot start %d threads", concurrency);
+    r->seconds = (double)(t_end - t_start) / 1e9;
+    r->rps = r->seconds > 0 ? (double)(r->requests - r->errors) / r->seconds : 0;
+    int64_t good = r->requests - r->errors;
+    r->p50_us = hist ? hist_quantile(hist, good, 0.50) / 1e3 : NAN;
+    r->p90_us = hist ? hist_quantile(hist, good, 0.90) / 1e3 : NAN;
+    r->p99_us = hist ? hist_quantile(hist, good, 0.99) / 1e3 : NAN;
+    mcp_free(hist);
+    for (int i = 0; i < concurrency; i++) {
+        mcpctl_http_cleanup(&w[i].http);
+        mcpctl_named_free(w[i].inputs, cfg->meta.n_inputs);
+        mcp_buf_free(&w[i].body);
+    }
+    mcp_free(w);
+    pthread_mutex_destroy(&run.lock);
+    pthread_cond_destroy(&run.cond);
+    return MCP_STATUS_OK;
+}
+
+/* ---- output ---- */
+
+static void print_num(double v, int width, int prec)
+{
+    if (isnan(v)) printf(" %*s", width, "-");
+    else printf(" %*.*f", width, prec, v);
+}
+
+static void print_header(const bench_cfg *c)
+{
+    printf("model %s, protocol %s, %.3g s per level, batch 1, %s inputs, server %s\n", c->model, c->v1 ? "v1" : "v2",
+           (double)c->duration_ns / 1e9, c->n_files ? "given" : "random", c->server);
+    printf("client latency p50/p90/p99 in us; queue, compute, total: the server's per-request averages from /metrics "
+           "(us); overhead = total - compute; batch = average batch size\n");
+    printf("%11s %9s %10s %9s %9s %9s %7s | %9s %9s %9s %9s %6s\n", "concurrency", "requests", "req/s", "p50", "p90", "p99",
+           "errors", "queue", "compute", "total", "overhead", "batch");
+    fflush(stdout);
+}
+
+static void print_row(const level_result *r)
+{
+    double q, cpt, tot, ovh, bat;
+    server_split(r, &q, &cpt, &tot, &ovh, &bat);
+    printf("%11d %9lld", r->concurrency, (long long)r->requests);
+    print_num(r->rps, 10, 1);
+    print_num(r->p50_us, 9, 1);
+    print_num(r->p90_us, 9, 1);
+    print_num(r->p99_us, 9, 1);
+    printf(" %7lld |", (long long)r->errors);
+    print_num(q, 9, 1);
+    print_num(cpt, 9, 1);
+    print_num(tot, 9, 1);
+    print_num(ovh, 9, 1);
+    print_num(bat, 6, 2);
+    printf("\n");
+    fflush(stdout);
+}
+
+static json_t *num_or_null(double v) { return isnan(v) ? json_null() : json_real(round(v * 1000.0) / 1000.0); }
+
+static void print_json(const bench_cfg *c, const level_result *r, int n)
+{
+    json_t *root = json_object(), *levels = json_array();
+    json_object_set_new(root, "model", json_string(c->model));
+    json_object_set_new(root, "protocol", json_string(c->v1 ? "v1" : "v2"));
+    json_object_set_new(root, "server", json_string(c->server));
+    json_object_set_new(root, "duration_s", json_real((double)c->duration_ns / 1e9));
+    json_object_set_new(root, "inputs", json_string(c->n_files ? "given" : "random"));
+    for (int i = 0; i < n; i++) {
+        double q, cpt, tot, ovh, bat;
+        server_split(&r[i], &q, &cpt, &tot, &ovh, &bat);
+        json_t *l = json_object(), *s = json_object();
+        json_object_set_new(l, "concurrency", json_integer(r[i].concurrency));
+        json_object_set_new(l, "requests", json_integer(r[i].requests));
+        json_object_set_new(l, "errors", json_integer(r[i].errors));
+        json_object_set_new(l, "seconds", num_or_null(r[i].seconds));
+        json_object_set_new(l, "req_per_s", num_or_null(r[i].rps));
+        json_object_set_new(l, "p50_us", num_or_null(r[i].p50_us));
+        json_object_set_new(l, "p90_us", num_or_null(r[i].p90_us));
+        json_object_set_new(l, "p99_us", num_or_null(r[i].p99_us));
+        json_object_set_new(s, "metrics", json_boolean(r[i].before.ok && r[i].after.ok));
+        json_object_set_new(s, "queue_us", num_or_null(q));
+        json_object_set_new(s, "compute_us", num_or_null(cpt));
+        json_object_set_new(s, "total_us", num_or_null(tot));
+        json_object_set_new(s, "overhead_us", num_or_null(ovh));
+        json_object_set_new(s, "avg_batch", num_or_null(bat));
+        json_object_set_new(l, "server", s);
+        if (r[i].first_error[0]) json_object_set_new(l, "first_error", json_string(r[i].first_error));
+        json_array_append_new(levels, l);
+    }
+    json_object_set_new(root, "levels", levels);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    if (text) printf("%s\n", text);
+    free(text);
+    json_decref(root);
+}
+
+/* ---- command ---- */
+
+static int bench_usage(void)
+{
+    fprintf(stderr, "mcpctl: bench: usage: mcpctl %s\n", USAGE);
+    return 2;
+}
+
+static int bench_fail(const char *model, const char *msg)
+{
+    fprintf(stderr, "mcpctl: bench %s: %s\n", model ? model : "", msg);
+    return 1;
+}
+
+static mcp_status load_input_file(bench_cfg *c, char *arg, mcp_err *err)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "--input '%s' is not NAME=FILE.npy", arg);
+    *eq = '\0';
+    const mcpctl_tensor_meta *m = NULL;
+    for (int i = 0; i < c->meta.n_inputs; i++)
+        if (!strcmp(c->meta.inputs[i].name, arg)) m = &c->meta.inputs[i];
+    if (!m) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model has no input named '%s'", arg);
+    for (int f = 0; f < c->n_files; f++)
+        if (!strcmp(c->files[f].name, arg)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input '%s' given twice", arg);
+    mcpctl_named *v = &c->files[c->n_files];
+    mcp_status st = mcp_npy_read(eq + 1, &v->t, err);
+    if (st != MCP_STATUS_OK) {
+        mcp_err_prefix(err, "input '%s'", arg);
+        return st;
+    }
+    if (m->dtype == MCP_DTYPE_BFLOAT16 && v->t.dtype == MCP_DTYPE_UINT16) v->t.dtype = MCP_DTYPE_BFLOAT16;
+    c->n_files++;
+    v->name = mcp_strdup(arg);
+    return v->name ? MCP_STATUS_OK : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+}
+
+int mcpctl_cmd_bench(const char *server, int argc, char **argv)
+{
+    bench_cfg *c = mcp_calloc(1, sizeof *c);
+    char **files = mcp_calloc((size_t)argc + 1, sizeof *files);
+    int n_file_args = 0, rc = 0;
+    if (!c || !files) {
+        mcp_free(c);
+        mcp_free(files);
+        return bench_fail(NULL, "out of memory");
+    }
+    c->server = server;
+    c->duration_ns = 10LL * 1000000000LL;
+    c->levels[0] = 1;
+    c->n_levels = 1;
+    for (int a = 0; a < argc && rc == 0; a++) {
+        const char *arg = argv[a], *val = a + 1 < argc ? argv[a + 1] : NULL;
+        if (!strcmp(arg, "--json")) {
+            c->json = true;
+        } else if (!strcmp(arg, "--concurrency") && val) {
+            a++;
+            if (!parse_levels(val, c)) {
+                fprintf(stderr, "mcpctl: bench: --concurrency wants a list like 1,8,64 (each 1..%d, at most %d levels), got '%s'\n",
+                        BENCH_MAX_CONCURRENCY, BENCH_MAX_LEVELS, val);
+                rc = 2;
+            }
+        } else if (!strcmp(arg, "--duration") && val) {
+            a++;
+            if (!parse_duration(val, &c->duration_ns)) {
+                fprintf(stderr, "mcpctl: bench: --duration wants 1ms..600s (e.g. 10s, 500ms, 2m), got '%s'\n", val);
+                rc = 2;
+            }
+        } else if (!strcmp(arg, "--protocol") && val) {
+            a++;
+            if (!strcmp(val, "v1")) c->v1 = true;
+            else if (strcmp(val, "v2")) {
+                fprintf(stderr, "mcpctl: bench: --protocol is v2 or v1, got '%s'\n", val);
+                rc = 2;
+            }
+        } else if (!strcmp(arg, "--input") && val) {
+            files[n_file_args++] = argv[++a];
+        } else if (arg[0] != '-' && !c->model) {
+            c->model = arg;
+        } else {
+            rc = bench_usage();
+        }
+    }
+    if (rc == 0 && !c->model) rc = bench_usage();
+
+    char msg[1024];
+    mcp_err err = {msg, sizeof msg};
+    mcpctl_http ctl = {0};
+    level_result *results = NULL;
+    if (rc == 0 && mcpctl_http_init(&ctl, server, BENCH_REQUEST_TIMEOUT_MS, &err) != MCP_STATUS_OK) rc = bench_fail(c->model, msg);
+    if (rc == 0 && mcpctl_model_meta_fetch(&ctl, c->model, NULL, &c->meta, &err) != MCP_STATUS_OK) rc = bench_fail(c->model, msg);
+    if (rc == 0) {
+        c->files = mcp_calloc((size_t)n_file_args + 1, sizeof *c->files);
+        for (int f = 0; c->files && f < n_file_args && rc == 0; f++)
+            if (load_input_file(c, files[f], &err) != MCP_STATUS_OK) rc = bench_fail(c->model, msg);
+        if (!c->files) rc = bench_fail(c->model, "out of memory");
+    }
+    if (rc == 0) {
+        char seg[1024];
+        mcpctl_path_segment(c->model, seg, sizeof seg);
+        if (c->v1) snprintf(c->path, sizeof c->path, "/v1/models/%s:predict", seg);
+        else snprintf(c->path, sizeof c->path, "/v2/models/%s/infer", seg);
+        results = mcp_calloc((size_t)c->n_levels, sizeof *results);
+        if (!results) rc = bench_fail(c->model, "out of memory");
+    }
+    if (rc == 0 && !c->json) print_header(c);
+    int n_done = 0;
+    for (int i = 0; rc == 0 && i < c->n_levels; i++) {
+        if (run_level(c, &ctl, c->levels[i], &results[i], &err) != MCP_STATUS_OK) {
+            rc = bench_fail(c->model, msg);
+            break;
+        }
+        const level_result *r = &results[i];
+        n_done++;
+        if (!c->json) print_row(r);
+        if (r->errors || r->aborted)
+            fprintf(stderr, "mcpctl: bench %s: concurrency %d: %lld of %lld requests failed; first: %s\n", c->model,
+                    r->concurrency, (long long)r->errors, (long long)r->requests, r->first_error);
+        /* A level where nothing succeeded means the numbers say nothing. */
+        if (r->aborted || r->requests == r->errors) rc = 1;
+    }
+    if (results && c->json && n_done) print_json(c, results, n_done);
+    mcp_free(results);
+    mcpctl_http_cleanup(&ctl);
+    mcpctl_named_free(c->files, c->n_files);
+    mcpctl_model_meta_free(&c->meta);
+    mcp_free(files);
+    mcp_free(c);
+    return rc;
+}

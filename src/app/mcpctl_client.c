@@ -1,0 +1,471 @@
+/*
+ * mcpctl commands that talk to a running server (plus `validate`, which is
+ * local so it can run in CI and pre-commit hooks):
+ *
+ *   apply -f model.yaml        POST /v2/repository/models/NAME/load
+ *   get models                 POST /v2/repository/index
+ *   describe model NAME        GET /v2/repository/models/NAME + GET /v2/models/NAME
+ *   delete model NAME          POST /v2/repository/models/NAME/unload
+ *   validate -f FILE ...       local: every problem with file:line:col
+ *   infer NAME IN=FILE.npy ... (mcpctl_infer.c)
+ *   bench NAME ...             (mcpctl_bench.c)
+ *
+ * The server comes from --server URL, else $MCP_SERVER, else
+ * http://127.0.0.1:8080. Failures print one line on stderr and exit 1;
+ * usage errors exit 2.
+ */
+#include <curl/curl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "app/mcpctl.h"
+#include "app/mcpctl_http.h"
+#include "registry/registry.h"
+
+#define DEFAULT_SERVER "http://127.0.0.1:8080"
+/* Loading a large model can take a while; nothing else should. */
+#define CONTROL_TIMEOUT_MS 600000L
+
+static int fail(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "mcpctl: %s: %s\n", cmd, msg);
+    return 1;
+}
+
+static int usage_error(const char *cmd, const char *usage)
+{
+    fprintf(stderr, "mcpctl: %s: usage: mcpctl %s\n", cmd, usage);
+    return 2;
+}
+
+/* ---- validate / apply: local descriptor checks ---- */
+
+static bool is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* Loads a YAML descriptor, a Triton model folder, or a folder's
+ * config.pbtxt, and prints every diagnostic as file:line:col: path: message.
+ * Returns the load status; *desc (when OK) is the caller's. */
+static mcp_status load_descriptor(const char *file, mcp_descriptor **desc, int *n_diags)
+{
+    mcp_descriptor_defaults defaults = mcp_descriptor_defaults_default();
+    mcp_diags diags = {0};
+    mcp_status st;
+    char dir[PATH_MAX];
+    const char *shown = file;
+    *desc = NULL;
+    if (is_dir(file)) {
+        /* Diagnostics point into the folder's config.pbtxt. */
+        size_t n = strlen(file);
+        snprintf(dir, sizeof dir, "%s%sconfig.pbtxt", file, n && file[n - 1] == '/' ? "" : "/");
+        shown = dir;
+        st = mcp_descriptor_load_triton(file, &defaults, desc, &diags);
+    } else if (ends_with(file, "config.pbtxt")) {
+        snprintf(dir, sizeof dir, "%s", file);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        st = mcp_descriptor_load_triton(dir, &defaults, desc, &diags);
+    } else {
+        st = mcp_descriptor_load_file(file, &defaults, desc, &diags);
+    }
+    if (diags.count > 0) {
+        size_t cap = 256 + (size_t)diags.count * 1024;
+        char *buf = mcp_malloc(cap);
+        if (buf) {
+            buf[0] = '\0';
+            mcp_diags_format(&diags, shown, buf, cap);
+            size_t n = strlen(buf);
+            fputs(buf, stderr);
+            if (n && buf[n - 1] != '\n') fputc('\n', stderr);
+            mcp_free(buf);
+        }
+    } else if (st != MCP_STATUS_OK) {
+        fprintf(stderr, "%s: cannot be loaded (%s)\n", shown, mcp_status_str(st));
+    }
+    *n_diags = diags.count;
+    mcp_diags_clear(&diags);
+    if (st != MCP_STATUS_OK && *desc) {
+        mcp_descriptor_free(*desc);
+        *desc = NULL;
+    }
+    return st;
+}
+
+static int cmd_validate(int argc, char **argv)
+{
+    const char *usage = "validate -f FILE [-f FILE ...]  (FILE: model.yaml, or a Triton model folder)";
+    int n_files = 0, rc = 0;
+    for (int a = 0; a < argc; a++) {
+        const char *file = argv[a];
+        if (!strcmp(argv[a], "-f") || !strcmp(argv[a], "--filename")) {
+            if (a + 1 >= argc) return usage_error("validate", usage);
+            file = argv[++a];
+        } else if (argv[a][0] == '-') {
+            return usage_error("validate", usage);
+        }
+        n_files++;
+        mcp_descriptor *desc = NULL;
+        int n_diags = 0;
+        mcp_status st = load_descriptor(file, &desc, &n_diags);
+        if (st != MCP_STATUS_OK) {
+            fprintf(stderr, "%s: %d problem%s\n", file, n_diags ? n_diags : 1, n_diags == 1 ? "" : "s");
+            rc = 1;
+        } else if (n_diags) {
+            printf("%s: valid (%d warning%s)\n", file, n_diags, n_diags == 1 ? "" : "s");
+        } else {
+            printf("%s: valid\n", file);
+        }
+        mcp_descriptor_free(desc);
+    }
+    if (n_files == 0) return usage_error("validate", usage);
+    return rc;
+}
+
+static int cmd_apply(mcpctl_http *h, int argc, char **argv)
+{
+    const char *usage = "apply -f model.yaml";
+    const char *file = NULL;
+    for (int a = 0; a < argc; a++) {
+        if ((!strcmp(argv[a], "-f") || !strcmp(argv[a], "--filename")) && a + 1 < argc) file = argv[++a];
+        else return usage_error("apply", usage);
+    }
+    if (!file) return usage_error("apply", usage);
+    mcp_descriptor *desc = NULL;
+    int n_diags = 0;
+    if (load_descriptor(file, &desc, &n_diags) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcpctl: apply: %s is not valid (%d problem%s); nothing sent\n", file, n_diags ? n_diags : 1,
+                n_diags == 1 ? "" : "s");
+        return 1;
+    }
+    char msg[1024];
+    mcp_err err = {msg, sizeof msg};
+    uint8_t *text = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (is_dir(file) || ends_with(file, "config.pbtxt")) {
+        rc = fail("apply", "a Triton model folder is loaded by the server's --model-repository; apply takes a YAML descriptor");
+        goto done;
+    }
+    if (mcp_file_read(file, &text, &len, &err) != MCP_STATUS_OK) {
+        rc = fail("apply", msg);
+        goto done;
+    }
+    /* The descriptor travels as text; its absolute location lets a server on
+     * this machine resolve `path:` relative to the descriptor, as validate does. */
+    char abs[PATH_MAX];
+    json_t *params = json_object();
+    json_object_set_new(params, "config", json_stringn((const char *)text, len));
+    if (realpath(file, abs)) json_object_set_new(params, "descriptor_path", json_string(abs));
+    json_t *root = json_object();
+    json_object_set_new(root, "parameters", params);
+    char *body = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!body) {
+        rc = fail("apply", "cannot encode the request (is the file UTF-8 text?)");
+        goto done;
+    }
+    char seg[1024], path[1200];
+    mcpctl_path_segment(desc->name, seg, sizeof seg);
+    snprintf(path, sizeof path, "/v2/repository/models/%s/load", seg);
+    mcp_status st = mcpctl_http_do(h, "POST", path, body, strlen(body), NULL, -1, &err);
+    free(body);
+    if (st == MCP_STATUS_OK && h->code != 200) st = mcpctl_http_fail(h, &err);
+    if (st != MCP_STATUS_OK) {
+        char m2[1200];
+        snprintf(m2, sizeof m2, "model '%s': %s", desc->name, msg);
+        rc = fail("apply", m2);
+        goto done;
+    }
+    printf("model %s %s ready at %s/v2/models/%s/infer\n", desc->name, desc->version ? desc->version : "", h->base, seg);
+done:
+    mcp_free(text);
+    mcp_descriptor_free(desc);
+    return rc;
+}
+
+/* ---- get / describe / delete ---- */
+
+/* Sends a control request and checks for 200; prints the failure. */
+static int control(mcpctl_http *h, const char *cmd, const char *method, const char *path, const char *body, json_t **out)
+{
+    char msg[1024];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcpctl_http_do(h, method, path, body, body ? strlen(body) : 0, NULL, -1, &err);
+    if (st == MCP_STATUS_OK && h->code != 200) st = mcpctl_http_fail(h, &err);
+    if (st != MCP_STATUS_OK) return fail(cmd, msg);
+    if (!out) return 0;
+    json_error_t jerr;
+    *out = json_loadb((const char *)h->resp.data, h->resp.len, 0, &jerr);
+    if (!*out) {
+        snprintf(msg, sizeof msg, "%s answered something that is not JSON (byte %d: %s)", path, jerr.position, jerr.text);
+        return fail(cmd, msg);
+    }
+    return 0;
+}
+
+static const char *str_or(json_t *o, const char *key, const char *dflt)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s && *s ? s : dflt;
+}
+
+static int cmd_get(mcpctl_http *h, int argc, char **argv)
+{
+    if (argc != 1 || (strcmp(argv[0], "models") && strcmp(argv[0], "model"))) return usage_error("get", "get models");
+    json_t *list = NULL;
+    int rc = control(h, "get models", "POST", "/v2/repository/index", "{}", &list);
+    if (rc) return rc;
+    if (!json_is_array(list)) {
+        json_decref(list);
+        return fail("get models", "the repository index is not a JSON list");
+    }
+    int w_name = 4, w_ver = 7, w_state = 5;
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e)
+    {
+        int n = (int)strlen(str_or(e, "name", "-")), v = (int)strlen(str_or(e, "version", "-")),
+            s = (int)strlen(str_or(e, "state", "-"));
+        w_name = n > w_name ? n : w_name;
+        w_ver = v > w_ver ? v : w_ver;
+        w_state = s > w_state ? s : w_state;
+    }
+    printf("%-*s  %-*s  %-*s  %s\n", w_name, "NAME", w_ver, "VERSION", w_state, "STATE", "REASON");
+    json_array_foreach(list, i, e)
+    {
+        printf("%-*s  %-*s  %-*s  %s\n", w_name, str_or(e, "name", "-"), w_ver, str_or(e, "version", "-"), w_state,
+               str_or(e, "state", "-"), str_or(e, "reason", ""));
+    }
+    json_decref(list);
+    return 0;
+}
+
+static void print_scalar(json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_STRING: printf("%s", json_string_value(v)); break;
+    case JSON_INTEGER: printf("%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: printf("%.6g", json_real_value(v)); break;
+    case JSON_TRUE: printf("true"); break;
+    case JSON_FALSE: printf("false"); break;
+    case JSON_NULL: printf("null"); break;
+    default: break;
+    }
+}
+
+static bool is_flat(json_t *v)
+{
+    if (json_is_object(v)) return json_object_size(v) == 0;
+    if (!json_is_array(v)) return true;
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e) if (json_is_object(e) || json_is_array(e)) return false;
+    return true;
+}
+
+static void print_flat(json_t *v)
+{
+    if (json_is_object(v)) {
+        printf("{}");
+    } else if (json_is_array(v)) {
+        printf("[");
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            printf("%s", i ? ", " : "");
+            print_scalar(e);
+        }
+        printf("]");
+    } else {
+        print_scalar(v);
+    }
+}
+
+/* JSON as indented "key: value" lines (YAML-like); bounded by JSON depth.
+ * dash >= 0: the first line of this object starts with "- " at column dash. */
+static void print_tree(json_t *v, int indent, int dash, int depth);
+
+static void print_member(json_t *e, int depth, int indent)
+{
+    if (is_flat(e)) {
+        printf(" ");
+        print_flat(e);
+        printf("\n");
+    } else {
+        printf("\n");
+        print_tree(e, indent + 2, -1, depth + 1);
+    }
+}
+
+static void print_tree(json_t *v, int indent, int dash, int depth)
+{
+    if (depth > 32) return;
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *e;
+        bool first = true;
+        json_object_foreach(v, key, e)
+        {
+            if (first && dash >= 0) printf("%*s- %s:", dash, "", key);
+            else printf("%*s%s:", indent, "", key);
+            first = false;
+            print_member(e, depth, indent);
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            if (json_is_object(e) && json_object_size(e) > 0) {
+                print_tree(e, indent + 2, indent, depth + 1);
+            } else {
+                printf("%*s-", indent, "");
+                print_member(e, depth, indent);
+            }
+        }
+    } else {
+        printf("%*s", indent, "");
+        print_scalar(v);
+        printf("\n");
+    }
+}
+
+static void print_io(const char *kind, const mcpctl_tensor_meta *t)
+{
+    printf("  %s %s: %s [", kind, t->name, t->datatype);
+    for (int d = 0; d < t->rank; d++) printf("%s%lld", d ? ", " : "", (long long)t->dims[d]);
+    printf("]\n");
+}
+
+static int cmd_describe(mcpctl_http *h, int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[0], "model") && strcmp(argv[0], "models")))
+        return usage_error("describe", "describe model NAME");
+    const char *name = argv[1];
+    char seg[1024], path[1200];
+    mcpctl_path_segment(name, seg, sizeof seg);
+    snprintf(path, sizeof path, "/v2/repository/models/%s", seg);
+    json_t *info = NULL;
+    int rc = control(h, "describe model", "GET", path, NULL, &info);
+    if (rc) return rc;
+    print_tree(info, 0, -1, 0);
+    json_decref(info);
+    char msg[1024];
+    mcp_err err = {msg, sizeof msg};
+    mcpctl_model_meta meta;
+    if (mcpctl_model_meta_fetch(h, name, NULL, &meta, &err) != MCP_STATUS_OK) {
+        /* A model that is not ready has no metadata; say why, not a failure. */
+        printf("metadata: unavailable (%s)\n", msg);
+        return 0;
+    }
+    printf("metadata:\n");
+    if (meta.platform) printf("  platform: %s\n", meta.platform);
+    for (int i = 0; i < meta.n_inputs; i++) print_io("input", &meta.inputs[i]);
+    for (int i = 0; i < meta.n_outputs; i++) print_io("output", &meta.outputs[i]);
+    mcpctl_model_meta_free(&meta);
+    return 0;
+}
+
+static int cmd_delete(mcpctl_http *h, int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[0], "model") && strcmp(argv[0], "models")))
+        return usage_error("delete", "delete model NAME");
+    char seg[1024], path[1200];
+    mcpctl_path_segment(argv[1], seg, sizeof seg);
+    snprintf(path, sizeof path, "/v2/repository/models/%s/unload", seg);
+    int rc = control(h, "delete model", "POST", path, "{}", NULL);
+    if (rc == 0) printf("model %s unloaded\n", argv[1]);
+    return rc;
+}
+
+/* ---- dispatch ---- */
+
+const char *mcpctl_client_usage(void)
+{
+    return "server commands (--server URL, else $MCP_SERVER, else " DEFAULT_SERVER "):\n"
+           "  apply -f model.yaml                  validate, then load it on the server; prints its URL\n"
+           "  get models                           the server's models: name, version, state, reason\n"
+           "  describe model NAME                  descriptor, state, statistics, inputs and outputs\n"
+           "  delete model NAME                    unload it\n"
+           "  infer NAME IN=FILE.npy ... [--out DIR] [--model-version V]\n"
+           "                                       one request (binary tensors); writes DIR/<output>.npy\n"
+           "  bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1]\n"
+           "        [--input IN=FILE.npy ...] [--json]\n"
+           "                                       closed-loop load: req/s, p50/p90/p99 latency and the\n"
+           "                                       server's queue/compute split from /metrics\n"
+           "local:\n"
+           "  validate -f FILE ...                 check descriptors (YAML, or Triton folders); every\n"
+           "                                       problem as file:line:col; exit 1 if any\n";
+}
+
+int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
+{
+    static const char *const cmds[] = {"apply", "get", "describe", "delete", "validate", "infer", "bench"};
+    *handled = false;
+    bool known = false;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= strcmp(cmd, cmds[i]) == 0;
+    if (!known) return 2;
+    *handled = true;
+    if (!strcmp(cmd, "validate")) return cmd_validate(argc, argv);
+
+    /* --server may appear anywhere after the command. */
+    const char *server = getenv("MCP_SERVER");
+    if (!server || !*server) server = DEFAULT_SERVER;
+    char **rest = mcp_calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) return fail(cmd, "out of memory");
+    int n = 0;
+    for (int a = 0; a < argc; a++) {
+        if (!strcmp(argv[a], "--server")) {
+            if (a + 1 >= argc) {
+                mcp_free(rest);
+                return usage_error(cmd, "... --server URL");
+            }
+            server = argv[++a];
+        } else if (!strncmp(argv[a], "--server=", 9)) {
+            server = argv[a] + 9;
+        } else {
+            rest[n++] = argv[a];
+        }
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        mcp_free(rest);
+        return fail(cmd, "cannot initialise libcurl");
+    }
+    int rc;
+    if (!strcmp(cmd, "infer")) {
+        rc = mcpctl_cmd_infer(server, n, rest);
+    } else if (!strcmp(cmd, "bench")) {
+        rc = mcpctl_cmd_bench(server, n, rest);
+    } else {
+        char msg[512];
+        mcp_err err = {msg, sizeof msg};
+        mcpctl_http h;
+        if (mcpctl_http_init(&h, server, CONTROL_TIMEOUT_MS, &err) != MCP_STATUS_OK) {
+            rc = fail(cmd, msg);
+        } else {
+            if (!strcmp(cmd, "apply")) rc = cmd_apply(&h, n, rest);
+            else if (!strcmp(cmd, "get")) rc = cmd_get(&h, n, rest);
+            else if (!strcmp(cmd, "describe")) rc = cmd_describe(&h, n, rest);
+            else rc = cmd_delete(&h, n, rest);
+        }
+        mcpctl_http_cleanup(&h);
+    }
+    curl_global_cleanup();
+    mcp_free(rest);
+    return rc;
+}

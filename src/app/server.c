@@ -1,0 +1,347 @@
+/*
+ * mcp2026-server: argument parsing and wiring only.
+ *
+ *   mcp2026-server --model-path ./models/resnet50.onnx --workers 4
+ *   mcp2026-server --model-repository ./models --config server.yaml
+ *
+ * Every option is a flag and a key of the --config YAML file (flags win);
+ * one table below defines both and --help.
+ */
+#include <errno.h>
+#include <libfyaml.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve.h"
+
+typedef enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_PATHS } opt_kind;
+
+typedef struct server_config {
+    const char *config;
+    const char *model_paths[64];
+    int n_model_paths;
+    const char *model_repository;
+    const char *host;
+    int64_t port;
+    int64_t workers;
+    int64_t threads;
+    int64_t http_threads;
+    int64_t max_body_bytes;
+    int64_t max_header_bytes;
+    int64_t max_connections;
+    int64_t connection_timeout_s;
+    int64_t max_batch_size;
+    int64_t max_queue_delay_us;
+    int64_t max_queue_size;
+    int64_t prefetch_queue_depth;
+    bool enable_tensor_cache;
+    const char *model_control;
+    const char *log_level;
+} server_config;
+
+typedef struct opt {
+    const char *name; /* flag without "--"; config key with '-' as '_' */
+    opt_kind kind;
+    size_t offset;
+    int64_t min, max;
+    const char *help;
+} opt;
+
+#define OFF(f) offsetof(server_config, f)
+static const opt options[] = {
+    {"config", OPT_STRING, OFF(config), 0, 0, "YAML file with any of these options (flags override it)"},
+    {"model-path", OPT_PATHS, OFF(model_paths), 0, 0, "serve this .onnx file, named after the file (repeatable)"},
+    {"model-repository", OPT_STRING, OFF(model_repository), 0, 0, "load every *.yaml descriptor and Triton model folder in DIR"},
+    {"host", OPT_STRING, OFF(host), 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
+    {"port", OPT_INT, OFF(port), 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
+    {"workers", OPT_INT, OFF(workers), 1, 256, "instance workers per model (default 1)"},
+    {"threads", OPT_INT, OFF(threads), 1, 256, "intra-op threads per instance (default 1)"},
+    {"http-threads", OPT_INT, OFF(http_threads), 1, 256, "transport threads; they never run kernels (default 2)"},
+    {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
+    {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
+    {"max-connections", OPT_INT, OFF(max_connections), 1, 1 << 20, "concurrent connections (default 1024)"},
+    {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
+    {"max-batch-size", OPT_INT, OFF(max_batch_size), 0, 1 << 20, "default max_batch_size for models (default 32; 0 = no batching)"},
+    {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},
+    {"max-queue-size", OPT_INT, OFF(max_queue_size), 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
+    {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 1024, "batches formed ahead of busy workers (default 8)"},
+    {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, "reuse request and batch tensors from a pool (default true)"},
+    {"model-control", OPT_STRING, OFF(model_control), 0, 0, "explicit (load/unload API on, default) or none"},
+    {"log-level", OPT_STRING, OFF(log_level), 0, 0, "error, warn or info (default info)"},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mcp2026-server [--model-path FILE.onnx]... [--model-repository DIR] [options]\n\noptions:\n");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const char *arg = options[i].kind == OPT_INT ? " N" : options[i].kind == OPT_BOOL ? " true|false" : " VALUE";
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s", options[i].name, arg);
+        fprintf(f, "  %-32s %s\n", flag, options[i].help);
+    }
+    fprintf(f, "  %-32s %s\n  %-32s %s\n", "--help", "print this help", "--version", "print the version");
+}
+
+static const opt *find_opt(const char *name, bool config_key)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const char *n = options[i].name;
+        if (!config_key) {
+            if (!strcmp(n, name)) return &options[i];
+            continue;
+        }
+        /* Config keys spell '-' as '_' (max_body_bytes). */
+        size_t k = 0;
+        for (; n[k] && name[k]; k++)
+            if (!(n[k] == name[k] || (n[k] == '-' && name[k] == '_'))) break;
+        if (!n[k] && !name[k]) return &options[i];
+    }
+    return NULL;
+}
+
+/* Sets one option from text; where says where the text came from. */
+static bool set_opt(server_config *c, const opt *o, const char *value, const char *where)
+{
+    char *field = (char *)c + o->offset;
+    switch (o->kind) {
+    case OPT_STRING: *(const char **)field = value; return true;
+    case OPT_PATHS:
+        if (c->n_model_paths == 64) {
+            fprintf(stderr, "mcp2026-server: %s: too many --model-path values (64 at most)\n", where);
+            return false;
+        }
+        c->model_paths[c->n_model_paths++] = value;
+        return true;
+    case OPT_BOOL:
+        if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes")) *(bool *)field = true;
+        else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no")) *(bool *)field = false;
+        else {
+            fprintf(stderr, "mcp2026-server: %s: '%s' must be true or false, not '%s'\n", where, o->name, value);
+            return false;
+        }
+        return true;
+    case OPT_INT: {
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || v < o->min || v > o->max) {
+            fprintf(stderr, "mcp2026-server: %s: '%s' must be an integer in %lld..%lld, not '%s'\n", where, o->name,
+                    (long long)o->min, (long long)o->max, value);
+            return false;
+        }
+        *(int64_t *)field = v;
+        return true;
+    }
+    }
+    return false;
+}
+
+/* Reads the --config YAML: a flat mapping of option keys. Strings it keeps
+ * point into the document, which lives until exit. */
+static bool load_config(server_config *c, const char *path, struct fy_document **doc_out)
+{
+    struct fy_document *doc = fy_document_build_from_file(NULL, path);
+    if (!doc) {
+        fprintf(stderr, "mcp2026-server: --config %s: cannot read or parse the YAML file\n", path);
+        return false;
+    }
+    *doc_out = doc;
+    struct fy_node *root = fy_document_root(doc);
+    if (!root) return true;
+    if (!fy_node_is_mapping(root)) {
+        fprintf(stderr, "mcp2026-server: %s: the top level must be a mapping of option: value\n", path);
+        return false;
+    }
+    bool ok = true;
+    void *iter = NULL;
+    struct fy_node_pair *pair;
+    while ((pair = fy_node_mapping_iterate(root, &iter))) {
+        struct fy_node *key = fy_node_pair_key(pair), *val = fy_node_pair_value(pair);
+        struct fy_token *tok = fy_node_get_scalar_token(key);
+        const struct fy_mark *mark = tok ? fy_token_start_mark(tok) : NULL;
+        char where[4200];
+        snprintf(where, sizeof where, "%s:%d:%d", path, mark ? mark->line + 1 : 0, mark ? mark->column + 1 : 0);
+        const char *name = fy_node_get_scalar0(key);
+        const opt *o = name ? find_opt(name, true) : NULL;
+        if (!o || !strcmp(o->name, "config")) {
+            fprintf(stderr, "mcp2026-server: %s: unknown option '%s' (see --help; keys use '_' for '-')\n", where,
+                    name ? name : "?");
+            ok = false;
+            continue;
+        }
+        if (o->kind == OPT_PATHS && fy_node_is_sequence(val)) {
+            void *it2 = NULL;
+            struct fy_node *item;
+            while ((item = fy_node_sequence_iterate(val, &it2))) {
+                const char *s = fy_node_get_scalar0(item);
+                ok &= s && set_opt(c, o, s, where);
+            }
+            continue;
+        }
+        const char *s = fy_node_is_scalar(val) ? fy_node_get_scalar0(val) : NULL;
+        if (!s) {
+            fprintf(stderr, "mcp2026-server: %s: '%s' needs a scalar value\n", where, name);
+            ok = false;
+            continue;
+        }
+        ok &= set_opt(c, o, s, where);
+    }
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    server_config cli = {0}, c = {
+        .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 1, .http_threads = 2,
+        .max_body_bytes = 64 << 20, .max_header_bytes = 16 << 10, .max_connections = 1024,
+        .connection_timeout_s = 30, .max_batch_size = 32, .max_queue_delay_us = 500,
+        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true,
+        .model_control = "explicit", .log_level = "info",
+    };
+    /* Flags first into their own record, so the config file can be read
+     * before them and flags still win. */
+    const char *flag_values[N_OPTIONS][64];
+    int flag_count[N_OPTIONS] = {0};
+    (void)cli;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("mcp2026-server %s\n", MCP_VERSION_STRING);
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "mcp2026-server: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        }
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t nl = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        snprintf(name, sizeof name, "%.*s", (int)nl, a + 2);
+        const opt *o = find_opt(name, false);
+        if (!o) {
+            fprintf(stderr, "mcp2026-server: unknown option '--%s' (see --help)\n", name);
+            return 2;
+        }
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "mcp2026-server: --%s needs a value\n", name);
+                return 2;
+            }
+            value = argv[++i];
+        }
+        size_t idx = (size_t)(o - options);
+        if (flag_count[idx] < 64) flag_values[idx][flag_count[idx]++] = value;
+    }
+    struct fy_document *cfg_doc = NULL;
+    size_t cfg_idx = (size_t)(find_opt("config", false) - options);
+    if (flag_count[cfg_idx] && !load_config(&c, flag_values[cfg_idx][0], &cfg_doc)) return 2;
+    bool paths_from_flags = false;
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        for (int k = 0; k < flag_count[i]; k++) {
+            if (options[i].kind == OPT_PATHS && !paths_from_flags) {
+                c.n_model_paths = 0; /* flags replace the config file's list */
+                paths_from_flags = true;
+            }
+            char where[160];
+            snprintf(where, sizeof where, "--%s", options[i].name);
+            if (!set_opt(&c, &options[i], flag_values[i][k], where)) return 2;
+        }
+    if (strcmp(c.model_control, "explicit") != 0 && strcmp(c.model_control, "none") != 0) {
+        fprintf(stderr, "mcp2026-server: --model-control must be explicit or none, not '%s'\n", c.model_control);
+        return 2;
+    }
+
+    /* Signals go to sigwait below, never to a worker thread. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
+    dd.max_batch_size = c.max_batch_size;
+    dd.max_queue_delay_us = c.max_queue_delay_us;
+    dd.max_queue_size = c.max_queue_size;
+    dd.prefetch_queue_depth = c.prefetch_queue_depth;
+    dd.enable_tensor_cache = c.enable_tensor_cache;
+    dd.instance_count = c.workers;
+    dd.instance_threads = c.threads;
+
+    mcp_metrics *metrics = mcp_metrics_create();
+    mcp_repository *repo = mcp_repository_create(&dd);
+    mcp_server_options so = mcp_server_options_default();
+    so.host = c.host;
+    so.port = (int)c.port;
+    so.http_threads = (int)c.http_threads;
+    so.max_body_bytes = (size_t)c.max_body_bytes;
+    so.max_header_bytes = (size_t)c.max_header_bytes;
+    so.max_connections = (unsigned)c.max_connections;
+    so.connection_timeout_s = (unsigned)c.connection_timeout_s;
+    so.model_control = strcmp(c.model_control, "none") != 0;
+    char msg[4096] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_server *srv = NULL;
+    int rc = 0;
+    if (!metrics || !repo || mcp_server_create(&so, repo, metrics, &srv, &err) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
+        rc = 1;
+        goto out;
+    }
+    for (int i = 0; i < c.n_model_paths; i++) {
+        mcp_descriptor *d = NULL;
+        if (mcp_descriptor_for_model(c.model_paths[i], &dd, &d, &err) != MCP_STATUS_OK ||
+            mcp_repository_apply(repo, d, &err) != MCP_STATUS_OK) {
+            fprintf(stderr, "mcp2026-server: --model-path %s: %s\n", c.model_paths[i], msg);
+            rc = 1;
+            goto out;
+        }
+    }
+    if (c.model_repository) {
+        mcp_diags diags = {0};
+        mcp_status st = mcp_repository_scan(repo, c.model_repository, true, &diags);
+        if (diags.count) {
+            char report[8192];
+            mcp_diags_format(&diags, c.model_repository, report, sizeof report);
+            fprintf(stderr, "%s", report);
+        }
+        mcp_diags_clear(&diags);
+        if (st != MCP_STATUS_OK)
+            fprintf(stderr, "mcp2026-server: some models in %s did not load (see above); serving the rest\n", c.model_repository);
+    }
+    if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s\n", msg);
+        rc = 1;
+        goto out;
+    }
+    int port = mcp_server_port(srv);
+    fprintf(stderr, "mcp2026-server %s listening on http://%s:%d\n", MCP_VERSION_STRING, c.host, port);
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(repo, &list);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "  model %s %s %s: POST http://%s:%d/v2/models/%s/infer\n", list[i].name, list[i].version,
+                mcp_model_state_name(list[i].state), c.host, port, list[i].name);
+    mcp_repository_entries_free(list, n);
+    fflush(stderr);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "mcp2026-server: %s received, draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    mcp_server_shutdown(srv);
+    fprintf(stderr, "mcp2026-server: stopped\n");
+out:
+    mcp_server_destroy(srv);
+    mcp_repository_destroy(repo);
+    mcp_metrics_destroy(metrics);
+    if (cfg_doc) fy_document_destroy(cfg_doc);
+    return rc;
+}

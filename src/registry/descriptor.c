@@ -1,0 +1,1432 @@
+/*
+ * Model descriptors in YAML (parsed with libfyaml's document API).
+ *
+ * The walk never stops at the first problem: every field is checked and
+ * every problem lands in the caller's diagnostics with its field path
+ * ("batching.max_queue_delay_us", "inputs[1].dtype") and line:column, so
+ * `mcpctl validate` can list them all in one run. Plain scalars are typed
+ * with the YAML 1.2 core schema (true/false, integers, floats, null);
+ * quoted scalars are always strings. schemas/model.schema.json describes
+ * the same format and tests/registry checks that the two agree.
+ *
+ * Shapes in `inputs`/`outputs` are the model's full shapes, batch
+ * dimension included (e.g. [-1, 3, 224, 224]), matching the graph.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <libfyaml.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "registry/descriptor_util.h"
+
+/* ---- context: diagnostics, the current field path, error count ---- */
+
+typedef struct yloc {
+    int line, col; /* 1-based; 0 = unknown */
+} yloc;
+
+typedef struct yctx {
+    mcp_diags *diags;
+    int errors;
+    char path[512];
+    size_t path_len;
+    const char *dir; /* descriptor's folder, for relative paths; NULL = cwd */
+    /* The declared inputs (preprocess) or outputs (postprocess) that a
+     * step's `tensor` must name; none declared = any name. */
+    const mcp_io_spec *step_io;
+    int step_n_io;
+    const char *step_io_key;
+} yctx;
+
+static void yerr(yctx *c, yloc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void yerr(yctx *c, yloc at, const char *fmt, ...)
+{
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    c->errors++;
+    mcp_diags_add(c->diags, c->path, at.line, at.col, "%s", msg);
+}
+
+/* Appends ".key" (or "key" at the root) to the path; returns the old length
+ * for path_pop. An over-long path is cut, never overflowed. */
+static size_t path_push(yctx *c, const char *key)
+{
+    size_t old = c->path_len;
+    int n = snprintf(c->path + old, sizeof c->path - old, "%s%s", old ? "." : "", key);
+    if (n > 0) c->path_len = old + (size_t)n < sizeof c->path ? old + (size_t)n : sizeof c->path - 1;
+    return old;
+}
+
+static size_t path_push_index(yctx *c, int i)
+{
+    size_t old = c->path_len;
+    int n = snprintf(c->path + old, sizeof c->path - old, "[%d]", i);
+    if (n > 0) c->path_len = old + (size_t)n < sizeof c->path ? old + (size_t)n : sizeof c->path - 1;
+    return old;
+}
+
+static void path_pop(yctx *c, size_t old)
+{
+    c->path_len = old;
+    c->path[old] = '\0';
+}
+
+/* ---- nodes: where they are and what they hold ---- */
+
+static yloc token_loc(struct fy_token *t)
+{
+    const struct fy_mark *m = t ? fy_token_start_mark(t) : NULL;
+    if (!m) return (yloc){0, 0};
+    return (yloc){m->line + 1, m->column + 1};
+}
+
+/* A node's position: a scalar's own token, or for a collection the first
+ * scalar inside it (where a block collection starts). Empty collections
+ * have no token of their own; they get `fallback` (usually their key). */
+static yloc node_loc(struct fy_node *n, yloc fallback)
+{
+    for (int depth = 0; n && depth < 64; depth++) {
+        /* A tagged value starts at its tag ("!!python/object ..."). */
+        struct fy_token *tag = fy_node_get_tag_token(n);
+        if (tag) {
+            yloc l = token_loc(tag);
+            if (l.line) return l;
+        }
+        if (fy_node_is_scalar(n)) {
+            yloc l = token_loc(fy_node_get_scalar_token(n));
+            /* libfyaml marks a quoted scalar at its first character inside
+             * the quotes, an alias after its '*'; point at where they start. */
+            enum fy_node_style st = fy_node_get_style(n);
+            if ((st == FYNS_SINGLE_QUOTED || st == FYNS_DOUBLE_QUOTED || st == FYNS_ALIAS) && l.col > 1) l.col--;
+            return l.line ? l : fallback;
+        }
+        void *it = NULL;
+        if (fy_node_is_mapping(n)) {
+            struct fy_node_pair *p = fy_node_mapping_iterate(n, &it);
+            n = p ? fy_node_pair_key(p) : NULL;
+        } else if (fy_node_is_sequence(n)) {
+            n = fy_node_sequence_iterate(n, &it);
+        } else {
+            break;
+        }
+    }
+    return fallback;
+}
+
+typedef enum ykind { YK_NULL, YK_BOOL, YK_INT, YK_FLOAT, YK_STR, YK_MAP, YK_SEQ, YK_ALIAS, YK_TAGGED } ykind;
+
+typedef struct yval {
+    ykind kind;
+    const char *text; /* scalars: not NUL-terminated */
+    size_t len;
+    bool b;
+    bool int_in_range; /* YK_INT: fits int64 */
+    int64_t i;
+    double f;
+} yval;
+
+static bool all_digits(const char *s, size_t n, int base)
+{
+    if (n == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool ok = base == 16 ? isxdigit((unsigned char)ch) : base == 8 ? (ch >= '0' && ch <= '7') : isdigit((unsigned char)ch);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static bool is_yaml_float(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    size_t int_digits = 0, frac_digits = 0;
+    while (i < n && isdigit((unsigned char)s[i])) i++, int_digits++;
+    if (i < n && s[i] == '.') {
+        i++;
+        while (i < n && isdigit((unsigned char)s[i])) i++, frac_digits++;
+    }
+    if (int_digits == 0 && frac_digits == 0) return false;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        size_t exp_digits = 0;
+        while (i < n && isdigit((unsigned char)s[i])) i++, exp_digits++;
+        if (exp_digits == 0) return false;
+    }
+    return i == n;
+}
+
+static bool text_is(const char *s, size_t n, const char *w) { return strlen(w) == n && memcmp(s, w, n) == 0; }
+
+/* Types a plain scalar by the YAML 1.2 core schema. */
+static void classify_plain(yval *v)
+{
+    const char *s = v->text;
+    size_t n = v->len;
+    v->kind = YK_STR;
+    if (n == 0 || text_is(s, n, "~") || text_is(s, n, "null") || text_is(s, n, "Null") || text_is(s, n, "NULL")) {
+        v->kind = YK_NULL;
+        return;
+    }
+    if (text_is(s, n, "true") || text_is(s, n, "True") || text_is(s, n, "TRUE")) {
+        v->kind = YK_BOOL;
+        v->b = true;
+        return;
+    }
+    if (text_is(s, n, "false") || text_is(s, n, "False") || text_is(s, n, "FALSE")) {
+        v->kind = YK_BOOL;
+        v->b = false;
+        return;
+    }
+    char buf[128];
+    if (n >= sizeof buf) return; /* too long for a number: a string */
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    size_t sign = (buf[0] == '+' || buf[0] == '-') ? 1 : 0;
+    int base = 0;
+    size_t digits_at = 0;
+    if (all_digits(buf + sign, n - sign, 10)) {
+        base = 10;
+        digits_at = sign;
+    } else if (n > 2 && buf[0] == '0' && buf[1] == 'o' && all_digits(buf + 2, n - 2, 8)) {
+        base = 8;
+        digits_at = 2;
+    } else if (n > 2 && buf[0] == '0' && buf[1] == 'x' && all_digits(buf + 2, n - 2, 16)) {
+        base = 16;
+        digits_at = 2;
+    }
+    if (base) {
+        v->kind = YK_INT;
+        errno = 0;
+        char *end;
+        if (base == 10) {
+            long long x = strtoll(buf, &end, 10);
+            v->int_in_range = errno == 0;
+            v->i = x;
+        } else {
+            unsigned long long x = strtoull(buf + digits_at, &end, base);
+            v->int_in_range = errno == 0 && x <= (unsigned long long)INT64_MAX;
+            v->i = (int64_t)(x <= (unsigned long long)INT64_MAX ? x : 0);
+        }
+        v->f = v->int_in_range ? (double)v->i : strtod(buf, NULL);
+        return;
+    }
+    size_t k = sign;
+    if (n - k == 4 && buf[k] == '.' &&
+        (strcmp(buf + k, ".inf") == 0 || strcmp(buf + k, ".Inf") == 0 || strcmp(buf + k, ".INF") == 0)) {
+        v->kind = YK_FLOAT;
+        v->f = buf[0] == '-' ? -INFINITY : INFINITY;
+        return;
+    }
+    if (strcmp(buf, ".nan") == 0 || strcmp(buf, ".NaN") == 0 || strcmp(buf, ".NAN") == 0) {
+        v->kind = YK_FLOAT;
+        v->f = NAN;
+        return;
+    }
+    if (is_yaml_float(buf, n)) {
+        v->kind = YK_FLOAT;
+        v->f = strtod(buf, NULL);
+    }
+}
+
+static bool tag_is_str(const char *t, size_t n)
+{
+    return text_is(t, n, "!!str") || text_is(t, n, "tag:yaml.org,2002:str");
+}
+
+static yval node_val(struct fy_node *n)
+{
+    yval v = {0};
+    if (!n) {
+        v.kind = YK_NULL;
+        return v;
+    }
+    if (fy_node_is_alias(n)) {
+        v.kind = YK_ALIAS;
+        return v;
+    }
+    size_t tlen = 0;
+    const char *tag = fy_node_get_tag(n, &tlen);
+    bool explicit_str = tag && tag_is_str(tag, tlen);
+    if (tag && tlen && !explicit_str) {
+        v.kind = YK_TAGGED;
+        v.text = tag;
+        v.len = tlen;
+        return v;
+    }
+    if (fy_node_is_mapping(n)) {
+        v.kind = YK_MAP;
+        return v;
+    }
+    if (fy_node_is_sequence(n)) {
+        v.kind = YK_SEQ;
+        return v;
+    }
+    v.text = fy_node_get_scalar(n, &v.len);
+    if (!v.text) {
+        v.text = "";
+        v.len = 0;
+    }
+    if (explicit_str || fy_node_get_style(n) != FYNS_PLAIN) v.kind = YK_STR;
+    else classify_plain(&v);
+    return v;
+}
+
+/* "integer 12", "string 'abc'", "a list"... for messages. */
+static const char *describe(const yval *v, char *buf, size_t cap)
+{
+    switch (v->kind) {
+    case YK_NULL: return "nothing (null)";
+    case YK_BOOL: return v->b ? "boolean true" : "boolean false";
+    case YK_INT: snprintf(buf, cap, "integer %.*s", (int)(v->len > 40 ? 40 : v->len), v->text); return buf;
+    case YK_FLOAT: snprintf(buf, cap, "number %.*s", (int)(v->len > 40 ? 40 : v->len), v->text); return buf;
+    case YK_STR: snprintf(buf, cap, "string '%.*s%s'", (int)(v->len > 40 ? 40 : v->len), v->text, v->len > 40 ? "..." : ""); return buf;
+    case YK_MAP: return "a mapping";
+    case YK_SEQ: return "a list";
+    case YK_ALIAS: return "an alias";
+    case YK_TAGGED: snprintf(buf, cap, "a value tagged '%.*s'", (int)(v->len > 60 ? 60 : v->len), v->text); return buf;
+    }
+    return "?";
+}
+
+static bool tag_names_code(const yval *v)
+{
+    static const char *const langs[] = {"python", "ruby", "perl", "java", "js", "lua", "php"};
+    for (size_t i = 0; i < sizeof langs / sizeof langs[0]; i++) {
+        size_t l = strlen(langs[i]);
+        for (size_t k = 0; k + l <= v->len; k++)
+            if (strncmp(v->text + k, langs[i], l) == 0) return true;
+    }
+    return false;
+}
+
+/* Reports a value of the wrong kind. Aliases and tags get their own,
+ * clearer, messages. */
+static void wrong_kind(yctx *c, yloc at, const yval *v, const char *expected)
+{
+    char b[128];
+    if (v->kind == YK_ALIAS)
+        yerr(c, at, "YAML aliases are not accepted in descriptors; write the value out (expected %s)", expected);
+    else if (v->kind == YK_TAGGED && tag_names_code(v))
+        yerr(c, at, "the tag '%.*s' would construct code or objects, and no user code runs inside the server; "
+                    "write plain values and declarative preprocess/postprocess steps",
+             (int)(v->len > 60 ? 60 : v->len), v->text);
+    else if (v->kind == YK_TAGGED)
+        yerr(c, at, "YAML tags are not accepted ('%.*s'); write a plain value (expected %s)", (int)(v->len > 60 ? 60 : v->len),
+             v->text, expected);
+    else
+        yerr(c, at, "expected %s, got %s", expected, describe(v, b, sizeof b));
+}
+
+/* ---- typed getters: each reports its own problem and returns false ---- */
+
+static bool want_string(yctx *c, struct fy_node *n, yloc key_at, const char *expected, char **out)
+{
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(n);
+    if (v.kind != YK_STR) {
+        wrong_kind(c, at, &v, expected);
+        return false;
+    }
+    if (memchr(v.text, '\0', v.len)) {
+        yerr(c, at, "the string contains a NUL character");
+        return false;
+    }
+    if (v.len == 0) {
+        yerr(c, at, "expected %s, got an empty string", expected);
+        return false;
+    }
+    char *s = mcp_malloc(v.len + 1);
+    if (!s) {
+        yerr(c, at, "out of memory");
+        return false;
+    }
+    memcpy(s, v.text, v.len);
+    s[v.len] = '\0';
+    *out = s;
+    return true;
+}
+
+/* Integers; a float with no fractional part counts, as in JSON Schema. */
+static bool want_int(yctx *c, struct fy_node *n, yloc key_at, int64_t lo, int64_t hi, int64_t *out)
+{
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(n);
+    int64_t x;
+    if (v.kind == YK_INT && v.int_in_range) {
+        x = v.i;
+    } else if (v.kind == YK_INT || (v.kind == YK_FLOAT && isfinite(v.f) && v.f == floor(v.f))) {
+        if (!(v.f >= -9.2e18 && v.f <= 9.2e18)) {
+            yerr(c, at, "integer %.*s is out of range (%lld..%lld)", (int)(v.len > 40 ? 40 : v.len), v.text, (long long)lo,
+                 (long long)hi);
+            return false;
+        }
+        x = (int64_t)v.f;
+    } else {
+        wrong_kind(c, at, &v, "an integer");
+        return false;
+    }
+    if (x < lo || x > hi) {
+        yerr(c, at, "%lld is out of range (%lld..%lld)", (long long)x, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool want_number(yctx *c, struct fy_node *n, yloc key_at, double *out)
+{
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(n);
+    if (v.kind != YK_INT && v.kind != YK_FLOAT) {
+        wrong_kind(c, at, &v, "a number");
+        return false;
+    }
+    if (!isfinite(v.f)) {
+        yerr(c, at, "expected a finite number, got %.*s", (int)(v.len > 40 ? 40 : v.len), v.text);
+        return false;
+    }
+    *out = v.f;
+    return true;
+}
+
+static bool want_bool(yctx *c, struct fy_node *n, yloc key_at, bool *out)
+{
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(n);
+    if (v.kind != YK_BOOL) {
+        wrong_kind(c, at, &v, "true or false");
+        return false;
+    }
+    *out = v.b;
+    return true;
+}
+
+/* Checks that n is a sequence of at most max items; reports otherwise. */
+static bool want_seq(yctx *c, struct fy_node *n, yloc key_at, int max, const char *expected, int *count)
+{
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(n);
+    if (v.kind != YK_SEQ) {
+        wrong_kind(c, at, &v, expected);
+        return false;
+    }
+    int k = fy_node_sequence_item_count(n);
+    if (k > max) {
+        yerr(c, at, "has %d items; at most %d are allowed", k, max);
+        return false;
+    }
+    *count = k;
+    return true;
+}
+
+/* ---- mappings: known keys, unknown keys, code keys, duplicates ---- */
+
+typedef struct yfield {
+    struct fy_node *val;
+    yloc key_at;
+    bool present;
+} yfield;
+
+static const char *const code_keys[] = {
+    "python", "py",       "script",   "code",     "handler",     "lambda",     "exec", "eval",
+    "command", "cmd",     "shell",    "bash",     "module",      "function",   "callable",
+    "entrypoint", "entry_point", "import", "javascript", "js", "lua", "wasm",
+};
+
+static bool is_code_key(const char *k)
+{
+    for (size_t i = 0; i < sizeof code_keys / sizeof code_keys[0]; i++)
+        if (strcmp(k, code_keys[i]) == 0) return true;
+    return false;
+}
+
+#define STEPS_HINT "declarative steps under preprocess/postprocess (scale, normalize, cast, transpose, softmax, topk)"
+
+static void code_key_error(yctx *c, yloc at, const char *key)
+{
+    yerr(c, at, "'%s' would carry user code, and no user code runs inside the server; describe the processing with "
+                STEPS_HINT,
+         key);
+}
+
+/* Copies a key scalar into buf; false (reported) when the key is not a
+ * plain string. */
+static bool key_text(yctx *c, struct fy_node *key, yloc at, char *buf, size_t cap)
+{
+    yval kv = node_val(key);
+    if (kv.kind == YK_NULL || kv.kind == YK_MAP || kv.kind == YK_SEQ || kv.kind == YK_ALIAS || kv.kind == YK_TAGGED ||
+        !kv.text) {
+        char b[128];
+        yerr(c, at, "keys must be strings, got %s", describe(&kv, b, sizeof b));
+        return false;
+    }
+    size_t n = kv.len < cap - 1 ? kv.len : cap - 1;
+    memcpy(buf, kv.text, n);
+    buf[n] = '\0';
+    if (memchr(buf, '\0', n) || kv.len >= cap) {
+        yerr(c, at, "key '%.40s...' is not a known key", buf);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Collects a mapping's known keys into f[] (indexed like keys[]); reports
+ * every unknown key (with a did-you-mean), code-carrying key and duplicate.
+ * Returns false when n is not a mapping (reported as such).
+ */
+static bool map_fields(yctx *c, struct fy_node *n, yloc key_at, const char *expected, const char *const *keys, int nkeys,
+                       yfield *f)
+{
+    for (int i = 0; i < nkeys; i++) f[i] = (yfield){0};
+    yval v = node_val(n);
+    if (v.kind != YK_MAP) {
+        wrong_kind(c, node_loc(n, key_at), &v, expected);
+        return false;
+    }
+    void *it = NULL;
+    struct fy_node_pair *p;
+    while ((p = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *key = fy_node_pair_key(p);
+        yloc at = node_loc(key, node_loc(fy_node_pair_value(p), key_at));
+        char k[128];
+        if (!key_text(c, key, at, k, sizeof k)) continue;
+        int idx = -1;
+        for (int i = 0; i < nkeys; i++)
+            if (strcmp(k, keys[i]) == 0) idx = i;
+        size_t old = path_push(c, k);
+        if (idx < 0) {
+            const char *near = mcp__desc_closest(k, keys, nkeys);
+            if (is_code_key(k)) code_key_error(c, at, k);
+            else if (near) yerr(c, at, "unknown key '%s' (did you mean '%s'?)", k, near);
+            else yerr(c, at, "unknown key '%s'", k);
+        } else if (f[idx].present) {
+            yerr(c, at, "duplicate key '%s' (first given at line %d, column %d)", k, f[idx].key_at.line, f[idx].key_at.col);
+        } else {
+            f[idx] = (yfield){.val = fy_node_pair_value(p), .key_at = at, .present = true};
+        }
+        path_pop(c, old);
+    }
+    return true;
+}
+
+/* The location of a mapping itself, for "missing key" messages. */
+static yloc map_loc(struct fy_node *n, yloc fallback) { return node_loc(n, fallback); }
+
+/* ---- inputs / outputs ---- */
+
+enum { IO_NAME, IO_DTYPE, IO_SHAPE, IO_GRAPH_NAME, IO_COUNT };
+static const char *const io_keys[IO_COUNT] = {"name", "dtype", "shape", "graph_name"};
+
+static bool want_dtype(yctx *c, struct fy_node *n, yloc key_at, mcp_dtype *out)
+{
+    char *s = NULL;
+    if (!want_string(c, n, key_at, "a dtype name such as FP32 or float32", &s)) return false;
+    mcp_dtype dt = mcp__desc_dtype_parse(s);
+    if (dt == MCP_DTYPE_UNDEFINED) {
+        static const char *const names[] = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+                                            "INT32", "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES",
+                                            "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16",
+                                            "int32", "int64", "float16", "float32", "float64", "bfloat16", "string"};
+        const char *near = mcp__desc_closest(s, names, (int)(sizeof names / sizeof names[0]));
+        yerr(c, node_loc(n, key_at), "unknown dtype '%s'%s%s%s; use an Open Inference Protocol name (BOOL, UINT8..UINT64, "
+                                     "INT8..INT64, FP16, FP32, FP64, BF16, BYTES) or a numpy-style one (float32, int64...)",
+             s, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+        mcp_free(s);
+        return false;
+    }
+    mcp_free(s);
+    *out = dt;
+    return true;
+}
+
+static void parse_io_item(yctx *c, struct fy_node *n, yloc at, mcp_io_spec *io)
+{
+    yfield f[IO_COUNT];
+    io->rank = -1;
+    if (!map_fields(c, n, at, "a mapping with name, dtype, shape", io_keys, IO_COUNT, f)) return;
+    size_t old;
+    if (!f[IO_NAME].present) {
+        yerr(c, map_loc(n, at), "missing required key 'name'");
+    } else {
+        old = path_push(c, "name");
+        if (want_string(c, f[IO_NAME].val, f[IO_NAME].key_at, "a tensor name", &io->name) &&
+            strlen(io->name) > MCP__DESC_MAX_TENSOR_NAME)
+            yerr(c, node_loc(f[IO_NAME].val, f[IO_NAME].key_at), "name is longer than %d characters",
+                 MCP__DESC_MAX_TENSOR_NAME);
+        path_pop(c, old);
+    }
+    if (f[IO_DTYPE].present) {
+        old = path_push(c, "dtype");
+        want_dtype(c, f[IO_DTYPE].val, f[IO_DTYPE].key_at, &io->dtype);
+        path_pop(c, old);
+    }
+    if (f[IO_GRAPH_NAME].present) {
+        old = path_push(c, "graph_name");
+        if (want_string(c, f[IO_GRAPH_NAME].val, f[IO_GRAPH_NAME].key_at, "the tensor's name in the model graph",
+                        &io->graph_name) &&
+            strlen(io->graph_name) > MCP__DESC_MAX_TENSOR_NAME)
+            yerr(c, node_loc(f[IO_GRAPH_NAME].val, f[IO_GRAPH_NAME].key_at), "graph_name is longer than %d characters",
+                 MCP__DESC_MAX_TENSOR_NAME);
+        path_pop(c, old);
+    }
+    if (f[IO_SHAPE].present) {
+        old = path_push(c, "shape");
+        int k;
+        if (want_seq(c, f[IO_SHAPE].val, f[IO_SHAPE].key_at, MCP_MAX_RANK, "a list of dimensions (-1 = variable)", &k)) {
+            void *it = NULL;
+            struct fy_node *item;
+            int i = 0;
+            bool ok = true;
+            while ((item = fy_node_sequence_iterate(f[IO_SHAPE].val, &it)) && i < k) {
+                size_t o2 = path_push_index(c, i);
+                ok &= want_int(c, item, f[IO_SHAPE].key_at, -1, MCP__DESC_MAX_DIM, &io->dims[i]);
+                path_pop(c, o2);
+                i++;
+            }
+            if (ok) io->rank = k;
+        }
+        path_pop(c, old);
+    }
+}
+
+static void parse_io_list(yctx *c, struct fy_node *n, yloc key_at, mcp_io_spec **out, int *count)
+{
+    int k;
+    if (!want_seq(c, n, key_at, MCP__DESC_MAX_IO, "a list of tensors ({name, dtype, shape})", &k)) return;
+    if (k == 0) return;
+    mcp_io_spec *io = mcp_calloc((size_t)k, sizeof *io);
+    if (!io) {
+        yerr(c, key_at, "out of memory");
+        return;
+    }
+    *out = io;
+    *count = k;
+    void *it = NULL;
+    struct fy_node *item;
+    for (int i = 0; i < k && (item = fy_node_sequence_iterate(n, &it)); i++) {
+        size_t old = path_push_index(c, i);
+        parse_io_item(c, item, node_loc(item, key_at), &io[i]);
+        path_pop(c, old);
+    }
+    for (int i = 0; i < k; i++) {
+        if (!io[i].name) continue;
+        for (int j = 0; j < i; j++) {
+            if (io[j].name && strcmp(io[i].name, io[j].name) == 0) {
+                size_t old = path_push_index(c, i);
+                size_t o2 = path_push(c, "name");
+                yerr(c, key_at, "duplicate tensor name '%s' (also entry %d)", io[i].name, j);
+                path_pop(c, o2);
+                path_pop(c, old);
+                break;
+            }
+        }
+    }
+}
+
+/* ---- preprocess / postprocess steps ---- */
+
+static const char *const step_names[] = {"scale", "normalize", "cast", "transpose", "softmax", "topk"};
+#define N_STEP_NAMES ((int)(sizeof step_names / sizeof step_names[0]))
+
+enum { S_TENSOR, S_FACTOR, S_MEAN, S_STD, S_AXIS, S_DTYPE, S_PERM, S_LAYOUT, S_K, S_LABELS, S_COUNT };
+static const char *const step_keys_all[S_COUNT] = {"tensor", "factor", "mean", "std", "axis",
+                                                   "dtype",  "perm",   "layout", "k", "labels"};
+
+/* Which of step_keys_all each step type accepts. */
+static const bool step_accepts[6][S_COUNT] = {
+    /* scale */ {true, true, false, false, false, false, false, false, false, false},
+    /* normalize */ {true, false, true, true, true, false, false, false, false, false},
+    /* cast */ {true, false, false, false, false, true, false, false, false, false},
+    /* transpose */ {true, false, false, false, false, false, true, true, false, false},
+    /* softmax */ {true, false, false, false, true, false, false, false, false, false},
+    /* topk */ {true, false, false, false, false, false, false, false, true, true},
+};
+
+static bool want_number_list(yctx *c, struct fy_node *n, yloc key_at, bool positive, double **out, int *count)
+{
+    int k;
+    if (!want_seq(c, n, key_at, MCP__DESC_MAX_VALUES, "a list of numbers", &k)) return false;
+    if (k == 0) {
+        yerr(c, node_loc(n, key_at), "expected at least one number");
+        return false;
+    }
+    double *vals = mcp_calloc((size_t)k, sizeof *vals);
+    if (!vals) {
+        yerr(c, key_at, "out of memory");
+        return false;
+    }
+    void *it = NULL;
+    struct fy_node *item;
+    bool ok = true;
+    for (int i = 0; i < k && (item = fy_node_sequence_iterate(n, &it)); i++) {
+        size_t old = path_push_index(c, i);
+        if (!want_number(c, item, key_at, &vals[i])) {
+            ok = false;
+        } else if (positive && !(vals[i] > 0)) {
+            yerr(c, node_loc(item, key_at), "must be greater than 0 (it divides)");
+            ok = false;
+        }
+        path_pop(c, old);
+    }
+    if (!ok) {
+        mcp_free(vals);
+        return false;
+    }
+    *out = vals;
+    *count = k;
+    return true;
+}
+
+/* "NHWC->NCHW" into a permutation: out[i] = position in the source layout
+ * of the target layout's i-th letter. */
+static bool layout_perm(const char *s, int64_t *perm, int *n, char *why, size_t cap)
+{
+    const char *arrow = strstr(s, "->");
+    if (!arrow) {
+        snprintf(why, cap, "expected a layout change like \"NHWC->NCHW\", got '%s'", s);
+        return false;
+    }
+    size_t a = (size_t)(arrow - s), b = strlen(arrow + 2);
+    const char *src = s, *dst = arrow + 2;
+    if (a == 0 || a > MCP_MAX_RANK || a != b) {
+        snprintf(why, cap, "layout '%s': both sides need the same number of axes (1 to %d)", s, MCP_MAX_RANK);
+        return false;
+    }
+    for (size_t i = 0; i < a; i++) {
+        if (src[i] < 'A' || src[i] > 'Z' || dst[i] < 'A' || dst[i] > 'Z') {
+            snprintf(why, cap, "layout '%s': axes are upper-case letters such as N, C, H, W", s);
+            return false;
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (src[j] == src[i] || dst[j] == dst[i]) {
+                snprintf(why, cap, "layout '%s': an axis letter appears twice on one side", s);
+                return false;
+            }
+        }
+    }
+    for (size_t i = 0; i < a; i++) {
+        const char *at = memchr(src, dst[i], a);
+        if (!at) {
+            snprintf(why, cap, "layout '%s': axis '%c' is not in the source layout", s, dst[i]);
+            return false;
+        }
+        perm[i] = at - src;
+    }
+    *n = (int)a;
+    return true;
+}
+
+static void parse_step_args(yctx *c, int kind, struct fy_node *args, yloc key_at, mcp_step *s)
+{
+    yfield f[S_COUNT];
+    const char *kname = step_names[kind];
+    /* map_fields checks against every step key; keys the type does not take
+     * are reported just after, naming the type. */
+    yval v = node_val(args);
+    if (v.kind == YK_NULL) {
+        yerr(c, key_at, "expected a mapping of %s's settings (write %s: {} for the defaults)", kname, kname);
+        return;
+    }
+    if (!map_fields(c, args, key_at, "a mapping of the step's settings", step_keys_all, S_COUNT, f)) return;
+    yloc here = map_loc(args, key_at);
+    const char *accepted[S_COUNT];
+    int n_acc = 0;
+    for (int i = 0; i < S_COUNT; i++)
+        if (step_accepts[kind][i]) accepted[n_acc++] = step_keys_all[i];
+    for (int i = 0; i < S_COUNT; i++) {
+        if (!f[i].present || step_accepts[kind][i]) continue;
+        size_t old = path_push(c, step_keys_all[i]);
+        char list[128] = "";
+        for (int j = 0; j < n_acc; j++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", accepted[j]);
+        const char *near = mcp__desc_closest(step_keys_all[i], accepted, n_acc);
+        yerr(c, f[i].key_at, "unknown key '%s' for a %s step (it takes %s)%s%s%s", step_keys_all[i], kname, list,
+             near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+        path_pop(c, old);
+        f[i].present = false;
+    }
+    size_t old;
+#define STEP_FIELD(idx, name) (f[idx].present ? (old = path_push(c, name), true) : false)
+    if (STEP_FIELD(S_TENSOR, "tensor")) {
+        if (want_string(c, f[S_TENSOR].val, f[S_TENSOR].key_at, "a tensor name", &s->tensor) && c->step_n_io > 0) {
+            bool found = false;
+            for (int j = 0; j < c->step_n_io; j++)
+                found |= c->step_io[j].name && strcmp(c->step_io[j].name, s->tensor) == 0;
+            if (!found)
+                yerr(c, node_loc(f[S_TENSOR].val, f[S_TENSOR].key_at), "'%.100s' is not one of the declared %s",
+                     s->tensor, c->step_io_key);
+        }
+        path_pop(c, old);
+    } else if (c->step_n_io > 1) {
+        yerr(c, here, "the descriptor declares %d %s, so this step needs 'tensor' to say which one it applies to",
+             c->step_n_io, c->step_io_key);
+    }
+    switch (s->kind) {
+    case MCP_STEP_SCALE:
+        if (!f[S_FACTOR].present) yerr(c, here, "missing required key 'factor'");
+        if (STEP_FIELD(S_FACTOR, "factor")) {
+            want_number(c, f[S_FACTOR].val, f[S_FACTOR].key_at, &s->factor);
+            path_pop(c, old);
+        }
+        break;
+    case MCP_STEP_NORMALIZE: {
+        s->axis = 1;
+        int nm = 0, ns = 0;
+        if (!f[S_MEAN].present) yerr(c, here, "missing required key 'mean'");
+        if (!f[S_STD].present) yerr(c, here, "missing required key 'std'");
+        if (STEP_FIELD(S_MEAN, "mean")) {
+            want_number_list(c, f[S_MEAN].val, f[S_MEAN].key_at, false, &s->mean, &nm);
+            path_pop(c, old);
+        }
+        if (STEP_FIELD(S_STD, "std")) {
+            want_number_list(c, f[S_STD].val, f[S_STD].key_at, true, &s->std, &ns);
+            path_pop(c, old);
+        }
+        if (s->mean && s->std && nm != ns) {
+            old = path_push(c, "std");
+            yerr(c, f[S_STD].key_at, "has %d values but mean has %d; give one per channel in both", ns, nm);
+            path_pop(c, old);
+        }
+        s->n_values = nm < ns ? nm : ns;
+        if (STEP_FIELD(S_AXIS, "axis")) {
+            want_int(c, f[S_AXIS].val, f[S_AXIS].key_at, -MCP_MAX_RANK, MCP_MAX_RANK - 1, &s->axis);
+            path_pop(c, old);
+        }
+        break;
+    }
+    case MCP_STEP_CAST:
+        if (!f[S_DTYPE].present) yerr(c, here, "missing required key 'dtype'");
+        if (STEP_FIELD(S_DTYPE, "dtype")) {
+            want_dtype(c, f[S_DTYPE].val, f[S_DTYPE].key_at, &s->dtype);
+            path_pop(c, old);
+        }
+        break;
+    case MCP_STEP_TRANSPOSE:
+        if (f[S_PERM].present == f[S_LAYOUT].present)
+            yerr(c, here, "give exactly one of 'perm' (e.g. [0, 3, 1, 2]) or 'layout' (e.g. \"NHWC->NCHW\")");
+        if (STEP_FIELD(S_PERM, "perm")) {
+            int k;
+            if (want_seq(c, f[S_PERM].val, f[S_PERM].key_at, MCP_MAX_RANK, "a list of axis indices", &k)) {
+                void *it = NULL;
+                struct fy_node *item;
+                bool ok = k > 0, seen[MCP_MAX_RANK] = {false};
+                if (k == 0) yerr(c, node_loc(f[S_PERM].val, f[S_PERM].key_at), "expected at least one axis");
+                for (int i = 0; i < k && (item = fy_node_sequence_iterate(f[S_PERM].val, &it)); i++) {
+                    size_t o2 = path_push_index(c, i);
+                    if (want_int(c, item, f[S_PERM].key_at, 0, MCP_MAX_RANK - 1, &s->perm[i])) {
+                        if (s->perm[i] >= k || seen[s->perm[i]]) {
+                            yerr(c, node_loc(item, f[S_PERM].key_at),
+                                 "perm must list each axis 0..%d exactly once", k - 1);
+                            ok = false;
+                        } else {
+                            seen[s->perm[i]] = true;
+                        }
+                    } else {
+                        ok = false;
+                    }
+                    path_pop(c, o2);
+                }
+                if (ok) s->n_perm = k;
+            }
+            path_pop(c, old);
+        }
+        if (STEP_FIELD(S_LAYOUT, "layout")) {
+            char *lay = NULL;
+            if (want_string(c, f[S_LAYOUT].val, f[S_LAYOUT].key_at, "a layout change like \"NHWC->NCHW\"", &lay)) {
+                char why[200];
+                if (!layout_perm(lay, s->perm, &s->n_perm, why, sizeof why))
+                    yerr(c, node_loc(f[S_LAYOUT].val, f[S_LAYOUT].key_at), "%s", why);
+                mcp_free(lay);
+            }
+            path_pop(c, old);
+        }
+        break;
+    case MCP_STEP_SOFTMAX:
+        s->axis = -1;
+        if (STEP_FIELD(S_AXIS, "axis")) {
+            want_int(c, f[S_AXIS].val, f[S_AXIS].key_at, -MCP_MAX_RANK, MCP_MAX_RANK - 1, &s->axis);
+            path_pop(c, old);
+        }
+        break;
+    case MCP_STEP_TOPK:
+        if (!f[S_K].present) yerr(c, here, "missing required key 'k'");
+        if (STEP_FIELD(S_K, "k")) {
+            want_int(c, f[S_K].val, f[S_K].key_at, 1, MCP__DESC_MAX_TOPK, &s->k);
+            path_pop(c, old);
+        }
+        if (STEP_FIELD(S_LABELS, "labels")) {
+            char *rel = NULL;
+            if (want_string(c, f[S_LABELS].val, f[S_LABELS].key_at, "a labels file path", &rel)) {
+                s->labels_path = mcp__desc_path_join(c->dir, rel);
+                char msg[600];
+                if (!s->labels_path)
+                    yerr(c, key_at, "out of memory");
+                else if (mcp__desc_labels_read(s->labels_path, &s->labels, &s->n_labels, msg, sizeof msg) != MCP_STATUS_OK)
+                    yerr(c, node_loc(f[S_LABELS].val, f[S_LABELS].key_at), "%s", msg);
+                mcp_free(rel);
+            }
+            path_pop(c, old);
+        }
+        break;
+    }
+#undef STEP_FIELD
+}
+
+static void parse_step(yctx *c, struct fy_node *n, yloc at, bool post, mcp_step *s)
+{
+    yval v = node_val(n);
+    if (v.kind == YK_STR) {
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", (int)(v.len < 63 ? v.len : 63), v.text);
+        for (int i = 0; i < N_STEP_NAMES; i++) {
+            if (strcmp(word, step_names[i]) == 0) {
+                yerr(c, at, "a step is a single-key mapping; write `- %s: {}` (with its settings inside the braces)", word);
+                return;
+            }
+        }
+        yerr(c, at, "a step is a single-key mapping such as `- scale: {factor: 0.0039}`, got %s; no user code runs "
+                    "inside the server, so steps are declarative (scale, normalize, cast, transpose, softmax, topk)",
+             describe(&v, word, sizeof word));
+        return;
+    }
+    if (v.kind != YK_MAP) {
+        wrong_kind(c, at, &v, "a single-key mapping such as `- scale: {factor: 0.0039}`");
+        return;
+    }
+    int kind = -1, pairs = 0;
+    struct fy_node *args = NULL;
+    yloc args_key_at = at;
+    char first[64] = "", second[64] = "";
+    void *it = NULL;
+    struct fy_node_pair *p;
+    while ((p = fy_node_mapping_iterate(n, &it))) {
+        struct fy_node *key = fy_node_pair_key(p);
+        yloc kat = node_loc(key, at);
+        char k[128];
+        pairs++;
+        if (!key_text(c, key, kat, k, sizeof k)) continue;
+        if (pairs == 1) snprintf(first, sizeof first, "%.60s", k);
+        if (pairs == 2) snprintf(second, sizeof second, "%.60s", k);
+        int idx = -1;
+        for (int i = 0; i < N_STEP_NAMES; i++)
+            if (strcmp(k, step_names[i]) == 0) idx = i;
+        if (idx < 0) {
+            size_t old = path_push(c, k);
+            const char *near = mcp__desc_closest(k, step_names, N_STEP_NAMES);
+            if (is_code_key(k))
+                yerr(c, kat, "a '%s' step would run user code, and no user code runs inside the server; use the "
+                             "declarative steps scale, normalize, cast, transpose, softmax and topk",
+                     k);
+            else
+                yerr(c, kat, "unknown step type '%s'%s%s%s; steps are declarative (scale, normalize, cast, transpose, "
+                             "softmax, topk) because no user code runs inside the server",
+                     k, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
+            path_pop(c, old);
+            continue;
+        }
+        if (idx == 5 && !post) {
+            size_t old = path_push(c, k);
+            yerr(c, kat, "topk is a postprocess step");
+            path_pop(c, old);
+            continue;
+        }
+        if (kind < 0) {
+            kind = idx;
+            args = fy_node_pair_value(p);
+            args_key_at = kat;
+        }
+    }
+    if (pairs != 1) {
+        if (pairs == 0) yerr(c, at, "empty step; write e.g. `- scale: {factor: 0.0039}`");
+        else
+            yerr(c, at, "a step has exactly one key, its type; this one has %d ('%s', '%s'%s); check the indentation of "
+                        "the step's settings",
+                 pairs, first, second, pairs > 2 ? ", ..." : "");
+        return;
+    }
+    if (kind < 0) return;
+    static const mcp_step_kind kinds[] = {MCP_STEP_SCALE,     MCP_STEP_NORMALIZE, MCP_STEP_CAST,
+                                          MCP_STEP_TRANSPOSE, MCP_STEP_SOFTMAX,   MCP_STEP_TOPK};
+    s->kind = kinds[kind];
+    size_t old = path_push(c, step_names[kind]);
+    parse_step_args(c, kind, args, args_key_at, s);
+    path_pop(c, old);
+}
+
+static void parse_steps(yctx *c, struct fy_node *n, yloc key_at, bool post, mcp_step **out, int *count)
+{
+    yval v = node_val(n);
+    if (v.kind == YK_STR || v.kind == YK_TAGGED) {
+        yerr(c, node_loc(n, key_at), "expected a list of declarative steps, got %s; no user code runs inside the server: "
+                                     "write steps such as `- scale: {factor: 0.0039}` (scale, normalize, cast, transpose%s)",
+             v.kind == YK_STR ? "a string" : "a tagged value", post ? ", softmax, topk" : ", softmax");
+        return;
+    }
+    int k;
+    if (!want_seq(c, n, key_at, MCP__DESC_MAX_STEPS, "a list of steps", &k) || k == 0) return;
+    mcp_step *steps = mcp_calloc((size_t)k, sizeof *steps);
+    if (!steps) {
+        yerr(c, key_at, "out of memory");
+        return;
+    }
+    *out = steps;
+    *count = k;
+    void *it = NULL;
+    struct fy_node *item;
+    for (int i = 0; i < k && (item = fy_node_sequence_iterate(n, &it)); i++) {
+        size_t old = path_push_index(c, i);
+        parse_step(c, item, node_loc(item, key_at), post, &steps[i]);
+        path_pop(c, old);
+    }
+}
+
+/* ---- batching, instances ---- */
+
+enum { B_ENABLED, B_DELAY, B_PREFERRED, B_QUEUE, B_TIMEOUT, B_PREFETCH, B_CACHE, B_COUNT };
+static const char *const batching_keys[B_COUNT] = {"enabled",        "max_queue_delay_us",   "preferred_batch_sizes",
+                                                   "max_queue_size", "timeout_us",           "prefetch_queue_depth",
+                                                   "enable_tensor_cache"};
+
+static void parse_batching(yctx *c, struct fy_node *n, yloc key_at, mcp_batching *b, bool *enabled_given)
+{
+    yfield f[B_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping of batching settings", batching_keys, B_COUNT, f)) return;
+    for (int i = 0; i < B_COUNT; i++) {
+        if (!f[i].present) continue;
+        size_t old = path_push(c, batching_keys[i]);
+        struct fy_node *v = f[i].val;
+        yloc at = f[i].key_at;
+        switch (i) {
+        case B_ENABLED: *enabled_given = want_bool(c, v, at, &b->enabled); break;
+        case B_DELAY: want_int(c, v, at, 0, MCP__DESC_MAX_QUEUE_DELAY_US, &b->max_queue_delay_us); break;
+        case B_QUEUE: want_int(c, v, at, 1, MCP__DESC_MAX_QUEUE_SIZE, &b->max_queue_size); break;
+        case B_TIMEOUT: want_int(c, v, at, 0, MCP__DESC_MAX_TIMEOUT_US, &b->default_timeout_us); break;
+        case B_PREFETCH: want_int(c, v, at, 0, MCP__DESC_MAX_PREFETCH, &b->prefetch_queue_depth); break;
+        case B_CACHE: want_bool(c, v, at, &b->enable_tensor_cache); break;
+        case B_PREFERRED: {
+            int k;
+            int max = (int)(sizeof b->preferred / sizeof b->preferred[0]);
+            if (!want_seq(c, v, at, max, "a list of batch sizes", &k)) break;
+            void *it = NULL;
+            struct fy_node *item;
+            int got = 0;
+            bool ok = true;
+            for (int j = 0; j < k && (item = fy_node_sequence_iterate(v, &it)); j++) {
+                size_t o2 = path_push_index(c, j);
+                int64_t x;
+                if (want_int(c, item, at, 1, MCP__DESC_MAX_BATCH, &x)) {
+                    for (int q = 0; q < got; q++) {
+                        if (b->preferred[q] == x) {
+                            yerr(c, node_loc(item, at), "batch size %lld is listed twice", (long long)x);
+                            ok = false;
+                        }
+                    }
+                    b->preferred[got++] = x;
+                } else {
+                    ok = false;
+                }
+                path_pop(c, o2);
+            }
+            b->n_preferred = ok ? got : 0;
+            break;
+        }
+        }
+        path_pop(c, old);
+    }
+}
+
+enum { I_COUNT_KEY, I_THREADS, I_COUNT };
+static const char *const instance_keys[I_COUNT] = {"count", "threads"};
+
+static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descriptor *d)
+{
+    yfield f[I_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping with count and threads", instance_keys, I_COUNT, f)) return;
+    size_t old;
+    if (f[I_COUNT_KEY].present) {
+        old = path_push(c, "count");
+        want_int(c, f[I_COUNT_KEY].val, f[I_COUNT_KEY].key_at, 1, MCP__DESC_MAX_INSTANCES, &d->instance_count);
+        path_pop(c, old);
+    }
+    if (f[I_THREADS].present) {
+        old = path_push(c, "threads");
+        want_int(c, f[I_THREADS].val, f[I_THREADS].key_at, 1, MCP__DESC_MAX_THREADS, &d->instance_threads);
+        path_pop(c, old);
+    }
+}
+
+/* ---- the root ---- */
+
+enum {
+    R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_COUNT
+};
+static const char *const root_keys[R_COUNT] = {
+    "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
+    "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",
+};
+
+/* Replaces *slot (a default) with a string field that must be one of
+ * `allowed`. */
+static void enum_field(yctx *c, yfield *f, const char *key, const char *what, const char *const *allowed, int n,
+                       char **slot)
+{
+    if (!f->present) return;
+    size_t old = path_push(c, key);
+    char *s = NULL;
+    char expected[160];
+    snprintf(expected, sizeof expected, "a %s name", what);
+    if (want_string(c, f->val, f->key_at, expected, &s)) {
+        bool ok = false;
+        for (int i = 0; i < n; i++) ok |= strcmp(s, allowed[i]) == 0;
+        if (ok) {
+            mcp_free(*slot);
+            *slot = s;
+            s = NULL;
+        } else {
+            char list[200] = "";
+            for (int i = 0; i < n; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", allowed[i]);
+            const char *near = mcp__desc_closest(s, allowed, n);
+            yerr(c, node_loc(f->val, f->key_at), "%s '%s' is not supported%s%s%s; supported: %s", what, s,
+                 near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "", list);
+        }
+        mcp_free(s);
+    }
+    path_pop(c, old);
+}
+
+static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mcp_descriptor *d)
+{
+    yfield f[R_COUNT];
+    yloc top = {1, 1};
+    yval rv = node_val(root);
+    if (rv.kind == YK_NULL) {
+        yerr(c, top, "the descriptor is empty; it needs at least 'name' and 'path'");
+        return;
+    }
+    if (!map_fields(c, root, top, "a mapping of descriptor fields (name, path, ...)", root_keys, R_COUNT, f)) return;
+    yloc here = node_loc(root, top);
+    size_t old;
+
+    if (!f[R_NAME].present) {
+        yerr(c, here, "missing required key 'name'");
+    } else {
+        old = path_push(c, "name");
+        if (want_string(c, f[R_NAME].val, f[R_NAME].key_at, "a model name", &d->name) && !mcp__desc_name_valid(d->name))
+            yerr(c, node_loc(f[R_NAME].val, f[R_NAME].key_at),
+                 "invalid model name '%.100s': use 1 to %d letters, digits, '_', '.' or '-' (not '.' or '..')", d->name,
+                 MCP__DESC_MAX_NAME);
+        path_pop(c, old);
+    }
+    if (f[R_VERSION].present) {
+        old = path_push(c, "version");
+        char *s = NULL;
+        if (want_string(c, f[R_VERSION].val, f[R_VERSION].key_at, "a version like v1.2.0", &s)) {
+            if (mcp__desc_semver_parse(s, d->semver)) {
+                mcp_free(d->version);
+                d->version = s;
+                s = NULL;
+            } else {
+                yerr(c, node_loc(f[R_VERSION].val, f[R_VERSION].key_at),
+                     "version '%.60s' is not vMAJOR.MINOR.PATCH (like v1.2.0)%s", s,
+                     s[0] >= '0' && s[0] <= '9' ? "; it needs the leading 'v'" : "");
+            }
+            mcp_free(s);
+        }
+        path_pop(c, old);
+    }
+    static const char *const formats[] = {"onnx", "triton"};
+    enum_field(c, &f[R_FORMAT], "format", "format", formats, 2, &d->format);
+    static const char *const devices[] = {"cpu"};
+    enum_field(c, &f[R_DEVICE], "device", "device", devices, 1, &d->device);
+    static const char *const precisions[] = {"fp32", "fp16", "bf16", "int8"};
+    enum_field(c, &f[R_PRECISION], "precision", "precision", precisions, 4, &d->precision);
+
+    if (!f[R_PATH].present) {
+        yerr(c, here, "missing required key 'path' (the model file, relative to this descriptor)");
+    } else {
+        old = path_push(c, "path");
+        char *rel = NULL;
+        if (want_string(c, f[R_PATH].val, f[R_PATH].key_at, "a model file path", &rel)) {
+            d->path = mcp__desc_path_join(source_dir, rel);
+            if (!d->path) yerr(c, f[R_PATH].key_at, "out of memory");
+            mcp_free(rel);
+        }
+        path_pop(c, old);
+    }
+
+    if (f[R_MAX_BATCH].present && f[R_BATCH_SIZE].present) {
+        old = path_push(c, "batch_size");
+        yerr(c, f[R_BATCH_SIZE].key_at, "batch_size is an alias of max_batch_size (line %d); give only one of them",
+             f[R_MAX_BATCH].key_at.line);
+        path_pop(c, old);
+    }
+    for (int k = R_MAX_BATCH; k <= R_BATCH_SIZE; k++) {
+        if (!f[k].present) continue;
+        old = path_push(c, root_keys[k]);
+        want_int(c, f[k].val, f[k].key_at, 0, MCP__DESC_MAX_BATCH, &d->max_batch_size);
+        path_pop(c, old);
+    }
+
+    if (f[R_INPUTS].present) {
+        old = path_push(c, "inputs");
+        parse_io_list(c, f[R_INPUTS].val, f[R_INPUTS].key_at, &d->inputs, &d->n_inputs);
+        path_pop(c, old);
+    }
+    if (f[R_OUTPUTS].present) {
+        old = path_push(c, "outputs");
+        parse_io_list(c, f[R_OUTPUTS].val, f[R_OUTPUTS].key_at, &d->outputs, &d->n_outputs);
+        path_pop(c, old);
+    }
+    bool enabled_given = false;
+    if (f[R_BATCHING].present) {
+        old = path_push(c, "batching");
+        parse_batching(c, f[R_BATCHING].val, f[R_BATCHING].key_at, &d->batching, &enabled_given);
+        path_pop(c, old);
+    }
+    if (!enabled_given) d->batching.enabled = d->max_batch_size > 0;
+    if (enabled_given && d->batching.enabled && d->max_batch_size == 0) {
+        old = path_push(c, "batching.enabled");
+        yerr(c, f[R_BATCHING].key_at, "dynamic batching needs max_batch_size > 0 (the model has no batch dimension)");
+        path_pop(c, old);
+    }
+    for (int i = 0; i < d->batching.n_preferred; i++) {
+        if (d->batching.preferred[i] > d->max_batch_size) {
+            old = path_push(c, "batching.preferred_batch_sizes");
+            size_t o2 = path_push_index(c, i);
+            yerr(c, f[R_BATCHING].key_at, "preferred batch size %lld is larger than max_batch_size %lld",
+                 (long long)d->batching.preferred[i], (long long)d->max_batch_size);
+            path_pop(c, o2);
+            path_pop(c, old);
+        }
+    }
+    if (f[R_INSTANCES].present) {
+        old = path_push(c, "instances");
+        parse_instances(c, f[R_INSTANCES].val, f[R_INSTANCES].key_at, d);
+        path_pop(c, old);
+    }
+    if (f[R_PRE].present) {
+        c->step_io = d->inputs;
+        c->step_n_io = d->n_inputs;
+        c->step_io_key = "inputs";
+        old = path_push(c, "preprocess");
+        parse_steps(c, f[R_PRE].val, f[R_PRE].key_at, false, &d->pre, &d->n_pre);
+        path_pop(c, old);
+    }
+    if (f[R_POST].present) {
+        c->step_io = d->outputs;
+        c->step_n_io = d->n_outputs;
+        c->step_io_key = "outputs";
+        old = path_push(c, "postprocess");
+        parse_steps(c, f[R_POST].val, f[R_POST].key_at, true, &d->post, &d->n_post);
+        path_pop(c, old);
+    }
+}
+
+/* ---- libfyaml plumbing ---- */
+
+typedef struct fy_capture {
+    char last[256];
+} fy_capture;
+
+/* libfyaml prints through this hook; we keep the last line for a message
+ * and print nothing (library code never prints). */
+static void fy_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
+{
+    (void)diag;
+    fy_capture *cap = user;
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == ' ')) len--;
+    if (len == 0) return;
+    snprintf(cap->last, sizeof cap->last, "%.*s", (int)(len < 255 ? len : 255), buf);
+}
+
+/* Moves libfyaml's collected errors into diags; returns how many. */
+static int take_yaml_errors(yctx *c, struct fy_diag *fd)
+{
+    int n = 0;
+    void *it = NULL;
+    struct fy_diag_error *e;
+    while ((e = fy_diag_errors_iterate(fd, &it))) {
+        if (e->type < FYET_ERROR) continue;
+        yerr(c, (yloc){e->line > 0 ? e->line : 0, e->line > 0 ? e->column : 0}, "YAML syntax error: %s",
+             e->msg ? e->msg : "unknown");
+        n++;
+    }
+    return n;
+}
+
+static bool text_blank(const char *text, size_t len)
+{
+    bool comment = false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (ch == '\n') comment = false;
+        else if (ch == '#') comment = true;
+        else if (!comment && ch != ' ' && ch != '\t' && ch != '\r') return false;
+    }
+    return true;
+}
+
+mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *source_path,
+                                     const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
+                                     mcp_diags *diags)
+{
+    *out = NULL;
+    yctx c = {.diags = diags};
+    int first_diag = diags ? diags->count : 0;
+    if (!text) text = "";
+    if (len > MCP__DESC_MAX_TEXT) {
+        yerr(&c, (yloc){0, 0}, "the descriptor is %zu bytes; the limit is %u", len, MCP__DESC_MAX_TEXT);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    if (memchr(text, '\0', len)) {
+        const char *z = memchr(text, '\0', len);
+        int line = 1, col = 1;
+        for (const char *p = text; p < z; p++) {
+            if (*p == '\n') line++, col = 1;
+            else col++;
+        }
+        yerr(&c, (yloc){line, col}, "the descriptor contains a NUL byte (is it a binary file?)");
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    if (text_blank(text, len)) {
+        yerr(&c, (yloc){1, 1}, "the descriptor is empty; it needs at least 'name' and 'path'");
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    mcp_descriptor *d = mcp__descriptor_new(defaults);
+    char *dir = source_path ? mcp__desc_dirname(source_path) : NULL;
+    if (!d || (source_path && !dir) || (source_path && !(d->source = mcp_strdup(source_path)))) {
+        mcp_descriptor_free(d);
+        mcp_free(dir);
+        yerr(&c, (yloc){0, 0}, "out of memory");
+        return MCP_STATUS_OUT_OF_MEMORY;
+    }
+    c.dir = dir;
+
+    fy_capture cap = {{0}};
+    struct fy_diag_cfg dc;
+    fy_diag_cfg_default(&dc);
+    dc.fp = NULL;
+    dc.output_fn = fy_output;
+    dc.user = &cap;
+    dc.level = FYET_ERROR;
+    dc.colorize = false;
+    struct fy_diag *fd = fy_diag_create(&dc);
+    struct fy_parser *fp = NULL;
+    if (fd) {
+        fy_diag_set_collect_errors(fd, true);
+        /* Duplicate keys are allowed through so that the walk reports them
+         * along with every other problem, instead of libfyaml stopping. */
+        struct fy_parse_cfg pc = {
+            .flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS | FYPCF_DEFAULT_VERSION_1_2 | FYPCF_JSON_NONE,
+            .diag = fd,
+        };
+        fp = fy_parser_create(&pc);
+    }
+    if (!fp || fy_parser_set_string(fp, text, len) != 0) {
+        if (fp) fy_parser_destroy(fp);
+        if (fd) fy_diag_destroy(fd);
+        mcp_descriptor_free(d);
+        mcp_free(dir);
+        yerr(&c, (yloc){0, 0}, "cannot start the YAML parser (out of memory?)");
+        return MCP_STATUS_OUT_OF_MEMORY;
+    }
+    struct fy_document *doc = fy_parse_load_document(fp);
+    int syntax = take_yaml_errors(&c, fd);
+    if (doc && !syntax) {
+        struct fy_document *extra = fy_parse_load_document(fp);
+        syntax += take_yaml_errors(&c, fd) > 0;
+        if (extra) {
+            struct fy_node *r = fy_document_root(extra);
+            yerr(&c, node_loc(r, (yloc){0, 0}),
+                 "the file holds more than one YAML document ('---'); a descriptor is one document");
+            fy_parse_document_destroy(fp, extra);
+        }
+        parse_root(&c, fy_document_root(doc), dir, d);
+    } else if (!syntax) {
+        yerr(&c, (yloc){0, 0}, "YAML syntax error: %s", cap.last[0] ? cap.last : "the document could not be read");
+    }
+    if (doc) fy_parse_document_destroy(fp, doc);
+    fy_parser_destroy(fp);
+    fy_diag_destroy(fd);
+    mcp_free(dir);
+    mcp__diags_sort(diags, first_diag);
+    if (c.errors) {
+        mcp_descriptor_free(d);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    *out = d;
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_descriptor_load_file(const char *path, const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
+                                    mcp_diags *diags)
+{
+    *out = NULL;
+    uint8_t *data;
+    size_t len;
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_file_read(path, &data, &len, &err);
+    if (st != MCP_STATUS_OK) {
+        mcp_diags_add(diags, "", 0, 0, "%s", msg);
+        return st;
+    }
+    st = mcp_descriptor_parse_yaml((const char *)data, len, path, defaults, out, diags);
+    mcp_free(data);
+    return st;
+}
+
+mcp_status mcp_descriptor_for_model(const char *model_path, const mcp_descriptor_defaults *defaults,
+                                    mcp_descriptor **out, mcp_err *err)
+{
+    *out = NULL;
+    if (!model_path || !model_path[0])
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "no model path given");
+    struct stat sb;
+    if (stat(model_path, &sb) != 0)
+        return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model file '%s': %s", model_path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model path '%s' is not a regular file", model_path);
+    /* The name is the file's stem ("./models/resnet50.onnx" -> "resnet50"),
+     * with characters a URL path cannot carry plainly replaced by '_'. */
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    size_t n = strlen(base);
+    const char *dot = strrchr(base, '.');
+    if (dot && dot != base) n = (size_t)(dot - base);
+    if (n > MCP__DESC_MAX_NAME) n = MCP__DESC_MAX_NAME;
+    char name[MCP__DESC_MAX_NAME + 1];
+    for (size_t i = 0; i < n; i++) {
+        char ch = base[i];
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+                  ch == '.' || ch == '-';
+        name[i] = ok ? ch : '_';
+    }
+    name[n] = '\0';
+    if (!mcp__desc_name_valid(name))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "cannot name a model after '%s'; use a descriptor with a 'name'",
+                           model_path);
+    mcp_descriptor *d = mcp__descriptor_new(defaults);
+    if (!d) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    d->name = mcp_strdup(name);
+    d->path = mcp_strdup(model_path);
+    d->source = mcp_strdup(model_path);
+    if (!d->name || !d->path || !d->source) {
+        mcp_descriptor_free(d);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    *out = d;
+    return MCP_STATUS_OK;
+}

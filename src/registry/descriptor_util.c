@@ -1,0 +1,326 @@
+/* Helpers shared by the YAML and Triton descriptor parsers. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "registry/descriptor_util.h"
+
+mcp_descriptor_defaults mcp_descriptor_defaults_default(void)
+{
+    return (mcp_descriptor_defaults){
+        .max_batch_size = 32,
+        .max_queue_delay_us = 500,
+        .max_queue_size = 1024,
+        .prefetch_queue_depth = 8,
+        .enable_tensor_cache = true,
+        .instance_count = 1,
+        .instance_threads = 1,
+    };
+}
+
+mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
+{
+    mcp_descriptor_defaults dflt = defaults ? *defaults : mcp_descriptor_defaults_default();
+    mcp_descriptor *d = mcp_calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->version = mcp_strdup("v1.0.0");
+    d->format = mcp_strdup("onnx");
+    d->device = mcp_strdup("cpu");
+    d->precision = mcp_strdup("fp32");
+    if (!d->version || !d->format || !d->device || !d->precision) {
+        mcp_descriptor_free(d);
+        return NULL;
+    }
+    d->semver[0] = 1;
+    d->max_batch_size = dflt.max_batch_size;
+    d->batching = (mcp_batching){
+        .enabled = dflt.max_batch_size > 0,
+        .max_queue_delay_us = dflt.max_queue_delay_us,
+        .max_queue_size = dflt.max_queue_size,
+        .prefetch_queue_depth = dflt.prefetch_queue_depth,
+        .enable_tensor_cache = dflt.enable_tensor_cache,
+    };
+    d->instance_count = dflt.instance_count;
+    d->instance_threads = dflt.instance_threads;
+    return d;
+}
+
+static void step_free(mcp_step *s)
+{
+    mcp_free(s->tensor);
+    mcp_free(s->mean);
+    mcp_free(s->std);
+    mcp_free(s->labels_path);
+    for (int i = 0; i < s->n_labels; i++) mcp_free(s->labels[i]);
+    mcp_free(s->labels);
+}
+
+static void io_free(mcp_io_spec *io, int n)
+{
+    for (int i = 0; i < n; i++) {
+        mcp_free(io[i].name);
+        mcp_free(io[i].graph_name);
+    }
+    mcp_free(io);
+}
+
+void mcp_descriptor_free(mcp_descriptor *d)
+{
+    if (!d) return;
+    mcp_free(d->source);
+    mcp_free(d->name);
+    mcp_free(d->version);
+    mcp_free(d->format);
+    mcp_free(d->path);
+    mcp_free(d->device);
+    mcp_free(d->precision);
+    io_free(d->inputs, d->n_inputs);
+    io_free(d->outputs, d->n_outputs);
+    for (int i = 0; i < d->n_pre; i++) step_free(&d->pre[i]);
+    for (int i = 0; i < d->n_post; i++) step_free(&d->post[i]);
+    mcp_free(d->pre);
+    mcp_free(d->post);
+    mcp_free(d);
+}
+
+bool mcp__desc_name_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > MCP__DESC_MAX_NAME) return false;
+    if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+                  c == '.' || c == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+/* One semver part: "0" or [1-9][0-9]{0,8}. Advances *p. */
+static bool semver_part(const char **p, int *out)
+{
+    const char *s = *p;
+    if (*s < '0' || *s > '9') return false;
+    if (*s == '0' && s[1] >= '0' && s[1] <= '9') return false; /* leading zero */
+    int v = 0, digits = 0;
+    while (*s >= '0' && *s <= '9') {
+        if (++digits > 9) return false;
+        v = v * 10 + (*s - '0');
+        s++;
+    }
+    *out = v;
+    *p = s;
+    return true;
+}
+
+bool mcp__desc_semver_parse(const char *s, int out[3])
+{
+    if (*s++ != 'v') return false;
+    int v[3];
+    for (int i = 0; i < 3; i++) {
+        if (!semver_part(&s, &v[i])) return false;
+        if (i < 2 && *s++ != '.') return false;
+    }
+    if (*s) return false;
+    memcpy(out, v, sizeof v);
+    return true;
+}
+
+static const struct {
+    const char *name;
+    mcp_dtype dtype;
+} dtype_names[] = {
+    {"BOOL", MCP_DTYPE_BOOL},       {"UINT8", MCP_DTYPE_UINT8},       {"UINT16", MCP_DTYPE_UINT16},
+    {"UINT32", MCP_DTYPE_UINT32},   {"UINT64", MCP_DTYPE_UINT64},     {"INT8", MCP_DTYPE_INT8},
+    {"INT16", MCP_DTYPE_INT16},     {"INT32", MCP_DTYPE_INT32},       {"INT64", MCP_DTYPE_INT64},
+    {"FP16", MCP_DTYPE_FLOAT16},    {"FP32", MCP_DTYPE_FLOAT},        {"FP64", MCP_DTYPE_DOUBLE},
+    {"BF16", MCP_DTYPE_BFLOAT16},   {"BYTES", MCP_DTYPE_STRING},      {"bool", MCP_DTYPE_BOOL},
+    {"uint8", MCP_DTYPE_UINT8},     {"uint16", MCP_DTYPE_UINT16},     {"uint32", MCP_DTYPE_UINT32},
+    {"uint64", MCP_DTYPE_UINT64},   {"int8", MCP_DTYPE_INT8},         {"int16", MCP_DTYPE_INT16},
+    {"int32", MCP_DTYPE_INT32},     {"int64", MCP_DTYPE_INT64},       {"float16", MCP_DTYPE_FLOAT16},
+    {"float32", MCP_DTYPE_FLOAT},   {"float64", MCP_DTYPE_DOUBLE},    {"bfloat16", MCP_DTYPE_BFLOAT16},
+    {"string", MCP_DTYPE_STRING},
+};
+
+mcp_dtype mcp__desc_dtype_parse(const char *s)
+{
+    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
+        if (strcmp(s, dtype_names[i].name) == 0) return dtype_names[i].dtype;
+    return MCP_DTYPE_UNDEFINED;
+}
+
+/* Optimal string alignment distance (Levenshtein plus adjacent swaps), so
+ * "bacth_size" is one edit from "batch_size". Words longer than 63 bytes
+ * are never typos of our short keys. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63) return 1000;
+    int d[64][64];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[n][m];
+}
+
+/* Whether every character of `small` appears in `big` in order
+ * ("dtype" in "datatype", "max_delay" in "max_queue_delay_us"). */
+static bool is_subsequence(const char *small, const char *big)
+{
+    for (; *big && *small; big++)
+        if (*big == *small) small++;
+    return *small == '\0';
+}
+
+const char *mcp__desc_closest(const char *word, const char *const *candidates, int n)
+{
+    size_t len = strlen(word);
+    int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+    const char *best = NULL;
+    int best_d = 1000;
+    for (int i = 0; i < n; i++) {
+        const char *cand = candidates[i];
+        int dist = edit_distance(word, cand);
+        size_t cl = strlen(cand);
+        bool near = dist <= limit || (len >= 4 && cl >= 4 && (is_subsequence(word, cand) || is_subsequence(cand, word)));
+        if (near && dist < best_d) {
+            best_d = dist;
+            best = cand;
+        }
+    }
+    return best;
+}
+
+char *mcp__desc_path_join(const char *dir, const char *rel)
+{
+    mcp_buf b = {0};
+    if (rel[0] != '/' && dir && dir[0] && strcmp(dir, ".") != 0) {
+        mcp_buf_puts(&b, dir);
+        if (b.len && b.data[b.len - 1] != '/') mcp_buf_puts(&b, "/");
+    }
+    mcp_buf_puts(&b, rel);
+    mcp_buf_append(&b, "", 1);
+    if (b.failed) {
+        mcp_buf_free(&b);
+        return NULL;
+    }
+    /* Normalise in place: drop "./" segments and repeated slashes. ".." is
+     * kept, since folding it lexically is wrong across symbolic links. */
+    char *s = (char *)b.data;
+    char *w = s;
+    const char *r = s;
+    bool absolute = r[0] == '/';
+    if (absolute) *w++ = *r++;
+    while (*r) {
+        const char *seg = r;
+        while (*r && *r != '/') r++;
+        size_t n = (size_t)(r - seg);
+        while (*r == '/') r++;
+        if (n == 0 || (n == 1 && seg[0] == '.')) continue;
+        if (w > s && w[-1] != '/') *w++ = '/';
+        memmove(w, seg, n);
+        w += n;
+    }
+    if (w == s) *w++ = '.';
+    *w = '\0';
+    char *out = mcp_strdup(s);
+    mcp_buf_free(&b);
+    return out;
+}
+
+char *mcp__desc_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return mcp_strdup(".");
+    if (slash == path) return mcp_strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = mcp_malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, path, n);
+    d[n] = '\0';
+    return d;
+}
+
+mcp_status mcp__desc_labels_read(const char *path, char ***labels, int *n, char *msg, size_t cap)
+{
+    *labels = NULL;
+    *n = 0;
+    uint8_t *data;
+    size_t len;
+    mcp_err err = {msg, cap};
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "cannot read labels file '%s': %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "labels file '%s' is not a regular file", path);
+    if ((uint64_t)sb.st_size > MCP__DESC_MAX_LABELS_BYTES)
+        return mcp_err_set(&err, MCP_STATUS_TOO_LARGE, "labels file '%s' is %lld bytes; the limit is %u", path,
+                           (long long)sb.st_size, MCP__DESC_MAX_LABELS_BYTES);
+    mcp_status st = mcp_file_read(path, &data, &len, &err);
+    if (st != MCP_STATUS_OK) return st;
+    if (len > MCP__DESC_MAX_LABELS_BYTES) {
+        mcp_free(data);
+        return mcp_err_set(&err, MCP_STATUS_TOO_LARGE, "labels file '%s' is %zu bytes; the limit is %u", path, len,
+                           MCP__DESC_MAX_LABELS_BYTES);
+    }
+    int count = 0;
+    for (size_t i = 0; i < len; i++) count += data[i] == '\n';
+    if (len && data[len - 1] != '\n') count++;
+    char **out = count ? mcp_calloc((size_t)count, sizeof *out) : NULL;
+    if (count && !out) {
+        mcp_free(data);
+        return mcp_err_set(&err, MCP_STATUS_OUT_OF_MEMORY, "out of memory reading labels '%s'", path);
+    }
+    size_t start = 0;
+    int k = 0;
+    for (size_t i = 0; i <= len && k < count; i++) {
+        if (i < len && data[i] != '\n') continue;
+        if (i == len && start == len) break;
+        size_t end = i;
+        if (end > start && data[end - 1] == '\r') end--;
+        out[k] = mcp_malloc(end - start + 1);
+        if (!out[k]) {
+            for (int j = 0; j < k; j++) mcp_free(out[j]);
+            mcp_free(out);
+            mcp_free(data);
+            return mcp_err_set(&err, MCP_STATUS_OUT_OF_MEMORY, "out of memory reading labels '%s'", path);
+        }
+        memcpy(out[k], data + start, end - start);
+        out[k][end - start] = '\0';
+        k++;
+        start = i + 1;
+    }
+    mcp_free(data);
+    *labels = out;
+    *n = k;
+    return MCP_STATUS_OK;
+}
+
+static long diag_key(const mcp_diag *g) { return g->line > 0 ? (long)g->line * 100000L + g->col : 0x7fffffffL; }
+
+void mcp__diags_sort(mcp_diags *diags, int first)
+{
+    if (!diags) return;
+    /* Insertion sort: stable, and the list holds at most a thousand. */
+    for (int i = first + 1; i < diags->count; i++) {
+        mcp_diag g = diags->items[i];
+        int j = i;
+        while (j > first && diag_key(&diags->items[j - 1]) > diag_key(&g)) {
+            diags->items[j] = diags->items[j - 1];
+            j--;
+        }
+        diags->items[j] = g;
+    }
+}

@@ -1,0 +1,175 @@
+/* Loading one model version: session, protocol metadata, warm-up. */
+#include <stdio.h>
+#include <string.h>
+
+#include "registry/registry.h"
+
+const char *mcp_model_state_name(mcp_model_state s)
+{
+    switch (s) {
+    case MCP_MODEL_LOADING: return "LOADING";
+    case MCP_MODEL_READY: return "READY";
+    case MCP_MODEL_UNLOADING: return "UNLOADING";
+    case MCP_MODEL_UNAVAILABLE: return "UNAVAILABLE";
+    }
+    return "UNKNOWN";
+}
+
+static const mcp_io_spec *find_spec(const mcp_io_spec *specs, int n, const char *graph_name)
+{
+    for (int i = 0; i < n; i++) {
+        const char *g = specs[i].graph_name ? specs[i].graph_name : specs[i].name;
+        if (strcmp(g, graph_name) == 0) return &specs[i];
+    }
+    return NULL;
+}
+
+/* Fills protocol metadata for one graph input/output, applying the
+ * descriptor's mapping and checking what it declares. */
+static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp_io_spec *spec, const char *what,
+                            mcp_err *err)
+{
+    m->graph_name = io->name;
+    m->name = spec ? spec->name : io->name;
+    if (io->kind != MCP_KIND_TENSOR)
+        return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "%s '%s' is a sequence or optional; only tensors can be served", what,
+                           io->name);
+    m->dtype = io->dtype;
+    if (spec && spec->dtype != MCP_DTYPE_UNDEFINED) {
+        if (io->dtype != MCP_DTYPE_UNDEFINED && spec->dtype != io->dtype)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s': the descriptor says %s, the model has %s", what,
+                               m->name, mcp_dtype_name(spec->dtype), mcp_dtype_name(io->dtype));
+        m->dtype = spec->dtype;
+    }
+    m->rank = io->rank;
+    for (int d = 0; d < io->rank && d < MCP_MAX_RANK; d++) m->dims[d] = io->dims[d] >= 0 ? io->dims[d] : -1;
+    if (spec && spec->rank >= 0) {
+        if (io->rank >= 0 && spec->rank != io->rank)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s': the descriptor gives rank %d, the model has rank %d",
+                               what, m->name, spec->rank, io->rank);
+        for (int d = 0; d < spec->rank; d++) {
+            if (io->rank >= 0 && io->dims[d] >= 0 && spec->dims[d] >= 0 && io->dims[d] != spec->dims[d])
+                return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s': dimension %d is %lld in the descriptor, %lld in the model",
+                                   what, m->name, d, (long long)spec->dims[d], (long long)io->dims[d]);
+            if (spec->dims[d] >= 0) m->dims[d] = spec->dims[d];
+        }
+        m->rank = spec->rank;
+    }
+    if (m->dtype == MCP_DTYPE_UNDEFINED)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s' has no dtype in the model; give one in the descriptor", what,
+                           m->name);
+    if (m->rank < 0)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s' has no shape in the model; give one in the descriptor", what,
+                           m->name);
+    return MCP_STATUS_OK;
+}
+
+/* One run on zeros (batch 1) so the first request does not pay for lazy
+ * work, and so a model that cannot run fails at load, not per request. */
+static mcp_status warm_up(mcp_model_version *v, mcp_err *err)
+{
+    const mcp_graph *g = v->session->graph;
+    mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
+    mcp_value **outs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    mcp_status st = ins && outs ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++) {
+        const mcp_tensor_meta *m = &v->inputs[i];
+        int64_t dims[MCP_MAX_RANK];
+        for (int d = 0; d < m->rank; d++) dims[d] = m->dims[d] >= 0 ? m->dims[d] : 1;
+        ins[i] = mcp_value_new();
+        if (!ins[i]) st = MCP_STATUS_OUT_OF_MEMORY;
+        else st = mcp_tensor_alloc(&ins[i]->tensor, m->dtype, m->rank, dims, err);
+    }
+    for (int i = 0; st == MCP_STATUS_OK && i < g->n_outputs; i++)
+        if (!(outs[i] = mcp_value_new())) st = MCP_STATUS_OUT_OF_MEMORY;
+    if (st == MCP_STATUS_OK) st = mcp__session_run(v->session, ins, outs, err);
+    if (st != MCP_STATUS_OK) mcp_err_prefix(err, "warm-up run on zeros (batch 1) failed");
+    for (int i = 0; ins && i < g->n_inputs; i++) mcp_value_free(ins[i]);
+    for (int i = 0; outs && i < g->n_outputs; i++) mcp_value_free(outs[i]);
+    mcp_free(ins);
+    mcp_free(outs);
+    return st;
+}
+
+mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out, mcp_err *err)
+{
+    *out = NULL;
+    mcp_model_version *v = mcp_calloc(1, sizeof *v);
+    if (!v) {
+        mcp_descriptor_free(desc);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    atomic_init(&v->refs, 1);
+    v->desc = desc;
+    v->name = desc->name;
+    v->version = desc->version;
+    v->loaded_at_us = mcp_now_us();
+    mcp_session_options o = mcp_session_options_default();
+    o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
+    char msg[1024] = "";
+    mcp_status st = mcp_session_create_from_file(desc->path, &o, &v->session, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) {
+        mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
+        mcp_model_version_release(v);
+        return st;
+    }
+    const mcp_graph *g = v->session->graph;
+    v->n_inputs = g->n_inputs;
+    v->n_outputs = g->n_outputs;
+    v->inputs = mcp_calloc((size_t)v->n_inputs + 1, sizeof *v->inputs);
+    v->outputs = mcp_calloc((size_t)v->n_outputs + 1, sizeof *v->outputs);
+    if (!v->inputs || !v->outputs) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++)
+        st = fill_meta(&v->inputs[i], &v->session->inputs[i], find_spec(desc->inputs, desc->n_inputs, v->session->inputs[i].name),
+                       "input", err);
+    for (int i = 0; st == MCP_STATUS_OK && i < v->n_outputs; i++)
+        st = fill_meta(&v->outputs[i], &v->session->outputs[i],
+                       find_spec(desc->outputs, desc->n_outputs, v->session->outputs[i].name), "output", err);
+    /* Every tensor the descriptor names must exist in the model. */
+    for (int i = 0; st == MCP_STATUS_OK && i < desc->n_inputs; i++) {
+        const char *gname = desc->inputs[i].graph_name ? desc->inputs[i].graph_name : desc->inputs[i].name;
+        bool found = false;
+        for (int k = 0; k < v->n_inputs; k++) found |= strcmp(v->inputs[k].graph_name, gname) == 0;
+        if (!found) st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "descriptor input '%s' is not an input of the model", gname);
+    }
+    for (int i = 0; st == MCP_STATUS_OK && i < desc->n_outputs; i++) {
+        const char *gname = desc->outputs[i].graph_name ? desc->outputs[i].graph_name : desc->outputs[i].name;
+        bool found = false;
+        for (int k = 0; k < v->n_outputs; k++) found |= strcmp(v->outputs[k].graph_name, gname) == 0;
+        if (!found) st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "descriptor output '%s' is not an output of the model", gname);
+    }
+    /* Batching needs a variable first dimension on every input and output. */
+    if (st == MCP_STATUS_OK && desc->max_batch_size > 0) {
+        bool batchable = true;
+        for (int i = 0; i < v->n_inputs; i++) batchable &= v->inputs[i].rank >= 1 && v->inputs[i].dims[0] < 0;
+        for (int i = 0; i < v->n_outputs; i++) batchable &= v->outputs[i].rank >= 1 && v->outputs[i].dims[0] < 0;
+        if (!batchable) desc->max_batch_size = 0;
+    }
+    if (st == MCP_STATUS_OK) st = warm_up(v, err);
+    if (st == MCP_STATUS_OK)
+        for (int i = 0; i < g->n_initializers; i++) v->memory_bytes += mcp_tensor_nbytes(&g->initializers[i]);
+    if (st != MCP_STATUS_OK) {
+        mcp_err_prefix(err, "model '%s'", desc->name);
+        mcp_model_version_release(v);
+        return st;
+    }
+    *out = v;
+    return MCP_STATUS_OK;
+}
+
+mcp_model_version *mcp_model_version_retain(mcp_model_version *v)
+{
+    if (v) atomic_fetch_add(&v->refs, 1);
+    return v;
+}
+
+void mcp_model_version_release(mcp_model_version *v)
+{
+    if (!v || atomic_fetch_sub(&v->refs, 1) != 1) return;
+    if (v->serving && v->serving_free) v->serving_free(v->serving);
+    mcp_session_destroy(v->session);
+    mcp_free(v->inputs);
+    mcp_free(v->outputs);
+    mcp_descriptor_free(v->desc);
+    mcp_free(v);
+}

@@ -1,0 +1,215 @@
+/*
+ * registry: model descriptors (YAML and Triton config.pbtxt), their
+ * validation, and the lifecycle of loaded model versions (load, ready,
+ * unload) in a repository that the server and mcpctl share.
+ */
+#ifndef MCP_REGISTRY_H
+#define MCP_REGISTRY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "engine/engine.h"
+#include "tensor/tensor.h"
+
+/* ---- diagnostics: every problem at once, with where ---- */
+
+typedef struct mcp_diag {
+    char *path;    /* field path, e.g. "batching.max_queue_delay_us" or "inputs[0].dtype" */
+    int line, col; /* 1-based position in the source file; 0 when unknown */
+    char *message;
+} mcp_diag;
+
+typedef struct mcp_diags {
+    int count, cap;
+    mcp_diag *items;
+} mcp_diags;
+
+void mcp_diags_add(mcp_diags *d, const char *path, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void mcp_diags_clear(mcp_diags *d);
+/* "file:line:col: path: message" one per line into buf (truncating). */
+void mcp_diags_format(const mcp_diags *d, const char *file, char *buf, size_t cap);
+
+/* ---- descriptor ---- */
+
+typedef struct mcp_io_spec {
+    char *name;       /* external name (what clients send) */
+    char *graph_name; /* name in the model graph; NULL = same as name */
+    mcp_dtype dtype;  /* UNDEFINED = take from the model */
+    int rank;         /* -1 = take from the model */
+    int64_t dims[MCP_MAX_RANK]; /* -1 = variable */
+} mcp_io_spec;
+
+typedef enum mcp_step_kind {
+    MCP_STEP_SCALE,     /* x * factor */
+    MCP_STEP_NORMALIZE, /* (x - mean[c]) / std[c] along `axis` */
+    MCP_STEP_CAST,      /* to dtype */
+    MCP_STEP_TRANSPOSE, /* perm, or layout "NHWC->NCHW" */
+    MCP_STEP_SOFTMAX,   /* along axis */
+    MCP_STEP_TOPK,      /* k, labels file */
+} mcp_step_kind;
+
+typedef struct mcp_step {
+    mcp_step_kind kind;
+    char *tensor;     /* which input/output it applies to; NULL = the only one */
+    double factor;
+    int n_values;
+    double *mean, *std; /* n_values each (normalize) */
+    int64_t axis;
+    mcp_dtype dtype;
+    int n_perm;
+    int64_t perm[MCP_MAX_RANK];
+    int64_t k;
+    char *labels_path; /* resolved relative to the descriptor */
+    int n_labels;
+    char **labels;
+} mcp_step;
+
+typedef struct mcp_batching {
+    bool enabled;
+    int64_t max_queue_delay_us;  /* default 500 */
+    int n_preferred;
+    int64_t preferred[16];
+    int64_t max_queue_size;      /* default 1024 */
+    int64_t default_timeout_us;  /* 0 = none */
+    int64_t prefetch_queue_depth; /* default 8 */
+    bool enable_tensor_cache;     /* default true */
+} mcp_batching;
+
+typedef struct mcp_descriptor {
+    char *source;   /* file it came from (for messages) */
+    char *name;
+    char *version;  /* "v1.0.0" */
+    int semver[3];
+    char *format;   /* "onnx" | "triton" */
+    char *path;     /* model file, resolved against the descriptor's folder */
+    char *device;   /* "cpu" */
+    int64_t max_batch_size; /* 0 = the model has no batch dimension */
+    char *precision;        /* "fp32" | "fp16" | "bf16" | "int8" */
+    int n_inputs, n_outputs;
+    mcp_io_spec *inputs, *outputs;
+    mcp_batching batching;
+    int64_t instance_count;   /* default 1 */
+    int64_t instance_threads; /* default 1 */
+    int n_pre, n_post;
+    mcp_step *pre, *post;
+} mcp_descriptor;
+
+/* Server-wide defaults a descriptor starts from (the quickstart table). */
+typedef struct mcp_descriptor_defaults {
+    int64_t max_batch_size;       /* 32 */
+    int64_t max_queue_delay_us;   /* 500 */
+    int64_t max_queue_size;       /* 1024 */
+    int64_t prefetch_queue_depth; /* 8 */
+    bool enable_tensor_cache;     /* true */
+    int64_t instance_count;       /* 1 */
+    int64_t instance_threads;     /* 1 */
+} mcp_descriptor_defaults;
+
+mcp_descriptor_defaults mcp_descriptor_defaults_default(void);
+
+/* Parses and validates a YAML descriptor. On problems, every one is added to
+ * diags (path + line:col) and the status is INVALID_ARGUMENT; *out is NULL. */
+mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *source_path,
+                                     const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
+                                     mcp_diags *diags);
+mcp_status mcp_descriptor_load_file(const char *path, const mcp_descriptor_defaults *defaults,
+                                    mcp_descriptor **out, mcp_diags *diags);
+/* Triton model folder: DIR/config.pbtxt + DIR/<version>/model.onnx (the
+ * highest version unless the policy says otherwise). */
+mcp_status mcp_descriptor_load_triton(const char *model_dir, const mcp_descriptor_defaults *defaults,
+                                      mcp_descriptor **out, mcp_diags *diags);
+/* A descriptor for a bare model file (quickstart: --model-path). */
+mcp_status mcp_descriptor_for_model(const char *model_path, const mcp_descriptor_defaults *defaults,
+                                    mcp_descriptor **out, mcp_err *err);
+void mcp_descriptor_free(mcp_descriptor *d);
+
+/* ---- loaded model versions ---- */
+
+typedef enum mcp_model_state {
+    MCP_MODEL_LOADING,
+    MCP_MODEL_READY,
+    MCP_MODEL_UNLOADING,
+    MCP_MODEL_UNAVAILABLE, /* failed to load, or unloaded */
+} mcp_model_state;
+
+const char *mcp_model_state_name(mcp_model_state s);
+
+/* One tensor as the protocols describe it: OIP datatype string ("FP32"),
+ * shape with -1 for variable dims (batch dim included when batching). */
+typedef struct mcp_tensor_meta {
+    const char *name;       /* external name */
+    const char *graph_name; /* name in the graph */
+    mcp_dtype dtype;
+    int rank;
+    int64_t dims[MCP_MAX_RANK];
+} mcp_tensor_meta;
+
+/*
+ * A loaded, immutable model version. Reference-counted: the repository holds
+ * one reference while it is current; each request in flight holds one. The
+ * last mcp_model_version_release frees it (and its session).
+ */
+typedef struct mcp_model_version {
+    atomic_int refs;
+    char *name;
+    char *version;
+    mcp_descriptor *desc;  /* owned */
+    mcp_session *session;  /* owned */
+    int n_inputs, n_outputs;
+    mcp_tensor_meta *inputs, *outputs;
+    size_t memory_bytes;   /* weights held */
+    int64_t loaded_at_us;
+    void *serving;         /* scheduler state owned by the serve layer */
+    void (*serving_free)(void *serving);
+} mcp_model_version;
+
+/* Loads the model a descriptor names: import, prepare, warm-up run. */
+mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, mcp_model_version **out, mcp_err *err);
+mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
+void mcp_model_version_release(mcp_model_version *v);
+
+/* ---- repository: name -> current version ---- */
+
+typedef struct mcp_repository mcp_repository;
+
+typedef struct mcp_repository_entry {
+    char *name;
+    char *version;
+    mcp_model_state state;
+    char *reason;
+} mcp_repository_entry;
+
+mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults);
+void mcp_repository_destroy(mcp_repository *r);
+/* Called (under no lock) when a version becomes current or stops being so;
+ * the serve layer attaches and drains its scheduler here. */
+typedef struct mcp_repository_hooks {
+    mcp_status (*on_ready)(mcp_model_version *v, void *user, mcp_err *err);
+    void (*on_retire)(mcp_model_version *v, void *user);
+    void *user;
+} mcp_repository_hooks;
+void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks);
+/* Adds every *.yaml descriptor and Triton model folder found in dir as
+ * known (not loaded) entries; loads them when load_all. */
+mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all, mcp_diags *diags);
+/* Loads (or reloads) a descriptor and makes it current: the new version is
+ * loaded and warmed beside the old one, then swapped in atomically. */
+mcp_status mcp_repository_apply(mcp_repository *r, mcp_descriptor *desc /* taken */, mcp_err *err);
+/* Loads a known entry by name (model repository extension). */
+mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err);
+mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err);
+/* Current version of a model (NULL version = current), retained for the
+ * caller; NULL when unknown or not ready. */
+mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version);
+/* Snapshot of all entries; caller frees with mcp_repository_entries_free. */
+int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out);
+void mcp_repository_entries_free(mcp_repository_entry *e, int n);
+/* Number of READY models and the bytes their weights hold. */
+void mcp_repository_totals(mcp_repository *r, int *ready, size_t *bytes);
+
+#endif

@@ -1,0 +1,326 @@
+/*
+ * The repository: model name -> current version. Loading happens outside
+ * the table lock; making a version current is one pointer swap under it, so
+ * requests in flight finish on the version they started on (they hold a
+ * reference) while new ones see the new version.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "registry/registry.h"
+
+typedef struct repo_entry {
+    char *name;
+    char *source; /* descriptor file or Triton model folder; NULL when applied directly */
+    bool is_triton;
+    char *version; /* of the current version, or the one that failed */
+    mcp_model_version *current;
+    mcp_model_state state;
+    char reason[512];
+} repo_entry;
+
+struct mcp_repository {
+    pthread_mutex_t mu;      /* guards entries */
+    pthread_mutex_t load_mu; /* one load at a time */
+    repo_entry *entries;
+    int n, cap;
+    mcp_descriptor_defaults defaults;
+    mcp_repository_hooks hooks;
+};
+
+mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults)
+{
+    mcp_repository *r = mcp_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->load_mu, NULL);
+    r->defaults = defaults ? *defaults : mcp_descriptor_defaults_default();
+    return r;
+}
+
+void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks) { r->hooks = hooks; }
+
+static void retire(mcp_repository *r, mcp_model_version *v)
+{
+    if (!v) return;
+    if (r->hooks.on_retire) r->hooks.on_retire(v, r->hooks.user);
+    mcp_model_version_release(v);
+}
+
+void mcp_repository_destroy(mcp_repository *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        retire(r, r->entries[i].current);
+        mcp_free(r->entries[i].name);
+        mcp_free(r->entries[i].source);
+        mcp_free(r->entries[i].version);
+    }
+    mcp_free(r->entries);
+    pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->load_mu);
+    mcp_free(r);
+}
+
+/* Finds or adds an entry; call with mu held. */
+static repo_entry *entry_get(mcp_repository *r, const char *name, bool create)
+{
+    for (int i = 0; i < r->n; i++)
+        if (strcmp(r->entries[i].name, name) == 0) return &r->entries[i];
+    if (!create) return NULL;
+    if (r->n == r->cap) {
+        int cap = r->cap ? r->cap * 2 : 8;
+        repo_entry *e = mcp_realloc(r->entries, (size_t)cap * sizeof *e);
+        if (!e) return NULL;
+        r->entries = e;
+        r->cap = cap;
+    }
+    repo_entry *e = &r->entries[r->n];
+    memset(e, 0, sizeof *e);
+    e->name = mcp_strdup(name);
+    if (!e->name) return NULL;
+    e->state = MCP_MODEL_UNAVAILABLE;
+    snprintf(e->reason, sizeof e->reason, "not loaded");
+    r->n++;
+    return e;
+}
+
+static void set_str(char **dst, const char *src)
+{
+    char *c = src ? mcp_strdup(src) : NULL;
+    mcp_free(*dst);
+    *dst = c;
+}
+
+static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, const char *source, bool is_triton,
+                                    mcp_err *err)
+{
+    char name[256], version[64];
+    snprintf(name, sizeof name, "%s", desc->name);
+    snprintf(version, sizeof version, "%s", desc->version);
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, true);
+    if (e) {
+        if (!e->current) e->state = MCP_MODEL_LOADING;
+        if (source) {
+            set_str(&e->source, source);
+            e->is_triton = is_triton;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!e) {
+        mcp_descriptor_free(desc);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+
+    mcp_model_version *v = NULL;
+    mcp_status st = mcp_model_version_load(desc, &v, err);
+    if (st == MCP_STATUS_OK && r->hooks.on_ready) {
+        st = r->hooks.on_ready(v, r->hooks.user, err);
+        if (st != MCP_STATUS_OK) {
+            mcp_model_version_release(v);
+            v = NULL;
+        }
+    }
+    mcp_model_version *old = NULL;
+    pthread_mutex_lock(&r->mu);
+    e = entry_get(r, name, false); /* the array may have moved */
+    if (st == MCP_STATUS_OK) {
+        old = e->current;
+        e->current = v;
+        e->state = MCP_MODEL_READY;
+        e->reason[0] = '\0';
+        set_str(&e->version, version);
+    } else {
+        /* A failed reload leaves the current version serving. */
+        if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
+        snprintf(e->reason, sizeof e->reason, "load failed: %s", err && err->buf ? err->buf : mcp_status_str(st));
+        if (!e->current) set_str(&e->version, version);
+    }
+    pthread_mutex_unlock(&r->mu);
+    retire(r, old);
+    return st;
+}
+
+mcp_status mcp_repository_apply(mcp_repository *r, mcp_descriptor *desc, mcp_err *err)
+{
+    pthread_mutex_lock(&r->load_mu);
+    mcp_status st = apply_locked_load(r, desc, NULL, false, err);
+    pthread_mutex_unlock(&r->load_mu);
+    return st;
+}
+
+static bool has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all, mcp_diags *diags)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        mcp_diags_add(diags, "", 0, 0, "cannot open model repository '%s'", dir);
+        return MCP_STATUS_IO_ERROR;
+    }
+    char *names[1024];
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && n < 1024)
+        if (de->d_name[0] != '.') names[n++] = mcp_strdup(de->d_name);
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    mcp_status result = MCP_STATUS_OK;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat sb;
+        bool is_triton = false;
+        if (stat(path, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode)) {
+            char cfg[4200];
+            snprintf(cfg, sizeof cfg, "%s/config.pbtxt", path);
+            if (stat(cfg, &sb) != 0) continue;
+            is_triton = true;
+        } else if (!has_suffix(names[i], ".yaml") && !has_suffix(names[i], ".yml")) {
+            continue;
+        }
+        mcp_descriptor *desc = NULL;
+        mcp_status st = is_triton ? mcp_descriptor_load_triton(path, &r->defaults, &desc, diags)
+                                  : mcp_descriptor_load_file(path, &r->defaults, &desc, diags);
+        if (st != MCP_STATUS_OK) {
+            result = st;
+            continue;
+        }
+        if (load_all) {
+            char msg[1024] = "";
+            mcp_err err = {msg, sizeof msg};
+            pthread_mutex_lock(&r->load_mu);
+            st = apply_locked_load(r, desc, path, is_triton, &err);
+            pthread_mutex_unlock(&r->load_mu);
+            if (st != MCP_STATUS_OK) {
+                mcp_diags_add(diags, "", 0, 0, "%s: %s", path, msg);
+                result = st;
+            }
+        } else {
+            pthread_mutex_lock(&r->mu);
+            repo_entry *e = entry_get(r, desc->name, true);
+            if (e) {
+                set_str(&e->source, path);
+                e->is_triton = is_triton;
+                set_str(&e->version, desc->version);
+            }
+            pthread_mutex_unlock(&r->mu);
+            mcp_descriptor_free(desc);
+        }
+    }
+    for (int i = 0; i < n; i++) mcp_free(names[i]);
+    return result;
+}
+
+mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err)
+{
+    char source[4096] = "";
+    bool is_triton = false, loaded = false;
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    if (e && e->source) snprintf(source, sizeof source, "%s", e->source);
+    if (e) {
+        is_triton = e->is_triton;
+        loaded = e->current != NULL;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
+    if (!source[0]) {
+        if (loaded) return MCP_STATUS_OK;
+        return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model '%s' has no descriptor to load from; apply one", name);
+    }
+    mcp_diags diags = {0};
+    mcp_descriptor *desc = NULL;
+    mcp_status st = is_triton ? mcp_descriptor_load_triton(source, &r->defaults, &desc, &diags)
+                              : mcp_descriptor_load_file(source, &r->defaults, &desc, &diags);
+    if (st != MCP_STATUS_OK) {
+        char report[1024];
+        mcp_diags_format(&diags, source, report, sizeof report);
+        mcp_diags_clear(&diags);
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s", report);
+    }
+    mcp_diags_clear(&diags);
+    pthread_mutex_lock(&r->load_mu);
+    st = apply_locked_load(r, desc, source, is_triton, err);
+    pthread_mutex_unlock(&r->load_mu);
+    return st;
+}
+
+mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    mcp_model_version *old = NULL;
+    if (e) {
+        old = e->current;
+        e->current = NULL;
+        e->state = MCP_MODEL_UNAVAILABLE;
+        snprintf(e->reason, sizeof e->reason, "unloaded");
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
+    retire(r, old);
+    return MCP_STATUS_OK;
+}
+
+mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version)
+{
+    mcp_model_version *v = NULL;
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    if (e && e->current && (!version || !*version || strcmp(version, e->current->version) == 0))
+        v = mcp_model_version_retain(e->current);
+    pthread_mutex_unlock(&r->mu);
+    return v;
+}
+
+int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->n;
+    mcp_repository_entry *list = mcp_calloc((size_t)n + 1, sizeof *list);
+    for (int i = 0; list && i < n; i++) {
+        const repo_entry *e = &r->entries[i];
+        list[i].name = mcp_strdup(e->name);
+        list[i].version = mcp_strdup(e->version ? e->version : "");
+        list[i].state = e->state;
+        list[i].reason = mcp_strdup(e->reason);
+    }
+    pthread_mutex_unlock(&r->mu);
+    *out = list;
+    return list ? n : 0;
+}
+
+void mcp_repository_entries_free(mcp_repository_entry *e, int n)
+{
+    for (int i = 0; e && i < n; i++) {
+        mcp_free(e[i].name);
+        mcp_free(e[i].version);
+        mcp_free(e[i].reason);
+    }
+    mcp_free(e);
+}
+
+void mcp_repository_totals(mcp_repository *r, int *ready, size_t *bytes)
+{
+    *ready = 0;
+    *bytes = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n; i++)
+        if (r->entries[i].current) {
+            (*ready)++;
+            *bytes += r->entries[i].current->memory_bytes;
+        }
+    pthread_mutex_unlock(&r->mu);
+}

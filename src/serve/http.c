@@ -1,0 +1,977 @@
+/*
+ * The HTTP transport on libmicrohttpd (epoll, internal thread pool).
+ *
+ * Transport threads parse, route and encode; they never run kernels. An
+ * inference request is decoded, validated and queued on its model's
+ * scheduler, and its connection is suspended; the worker that finishes the
+ * request encodes the response and resumes the connection, and a transport
+ * thread sends it. Routes are a table of small handlers tried in order.
+ */
+/* POLLRDHUP */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "serve/serve.h"
+
+extern const char mcp__openapi_json[];
+extern const size_t mcp__openapi_json_len;
+
+typedef enum conn_phase { PHASE_RECEIVING = 0, PHASE_WAITING, PHASE_READY } conn_phase;
+
+typedef struct conn {
+    mcp_server *srv;
+    struct MHD_Connection *mhd;
+    mcp_buf body;
+    bool too_large;
+    _Atomic int phase;
+    mcp_request *req;     /* in flight (one reference held here) */
+    int code;
+    mcp_buf resp;
+    size_t json_len;      /* binary responses: Inference-Header-Content-Length */
+    const char *content_type;
+    struct conn *next_waiting; /* list of suspended connections */
+    bool counted;         /* counted in srv->open_requests */
+} conn;
+
+struct mcp_server {
+    mcp_server_options opts;
+    mcp_repository *repo;
+    mcp_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    int port;
+    atomic_bool stopping;
+    atomic_int open_requests;
+    /* Suspended connections, watched for client hang-ups. */
+    pthread_mutex_t wait_mu;
+    conn *waiting;
+    pthread_t watcher;
+    bool watcher_running;
+    atomic_bool watcher_stop;
+};
+
+mcp_server_options mcp_server_options_default(void)
+{
+    return (mcp_server_options){
+        .host = "127.0.0.1",
+        .port = 8080,
+        .http_threads = 2,
+        .max_body_bytes = 64u << 20,
+        .max_header_bytes = 16u << 10,
+        .max_connections = 1024,
+        .connection_timeout_s = 30,
+        .model_control = true,
+    };
+}
+
+/* ---- scheduler attachment (repository hooks) ---- */
+
+static void serving_free(void *p) { mcp_scheduler_destroy(p); }
+
+static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
+{
+    mcp_server *s = user;
+    mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
+    mcp_scheduler *sched = NULL;
+    mcp_status st = mcp_scheduler_create(v, &o, s->metrics, &sched, err);
+    if (st != MCP_STATUS_OK) return st;
+    v->serving = sched;
+    v->serving_free = serving_free;
+    return MCP_STATUS_OK;
+}
+
+static void hook_retire(mcp_model_version *v, void *user)
+{
+    (void)user;
+    /* In-flight requests finish on this version; the scheduler itself goes
+     * with the version's last reference. */
+    if (v->serving) mcp_scheduler_drain(v->serving);
+}
+
+mcp_repository_hooks mcp_server_repository_hooks(mcp_server *s)
+{
+    return (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .user = s};
+}
+
+/* ---- replies ---- */
+
+static void reply_buf(conn *k, int code, const char *content_type)
+{
+    k->code = code;
+    k->content_type = content_type;
+}
+
+static void reply_error(conn *k, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reply_error(conn *k, int code, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mcp_buf_reset(&k->resp);
+    mcp_codec_error(msg, &k->resp);
+    k->json_len = 0;
+    reply_buf(k, code, "application/json");
+}
+
+static void free_buffer(void *p) { mcp_free(p); }
+
+static enum MHD_Result send_reply(conn *k)
+{
+    struct MHD_Response *r;
+    if (k->resp.failed) {
+        mcp_buf_free(&k->resp);
+        mcp_codec_error("out of memory building the response", &k->resp);
+        k->code = 500;
+        k->json_len = 0;
+        k->content_type = "application/json";
+    }
+    size_t len = k->resp.len;
+    void *data = k->resp.data;
+    if (data) {
+        r = MHD_create_response_from_buffer_with_free_callback(len, data, free_buffer);
+        memset(&k->resp, 0, sizeof k->resp); /* the response owns the bytes now */
+    } else {
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    }
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
+    if (k->json_len) {
+        char hl[32];
+        snprintf(hl, sizeof hl, "%zu", k->json_len);
+        MHD_add_response_header(r, "Inference-Header-Content-Length", hl);
+    }
+    if (atomic_load(&k->srv->stopping)) MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)k->code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+/* ---- paths ---- */
+
+typedef struct path {
+    int n;
+    char seg[8][256];
+} path;
+
+/* Splits "/v2/models/m/versions/1/infer" into segments (URL-decoded by MHD). */
+static bool path_split(const char *url, path *p)
+{
+    p->n = 0;
+    const char *s = url;
+    while (*s) {
+        while (*s == '/') s++;
+        if (!*s) break;
+        const char *e = strchr(s, '/');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (p->n == 8 || len >= sizeof p->seg[0]) return false;
+        memcpy(p->seg[p->n], s, len);
+        p->seg[p->n][len] = '\0';
+        p->n++;
+        s += len;
+    }
+    return true;
+}
+
+static bool seg_is(const path *p, int i, const char *s) { return i < p->n && strcmp(p->seg[i], s) == 0; }
+
+/* Parses "models/{m}[/versions/{v}]/<tail>" starting at segment i.
+ * Returns the index of the tail segment, or -1. */
+static int model_path(const path *p, int i, const char **model, const char **version)
+{
+    if (!seg_is(p, i, "models") || i + 1 >= p->n) return -1;
+    *model = p->seg[i + 1];
+    *version = NULL;
+    int t = i + 2;
+    if (seg_is(p, t, "versions") && t + 1 < p->n) {
+        *version = p->seg[t + 1];
+        t += 2;
+    }
+    return t;
+}
+
+/* ---- model lookup ---- */
+
+static mcp_model_version *find_model(conn *k, const char *name, const char *version)
+{
+    mcp_model_version *v = mcp_repository_get(k->srv->repo, name, version);
+    if (v) return v;
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(k->srv->repo, &list);
+    const mcp_repository_entry *e = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0) e = &list[i];
+    if (!e) reply_error(k, 404, "unknown model '%s'", name);
+    else if (version && e->state == MCP_MODEL_READY) reply_error(k, 404, "model '%s' has no version '%s' (current: %s)", name, version, e->version);
+    else reply_error(k, 503, "model '%s' is not ready (%s%s%s)", name, mcp_model_state_name(e->state), e->reason[0] ? ": " : "", e->reason);
+    mcp_repository_entries_free(list, n);
+    return NULL;
+}
+
+static void json_tensor_meta(mcp_buf *b, const mcp_tensor_meta *m, bool with_batch)
+{
+    mcp_buf_puts(b, "{\"name\":");
+    mcp_buf_json_string(b, m->name);
+    mcp_buf_puts(b, ",\"datatype\":");
+    mcp_buf_json_string(b, mcp_oip_datatype(m->dtype) ? mcp_oip_datatype(m->dtype) : "UNKNOWN");
+    mcp_buf_puts(b, ",\"shape\":[");
+    for (int d = with_batch ? 0 : 1; d < m->rank; d++)
+        mcp_buf_printf(b, "%s%lld", d > (with_batch ? 0 : 1) ? "," : "", (long long)m->dims[d]);
+    mcp_buf_puts(b, "]}");
+}
+
+/* ---- synchronous handlers ---- */
+
+static void h_live(conn *k)
+{
+    mcp_buf_puts(&k->resp, "{\"live\":true}");
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_ready(conn *k)
+{
+    bool ready = !atomic_load(&k->srv->stopping);
+    mcp_buf_puts(&k->resp, ready ? "{\"ready\":true}" : "{\"ready\":false}");
+    reply_buf(k, ready ? 200 : 503, "application/json");
+}
+
+static void h_server_metadata(conn *k)
+{
+    mcp_buf_puts(&k->resp, "{\"name\":\"mcp2026\",\"version\":\"" MCP_VERSION_STRING "\",\"extensions\":"
+                           "[\"binary_tensor_data\",\"model_repository\",\"statistics\",\"schedule_policy\",\"model_configuration\"]}");
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_model_metadata(conn *k, const char *name, const char *version)
+{
+    mcp_model_version *v = find_model(k, name, version);
+    if (!v) return;
+    mcp_buf *b = &k->resp;
+    mcp_buf_puts(b, "{\"name\":");
+    mcp_buf_json_string(b, v->name);
+    mcp_buf_puts(b, ",\"versions\":[");
+    mcp_buf_json_string(b, v->version);
+    mcp_buf_puts(b, "],\"platform\":\"onnx_onnxv1\",\"inputs\":[");
+    for (int i = 0; i < v->n_inputs; i++) {
+        if (i) mcp_buf_puts(b, ",");
+        json_tensor_meta(b, &v->inputs[i], true);
+    }
+    mcp_buf_puts(b, "],\"outputs\":[");
+    for (int i = 0; i < v->n_outputs; i++) {
+        if (i) mcp_buf_puts(b, ",");
+        json_tensor_meta(b, &v->outputs[i], true);
+    }
+    mcp_buf_puts(b, "]}");
+    reply_buf(k, 200, "application/json");
+    mcp_model_version_release(v);
+}
+
+static void h_model_ready(conn *k, const char *name, const char *version)
+{
+    mcp_model_version *v = mcp_repository_get(k->srv->repo, name, version);
+    mcp_buf_puts(&k->resp, v ? "{\"ready\":true}" : "{\"ready\":false}");
+    reply_buf(k, v ? 200 : 404, "application/json");
+    mcp_model_version_release(v);
+}
+
+static void json_model_stats(mcp_buf *b, mcp_model_version *v)
+{
+    mcp_scheduler_stats st = {0};
+    if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+    mcp_buf_puts(b, "{\"name\":");
+    mcp_buf_json_string(b, v->name);
+    mcp_buf_puts(b, ",\"version\":");
+    mcp_buf_json_string(b, v->version);
+    mcp_buf_printf(b,
+                   ",\"last_inference\":%lld,\"inference_count\":%lld,\"execution_count\":%lld,\"inference_stats\":{"
+                   "\"success\":{\"count\":%lld,\"ns\":%lld},\"fail\":{\"count\":%lld,\"ns\":0},"
+                   "\"queue\":{\"count\":%lld,\"ns\":%lld},\"compute_infer\":{\"count\":%lld,\"ns\":%lld}},"
+                   "\"queue_depth\":%lld}",
+                   (long long)st.last_inference_ms, (long long)st.inference_count, (long long)st.execution_count,
+                   (long long)st.success_count, (long long)(st.queue_ns + st.compute_ns), (long long)st.fail_count,
+                   (long long)st.inference_count, (long long)st.queue_ns, (long long)st.inference_count,
+                   (long long)st.compute_ns, (long long)st.queue_depth);
+}
+
+static void h_stats(conn *k, const char *name, const char *version)
+{
+    mcp_buf *b = &k->resp;
+    if (name) {
+        mcp_model_version *v = find_model(k, name, version);
+        if (!v) return;
+        mcp_buf_puts(b, "{\"model_stats\":[");
+        json_model_stats(b, v);
+        mcp_buf_puts(b, "]}");
+        mcp_model_version_release(v);
+    } else {
+        mcp_repository_entry *list;
+        int n = mcp_repository_index(k->srv->repo, &list);
+        mcp_buf_puts(b, "{\"model_stats\":[");
+        int shown = 0;
+        for (int i = 0; i < n; i++) {
+            mcp_model_version *v = mcp_repository_get(k->srv->repo, list[i].name, NULL);
+            if (!v) continue;
+            if (shown++) mcp_buf_puts(b, ",");
+            json_model_stats(b, v);
+            mcp_model_version_release(v);
+        }
+        mcp_buf_puts(b, "]}");
+        mcp_repository_entries_free(list, n);
+    }
+    reply_buf(k, 200, "application/json");
+}
+
+static const char *triton_type(mcp_dtype d)
+{
+    switch (d) {
+    case MCP_DTYPE_BOOL: return "TYPE_BOOL";
+    case MCP_DTYPE_UINT8: return "TYPE_UINT8";
+    case MCP_DTYPE_UINT16: return "TYPE_UINT16";
+    case MCP_DTYPE_UINT32: return "TYPE_UINT32";
+    case MCP_DTYPE_UINT64: return "TYPE_UINT64";
+    case MCP_DTYPE_INT8: return "TYPE_INT8";
+    case MCP_DTYPE_INT16: return "TYPE_INT16";
+    case MCP_DTYPE_INT32: return "TYPE_INT32";
+    case MCP_DTYPE_INT64: return "TYPE_INT64";
+    case MCP_DTYPE_FLOAT16: return "TYPE_FP16";
+    case MCP_DTYPE_FLOAT: return "TYPE_FP32";
+    case MCP_DTYPE_DOUBLE: return "TYPE_FP64";
+    case MCP_DTYPE_BFLOAT16: return "TYPE_BF16";
+    case MCP_DTYPE_STRING: return "TYPE_STRING";
+    default: return "TYPE_INVALID";
+    }
+}
+
+/* Model configuration in Triton's JSON form (dims exclude the batch dim). */
+static void json_model_config(mcp_buf *b, const mcp_model_version *v)
+{
+    const mcp_descriptor *d = v->desc;
+    bool batched = d->max_batch_size > 0;
+    mcp_buf_puts(b, "{\"name\":");
+    mcp_buf_json_string(b, v->name);
+    mcp_buf_printf(b, ",\"platform\":\"onnxruntime_onnx\",\"backend\":\"mcp\",\"max_batch_size\":%lld,\"input\":[",
+                   (long long)d->max_batch_size);
+    for (int io = 0; io < 2; io++) {
+        const mcp_tensor_meta *m = io ? v->outputs : v->inputs;
+        int n = io ? v->n_outputs : v->n_inputs;
+        if (io) mcp_buf_puts(b, "],\"output\":[");
+        for (int i = 0; i < n; i++) {
+            mcp_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+            mcp_buf_json_string(b, m[i].name);
+            mcp_buf_printf(b, ",\"data_type\":\"%s\",\"dims\":[", triton_type(m[i].dtype));
+            for (int k = batched ? 1 : 0; k < m[i].rank; k++)
+                mcp_buf_printf(b, "%s%lld", k > (batched ? 1 : 0) ? "," : "", (long long)m[i].dims[k]);
+            mcp_buf_puts(b, "]}");
+        }
+    }
+    mcp_buf_printf(b, "],\"instance_group\":[{\"kind\":\"KIND_CPU\",\"count\":%lld}]", (long long)d->instance_count);
+    if (batched && d->batching.enabled) {
+        mcp_buf_puts(b, ",\"dynamic_batching\":{\"preferred_batch_size\":[");
+        for (int i = 0; i < d->batching.n_preferred; i++)
+            mcp_buf_printf(b, "%s%lld", i ? "," : "", (long long)d->batching.preferred[i]);
+        mcp_buf_printf(b, "],\"max_queue_delay_microseconds\":%lld,\"default_queue_policy\":{\"max_queue_size\":%lld,"
+                          "\"default_timeout_microseconds\":%lld}}",
+                       (long long)d->batching.max_queue_delay_us, (long long)d->batching.max_queue_size,
+                       (long long)d->batching.default_timeout_us);
+    }
+    mcp_buf_puts(b, ",\"version\":");
+    mcp_buf_json_string(b, v->version);
+    mcp_buf_puts(b, "}");
+}
+
+static void h_model_config(conn *k, const char *name, const char *version)
+{
+    mcp_model_version *v = find_model(k, name, version);
+    if (!v) return;
+    json_model_config(&k->resp, v);
+    reply_buf(k, 200, "application/json");
+    mcp_model_version_release(v);
+}
+
+static void h_repo_index(conn *k)
+{
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(k->srv->repo, &list);
+    mcp_buf *b = &k->resp;
+    mcp_buf_puts(b, "[");
+    for (int i = 0; i < n; i++) {
+        mcp_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        mcp_buf_json_string(b, list[i].name);
+        mcp_buf_puts(b, ",\"version\":");
+        mcp_buf_json_string(b, list[i].version);
+        mcp_buf_puts(b, ",\"state\":");
+        mcp_buf_json_string(b, mcp_model_state_name(list[i].state));
+        mcp_buf_puts(b, ",\"reason\":");
+        mcp_buf_json_string(b, list[i].reason);
+        mcp_buf_puts(b, "}");
+    }
+    mcp_buf_puts(b, "]");
+    mcp_repository_entries_free(list, n);
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_repo_describe(conn *k, const char *name)
+{
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(k->srv->repo, &list);
+    const mcp_repository_entry *e = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0) e = &list[i];
+    if (!e) {
+        reply_error(k, 404, "unknown model '%s'", name);
+        mcp_repository_entries_free(list, n);
+        return;
+    }
+    mcp_buf *b = &k->resp;
+    mcp_buf_puts(b, "{\"name\":");
+    mcp_buf_json_string(b, e->name);
+    mcp_buf_puts(b, ",\"version\":");
+    mcp_buf_json_string(b, e->version);
+    mcp_buf_puts(b, ",\"state\":");
+    mcp_buf_json_string(b, mcp_model_state_name(e->state));
+    mcp_buf_puts(b, ",\"reason\":");
+    mcp_buf_json_string(b, e->reason);
+    mcp_model_version *v = mcp_repository_get(k->srv->repo, name, NULL);
+    if (v) {
+        mcp_buf_puts(b, ",\"path\":");
+        mcp_buf_json_string(b, v->desc->path);
+        mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", v->memory_bytes);
+        json_model_config(b, v);
+        mcp_buf_puts(b, ",\"stats\":");
+        json_model_stats(b, v);
+        mcp_model_version_release(v);
+    }
+    mcp_buf_puts(b, "}");
+    mcp_repository_entries_free(list, n);
+    reply_buf(k, 200, "application/json");
+}
+
+/* Reads parameters.config (descriptor text) from a load request body, if any. */
+static bool load_config_text(conn *k, char **text)
+{
+    *text = NULL;
+    if (k->body.len == 0) return true;
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
+    if (!root) {
+        reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
+                    jerr.column, jerr.text);
+        return false;
+    }
+    json_t *cfg = json_object_get(json_object_get(root, "parameters"), "config");
+    if (cfg && !json_is_string(cfg)) {
+        reply_error(k, 400, "parameters.config must be a string holding the model descriptor");
+        json_decref(root);
+        return false;
+    }
+    if (cfg) *text = mcp_strdup(json_string_value(cfg));
+    json_decref(root);
+    return true;
+}
+
+static void h_repo_load(conn *k, const char *name)
+{
+    if (!k->srv->opts.model_control) {
+        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
+        return;
+    }
+    char *text;
+    if (!load_config_text(k, &text)) return;
+    char msg[2048] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st;
+    if (text) {
+        mcp_diags diags = {0};
+        mcp_descriptor *desc = NULL;
+        mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
+        st = mcp_descriptor_parse_yaml(text, strlen(text), "config", &dd, &desc, &diags);
+        mcp_free(text);
+        if (st != MCP_STATUS_OK) {
+            mcp_diags_format(&diags, "config", msg, sizeof msg);
+            mcp_diags_clear(&diags);
+            reply_error(k, 400, "invalid model descriptor: %s", msg);
+            return;
+        }
+        mcp_diags_clear(&diags);
+        if (strcmp(desc->name, name) != 0) {
+            reply_error(k, 400, "descriptor names model '%s' but the URL names '%s'", desc->name, name);
+            mcp_descriptor_free(desc);
+            return;
+        }
+        st = mcp_repository_apply(k->srv->repo, desc, &err);
+    } else {
+        st = mcp_repository_load(k->srv->repo, name, &err);
+    }
+    if (st != MCP_STATUS_OK) {
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
+        return;
+    }
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_repo_unload(conn *k, const char *name)
+{
+    if (!k->srv->opts.model_control) {
+        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
+        return;
+    }
+    char msg[512] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_repository_unload(k->srv->repo, name, &err);
+    if (st != MCP_STATUS_OK) {
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
+        return;
+    }
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_v1_list(conn *k)
+{
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(k->srv->repo, &list);
+    mcp_buf_puts(&k->resp, "{\"models\":[");
+    int shown = 0;
+    for (int i = 0; i < n; i++) {
+        if (list[i].state != MCP_MODEL_READY) continue;
+        if (shown++) mcp_buf_puts(&k->resp, ",");
+        mcp_buf_json_string(&k->resp, list[i].name);
+    }
+    mcp_buf_puts(&k->resp, "]}");
+    mcp_repository_entries_free(list, n);
+    reply_buf(k, 200, "application/json");
+}
+
+static void h_v1_model(conn *k, const char *name)
+{
+    mcp_model_version *v = find_model(k, name, NULL);
+    if (!v) return;
+    mcp_buf_puts(&k->resp, "{\"name\":");
+    mcp_buf_json_string(&k->resp, name);
+    mcp_buf_puts(&k->resp, ",\"ready\":true}");
+    reply_buf(k, 200, "application/json");
+    mcp_model_version_release(v);
+}
+
+typedef struct sampler_ctx {
+    mcp_server *srv;
+} sampler_ctx;
+
+static void sample_gauges(void *user, mcp_metrics_gauges *g)
+{
+    mcp_server *s = user;
+    mcp_repository_totals(s->repo, &g->loaded_models, &g->model_memory_bytes);
+    g->queue_depth = 0;
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(s->repo, &list);
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = mcp_repository_get(s->repo, list[i].name, NULL);
+        if (!v) continue;
+        mcp_scheduler_stats st = {0};
+        if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+        g->queue_depth += st.queue_depth;
+        mcp_model_version_release(v);
+    }
+    mcp_repository_entries_free(list, n);
+}
+
+static void h_metrics(conn *k)
+{
+    mcp_metrics_render(k->srv->metrics, &k->resp);
+    reply_buf(k, 200, "text/plain; version=0.0.4");
+}
+
+static void h_openapi(conn *k)
+{
+    mcp_buf_append(&k->resp, mcp__openapi_json, mcp__openapi_json_len);
+    reply_buf(k, 200, "application/json");
+}
+
+/* ---- inference (asynchronous) ---- */
+
+static const char *error_reason(mcp_status st)
+{
+    switch (st) {
+    case MCP_STATUS_INVALID_ARGUMENT: return "invalid_input";
+    case MCP_STATUS_RESOURCE_EXHAUSTED: return "queue_full";
+    case MCP_STATUS_DEADLINE_EXCEEDED: return "timeout";
+    case MCP_STATUS_CANCELLED: return "cancelled";
+    case MCP_STATUS_UNAVAILABLE: return "unavailable";
+    case MCP_STATUS_TOO_LARGE: return "too_large";
+    case MCP_STATUS_NOT_FOUND: return "not_found";
+    default: return "internal";
+    }
+}
+
+static void waiting_remove(mcp_server *s, conn *k)
+{
+    pthread_mutex_lock(&s->wait_mu);
+    for (conn **p = &s->waiting; *p; p = &(*p)->next_waiting)
+        if (*p == k) {
+            *p = k->next_waiting;
+            break;
+        }
+    k->next_waiting = NULL;
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
+/* Completion of an inference request, on whichever thread finished it. */
+static void on_request_done(mcp_request *r, void *user)
+{
+    conn *k = user;
+    mcp_server *s = k->srv;
+    int code = 200;
+    mcp_buf_reset(&k->resp);
+    k->json_len = 0;
+    if (r->status == MCP_STATUS_OK) {
+        switch (r->protocol) {
+        case MCP_PROTOCOL_V2: mcp_codec_v2_encode(r, &k->resp, &k->json_len); break;
+        case MCP_PROTOCOL_V1: mcp_codec_v1_encode(r, &k->resp); break;
+        default: mcp_codec_simple_encode(r, &k->resp); break;
+        }
+        k->content_type = k->json_len ? "application/octet-stream" : "application/json";
+    } else {
+        code = mcp_status_http_code(r->status);
+        mcp_codec_error(r->error[0] ? r->error : mcp_status_str(r->status), &k->resp);
+        k->content_type = "application/json";
+        mcp_metrics_error(s->metrics, r->model_name ? r->model_name : "", error_reason(r->status));
+    }
+    k->code = code;
+    mcp_metrics_request(s->metrics, r->model_name ? r->model_name : "", r->model ? r->model->version : "", r->protocol, code);
+    waiting_remove(s, k);
+    atomic_store(&k->phase, PHASE_READY);
+    MHD_resume_connection(k->mhd);
+}
+
+static void start_inference(conn *k, mcp_protocol proto, const char *model, const char *version)
+{
+    mcp_server *s = k->srv;
+    char simple_name[256] = "";
+    if (proto == MCP_PROTOCOL_SIMPLE) {
+        char msg[512] = "";
+        mcp_err err = {msg, sizeof msg};
+        if (mcp_codec_simple_model(k->body.data, k->body.len, simple_name, sizeof simple_name, &err) != MCP_STATUS_OK) {
+            reply_error(k, 400, "%s", msg);
+            mcp_metrics_request(s->metrics, "", "", proto, 400);
+            return;
+        }
+        if (!simple_name[0]) {
+            mcp_repository_entry *list;
+            int n = mcp_repository_index(s->repo, &list), ready = 0;
+            for (int i = 0; i < n; i++)
+                if (list[i].state == MCP_MODEL_READY) {
+                    ready++;
+                    snprintf(simple_name, sizeof simple_name, "%s", list[i].name);
+                }
+            mcp_repository_entries_free(list, n);
+            if (ready != 1) {
+                reply_error(k, 400, "field 'model' is required when %d models are loaded", ready);
+                mcp_metrics_request(s->metrics, "", "", proto, 400);
+                return;
+            }
+        }
+        model = simple_name;
+    }
+    mcp_model_version *v = find_model(k, model, version);
+    if (!v) {
+        /* Unknown names are not label values: a client could mint them at will. */
+        mcp_metrics_request(s->metrics, "", "", proto, k->code);
+        return;
+    }
+    mcp_request *r = mcp_request_create(proto);
+    if (!r) {
+        reply_error(k, 500, "out of memory");
+        mcp_model_version_release(v);
+        return;
+    }
+    r->model = v; /* the request holds the reference now */
+    r->model_name = mcp_pool_strndup(r->pool, v->name, strlen(v->name));
+    r->model_version = mcp_pool_strndup(r->pool, v->version, strlen(v->version));
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st;
+    if (proto == MCP_PROTOCOL_V2) {
+        const char *hl = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+        int64_t header_len = -1;
+        if (hl) {
+            char *end;
+            errno = 0;
+            long long x = strtoll(hl, &end, 10);
+            if (errno || *end || x < 0) {
+                reply_error(k, 400, "header Inference-Header-Content-Length '%s' is not a non-negative integer", hl);
+                mcp_request_release(r);
+                return;
+            }
+            header_len = x;
+        }
+        st = mcp_codec_v2_decode(r, k->body.data, k->body.len, header_len, v, &err);
+    } else if (proto == MCP_PROTOCOL_V1) {
+        st = mcp_codec_v1_decode(r, k->body.data, k->body.len, v, &err);
+    } else {
+        st = mcp_codec_simple_decode(r, k->body.data, k->body.len, v, &err);
+    }
+    if (st == MCP_STATUS_OK) st = mcp_request_validate(r, v, &err);
+    if (st != MCP_STATUS_OK) {
+        int code = mcp_status_http_code(st);
+        reply_error(k, code, "%s", msg);
+        mcp_metrics_error(s->metrics, v->name, error_reason(st));
+        mcp_metrics_request(s->metrics, v->name, v->version, proto, code);
+        mcp_request_release(r);
+        return;
+    }
+    r->done = on_request_done;
+    r->done_user = k;
+    k->req = r;
+    mcp_metrics_inflight_add(s->metrics, 1);
+    /* Suspend before queueing: the completion may come at once. */
+    atomic_store(&k->phase, PHASE_WAITING);
+    pthread_mutex_lock(&s->wait_mu);
+    k->next_waiting = s->waiting;
+    s->waiting = k;
+    pthread_mutex_unlock(&s->wait_mu);
+    MHD_suspend_connection(k->mhd);
+    st = v->serving ? mcp_scheduler_submit(v->serving, r) : MCP_STATUS_UNAVAILABLE;
+    if (st != MCP_STATUS_OK)
+        mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
+                                                                       : "model '%s' is not accepting requests",
+                         v->name);
+}
+
+/* ---- routing ---- */
+
+static void route(conn *k, const char *method, const char *url)
+{
+    path p;
+    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+    if (!path_split(url, &p)) {
+        reply_error(k, 404, "no route for %s %s", method, url);
+        return;
+    }
+    if (atomic_load(&k->srv->stopping) && !(get && seg_is(&p, 0, "v2") && seg_is(&p, 1, "health"))) {
+        reply_error(k, 503, "server is shutting down");
+        return;
+    }
+    const char *m = NULL, *v = NULL;
+    if (seg_is(&p, 0, "v2")) {
+        if (p.n == 1 && get) return h_server_metadata(k);
+        if (p.n == 3 && seg_is(&p, 1, "health") && get) {
+            if (seg_is(&p, 2, "live")) return h_live(k);
+            if (seg_is(&p, 2, "ready")) return h_ready(k);
+        }
+        if (p.n == 3 && seg_is(&p, 1, "models") && seg_is(&p, 2, "stats") && get) return h_stats(k, NULL, NULL);
+        if (seg_is(&p, 1, "repository")) {
+            if (p.n == 3 && seg_is(&p, 2, "index") && post) return h_repo_index(k);
+            if (p.n == 5 && seg_is(&p, 2, "models") && post && seg_is(&p, 4, "load")) return h_repo_load(k, p.seg[3]);
+            if (p.n == 5 && seg_is(&p, 2, "models") && post && seg_is(&p, 4, "unload")) return h_repo_unload(k, p.seg[3]);
+            if (p.n == 4 && seg_is(&p, 2, "models") && get) return h_repo_describe(k, p.seg[3]);
+        }
+        int t = model_path(&p, 1, &m, &v);
+        if (t > 0) {
+            if (t == p.n && get) return h_model_metadata(k, m, v);
+            if (t + 1 == p.n) {
+                const char *tail = p.seg[t];
+                if (!strcmp(tail, "ready") && get) return h_model_ready(k, m, v);
+                if (!strcmp(tail, "infer") && post) return start_inference(k, MCP_PROTOCOL_V2, m, v);
+                if (!strcmp(tail, "stats") && get) return h_stats(k, m, v);
+                if (!strcmp(tail, "config") && get) return h_model_config(k, m, v);
+            }
+        }
+    } else if (seg_is(&p, 0, "v1")) {
+        if (p.n == 2 && seg_is(&p, 1, "infer") && post) return start_inference(k, MCP_PROTOCOL_SIMPLE, NULL, NULL);
+        if (p.n == 2 && seg_is(&p, 1, "models") && get) return h_v1_list(k);
+        if (p.n == 3 && seg_is(&p, 1, "models")) {
+            char *colon = strrchr(p.seg[2], ':');
+            if (colon && !strcmp(colon, ":predict") && post) {
+                *colon = '\0';
+                return start_inference(k, MCP_PROTOCOL_V1, p.seg[2], NULL);
+            }
+            if (!colon && get) return h_v1_model(k, p.seg[2]);
+        }
+    } else if (p.n == 1 && seg_is(&p, 0, "metrics") && get) {
+        return h_metrics(k);
+    } else if (p.n == 1 && seg_is(&p, 0, "openapi.json") && get) {
+        return h_openapi(k);
+    }
+    reply_error(k, 404, "no route for %s %s", method, url);
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                 const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    mcp_server *s = cls;
+    conn *k = *con_cls;
+    if (!k) {
+        k = mcp_calloc(1, sizeof *k);
+        if (!k) return MHD_NO;
+        k->srv = s;
+        k->mhd = c;
+        k->counted = true;
+        atomic_fetch_add(&s->open_requests, 1);
+        *con_cls = k;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->opts.max_body_bytes) k->too_large = true;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!k->too_large) {
+            if (k->body.len + *upload_size > s->opts.max_body_bytes) {
+                k->too_large = true;
+                mcp_buf_free(&k->body);
+            } else {
+                mcp_buf_append(&k->body, upload_data, *upload_size);
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    int phase = atomic_load(&k->phase);
+    if (phase == PHASE_READY) return send_reply(k);
+    if (phase == PHASE_WAITING) return MHD_YES;
+    if (k->too_large) {
+        reply_error(k, 413, "request body exceeds the limit of %zu bytes", s->opts.max_body_bytes);
+        return send_reply(k);
+    }
+    if (k->body.failed) {
+        reply_error(k, 500, "out of memory reading the request body");
+        return send_reply(k);
+    }
+    route(k, method, url);
+    if (atomic_load(&k->phase) == PHASE_WAITING) return MHD_YES;
+    if (k->code == 0) reply_error(k, 500, "no response");
+    return send_reply(k);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    (void)toe;
+    mcp_server *s = cls;
+    conn *k = *con_cls;
+    if (!k) return;
+    if (k->req) {
+        mcp_metrics_inflight_add(s->metrics, -1);
+        mcp_request_release(k->req);
+    }
+    mcp_buf_free(&k->body);
+    mcp_buf_free(&k->resp);
+    if (k->counted) atomic_fetch_sub(&s->open_requests, 1);
+    mcp_free(k);
+    *con_cls = NULL;
+}
+
+/* Suspended connections are not polled by libmicrohttpd, so a client that
+ * hangs up while its request waits would go unnoticed: this thread watches
+ * their sockets and cancels requests whose clients went away. */
+static void *watch_hangups(void *arg)
+{
+    mcp_server *s = arg;
+    while (!atomic_load(&s->watcher_stop)) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->wait_mu);
+        for (conn *k = s->waiting; k; k = k->next_waiting) {
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
+            if (!ci) continue;
+            struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLRDHUP};
+            if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) && k->req)
+                atomic_store(&k->req->cancel, true);
+        }
+        pthread_mutex_unlock(&s->wait_mu);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, mcp_metrics *metrics, mcp_server **out,
+                             mcp_err *err)
+{
+    mcp_server *s = mcp_calloc(1, sizeof *s);
+    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    s->opts = o ? *o : mcp_server_options_default();
+    if (!s->opts.host) s->opts.host = "127.0.0.1";
+    if (s->opts.http_threads < 1) s->opts.http_threads = 1;
+    s->repo = repo;
+    s->metrics = metrics;
+    pthread_mutex_init(&s->wait_mu, NULL);
+    mcp_repository_set_hooks(repo, mcp_server_repository_hooks(s));
+    mcp_metrics_set_sampler(metrics, sample_gauges, s);
+    *out = s;
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_server_start(mcp_server *s, mcp_err *err)
+{
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)s->opts.port);
+    if (inet_pton(AF_INET, s->opts.host, &addr.sin_addr) != 1)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "--host '%s' is not an IPv4 address", s->opts.host);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    s->daemon = MHD_start_daemon(flags, (uint16_t)s->opts.port, NULL, NULL, on_access, s,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
+                                 MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, s->opts.connection_timeout_s,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->opts.max_header_bytes,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_END);
+    if (!s->daemon)
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot listen on %s:%d (port in use?)", s->opts.host, s->opts.port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->opts.port;
+    atomic_store(&s->watcher_stop, false);
+    if (pthread_create(&s->watcher, NULL, watch_hangups, s) == 0) s->watcher_running = true;
+    return MCP_STATUS_OK;
+}
+
+int mcp_server_port(const mcp_server *s) { return s->port; }
+
+void mcp_server_shutdown(mcp_server *s)
+{
+    if (!s->daemon) return;
+    atomic_store(&s->stopping, true);
+    MHD_quiesce_daemon(s->daemon);
+    /* Let every model finish what it has queued and running. */
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(s->repo, &list);
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = mcp_repository_get(s->repo, list[i].name, NULL);
+        if (v && v->serving) mcp_scheduler_drain(v->serving);
+        mcp_model_version_release(v);
+    }
+    mcp_repository_entries_free(list, n);
+    /* Then give the transport up to 10 s to send those responses. */
+    for (int i = 0; i < 1000 && atomic_load(&s->open_requests) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&s->watcher_stop, true);
+    if (s->watcher_running) pthread_join(s->watcher, NULL);
+    s->watcher_running = false;
+    MHD_stop_daemon(s->daemon);
+    s->daemon = NULL;
+}
+
+void mcp_server_destroy(mcp_server *s)
+{
+    if (!s) return;
+    mcp_server_shutdown(s);
+    pthread_mutex_destroy(&s->wait_mu);
+    mcp_free(s);
+}

@@ -1,0 +1,499 @@
+/*
+ * Metrics: a thread-safe registry of labelled counters and histograms,
+ * rendered in the Prometheus text exposition format 0.0.4.
+ *
+ * Recording is on the hot path (several calls per request), so it takes no
+ * lock once a label set has been seen: label sets live in a fixed-size hash
+ * table whose chains only grow; a new series is linked in under the mutex
+ * and published with a release store on the chain head, and lookups walk
+ * the chains with acquire loads. Counts and sums are relaxed atomics.
+ * Series are never removed before mcp_metrics_destroy (Prometheus expects a
+ * counter to stay once it has appeared).
+ *
+ * Label values can come from clients (the model name in a URL), so the
+ * number of series is capped: past METRICS_SERIES_MAX, new label sets are
+ * counted under the label value "_overflow" instead of growing without
+ * bound. Label values are stored as given and made valid for the format
+ * (escaped, invalid UTF-8 replaced by U+FFFD) only when rendered.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve.h"
+
+#define METRICS_TABLE_SIZE 1024 /* hash chains; a power of two */
+#define METRICS_SERIES_MAX 4096 /* distinct label sets before "_overflow" */
+#define METRICS_OVERFLOW "_overflow"
+
+/* Latency buckets, upper bounds in nanoseconds: 25 us to 10 s, 1-2.5-5 steps. */
+static const int64_t latency_bounds_ns[] = {
+    25000,     50000,     100000,     250000,     500000,     1000000,
+    2500000,   5000000,   10000000,   25000000,   50000000,   100000000,
+    250000000, 500000000, 1000000000, 2500000000, 5000000000, 10000000000,
+};
+#define LATENCY_BUCKETS ((int)(sizeof latency_bounds_ns / sizeof latency_bounds_ns[0]))
+
+static const int64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+#define BATCH_BUCKETS ((int)(sizeof batch_bounds / sizeof batch_bounds[0]))
+_Static_assert(sizeof batch_bounds / sizeof batch_bounds[0] <= sizeof latency_bounds_ns / sizeof latency_bounds_ns[0],
+               "metrics_hist holds the longest bucket list");
+
+/* One histogram: per-bucket (not cumulative) counts, the last slot for
+ * observations above every bound; the sum in the unit recorded (ns or
+ * requests). The count is derived from the buckets at render time, so
+ * `_count` always equals the `+Inf` bucket even while others record. */
+typedef struct metrics_hist {
+    atomic_uint_fast64_t buckets[LATENCY_BUCKETS + 1];
+    atomic_uint_fast64_t sum;
+} metrics_hist;
+
+typedef enum metrics_hist_kind {
+    METRICS_HIST_QUEUE = 0,
+    METRICS_HIST_COMPUTE,
+    METRICS_HIST_REQUEST,
+    METRICS_HIST_BATCH,
+    METRICS_HIST_COUNT,
+} metrics_hist_kind;
+
+typedef enum series_kind {
+    SERIES_MODEL = 0, /* {model, version}: the histograms */
+    SERIES_REQUESTS,  /* {model, version, protocol, code}: mcp_requests_total */
+    SERIES_ERRORS,    /* {model, reason}: mcp_inference_errors_total */
+    SERIES_KIND_COUNT,
+} series_kind;
+
+/* A label set and its values. Everything but the atomics is immutable once
+ * the series is published in the table. */
+typedef struct metrics_series {
+    struct metrics_series *next_chain; /* hash chain */
+    struct metrics_series *next_kind;  /* all series of one kind (render) */
+    uint64_t hash;
+    series_kind kind;
+    char *model;
+    char *label2; /* version (model, requests) or reason (errors); owned */
+    int protocol;
+    int code;
+    atomic_uint_fast64_t count;  /* requests, errors */
+    metrics_hist *hists;         /* SERIES_MODEL: METRICS_HIST_COUNT of them */
+} metrics_series;
+
+struct mcp_metrics {
+    _Atomic(metrics_series *) table[METRICS_TABLE_SIZE];
+    pthread_mutex_t lock; /* inserts, kind lists, sampler, n_series */
+    metrics_series *kinds[SERIES_KIND_COUNT];
+    int kind_counts[SERIES_KIND_COUNT];
+    int n_series;
+    atomic_int_fast64_t inflight;
+    mcp_metrics_sample_fn sampler;
+    void *sampler_user;
+};
+
+/* ---- the label-set table ---- */
+
+static uint64_t hash_bytes(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL; /* FNV-1a */
+    }
+    return h;
+}
+
+static uint64_t series_hash(series_kind kind, const char *model, const char *label2, int protocol, int code)
+{
+    uint64_t h = 14695981039346656037ULL;
+    int ints[3] = {(int)kind, protocol, code};
+    h = hash_bytes(h, ints, sizeof ints);
+    h = hash_bytes(h, model, strlen(model) + 1); /* the NUL separates the two strings */
+    return hash_bytes(h, label2, strlen(label2) + 1);
+}
+
+static bool series_matches(const metrics_series *s, uint64_t hash, series_kind kind, const char *model,
+                           const char *label2, int protocol, int code)
+{
+    return s->hash == hash && s->kind == kind && s->protocol == protocol && s->code == code &&
+           strcmp(s->model, model) == 0 && strcmp(s->label2, label2) == 0;
+}
+
+static metrics_series *table_find(mcp_metrics *m, uint64_t hash, series_kind kind, const char *model,
+                                  const char *label2, int protocol, int code)
+{
+    metrics_series *s = atomic_load_explicit(&m->table[hash & (METRICS_TABLE_SIZE - 1)], memory_order_acquire);
+    for (; s; s = s->next_chain)
+        if (series_matches(s, hash, kind, model, label2, protocol, code)) return s;
+    return NULL;
+}
+
+static void series_free(metrics_series *s)
+{
+    if (!s) return;
+    mcp_free(s->model);
+    mcp_free(s->label2);
+    mcp_free(s->hists);
+    mcp_free(s);
+}
+
+/* Creates and publishes a series; the caller holds m->lock. NULL when out of
+ * memory (the observation is then dropped: metrics must never fail a request). */
+static metrics_series *table_insert(mcp_metrics *m, uint64_t hash, series_kind kind, const char *model,
+                                    const char *label2, int protocol, int code)
+{
+    metrics_series *s = mcp_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->hash = hash;
+    s->kind = kind;
+    s->protocol = protocol;
+    s->code = code;
+    s->model = mcp_strdup(model);
+    s->label2 = mcp_strdup(label2);
+    if (kind == SERIES_MODEL) s->hists = mcp_calloc(METRICS_HIST_COUNT, sizeof *s->hists);
+    if (!s->model || !s->label2 || (kind == SERIES_MODEL && !s->hists)) {
+        series_free(s);
+        return NULL;
+    }
+    atomic_init(&s->count, 0);
+    size_t slot = hash & (METRICS_TABLE_SIZE - 1);
+    s->next_chain = atomic_load_explicit(&m->table[slot], memory_order_relaxed);
+    s->next_kind = m->kinds[kind];
+    m->kinds[kind] = s;
+    m->kind_counts[kind]++;
+    m->n_series++;
+    atomic_store_explicit(&m->table[slot], s, memory_order_release);
+    return s;
+}
+
+/* The series for a label set, created on first use. NULL strings stand for
+ * the empty label value. */
+static metrics_series *series_get(mcp_metrics *m, series_kind kind, const char *model, const char *label2,
+                                  int protocol, int code)
+{
+    if (!model) model = "";
+    if (!label2) label2 = "";
+    uint64_t hash = series_hash(kind, model, label2, protocol, code);
+    metrics_series *s = table_find(m, hash, kind, model, label2, protocol, code);
+    if (s) return s;
+
+    pthread_mutex_lock(&m->lock);
+    s = table_find(m, hash, kind, model, label2, protocol, code); /* another thread may have won */
+    if (!s && m->n_series >= METRICS_SERIES_MAX) {
+        model = METRICS_OVERFLOW;
+        label2 = METRICS_OVERFLOW;
+        hash = series_hash(kind, model, label2, protocol, code);
+        s = table_find(m, hash, kind, model, label2, protocol, code);
+    }
+    if (!s) s = table_insert(m, hash, kind, model, label2, protocol, code);
+    pthread_mutex_unlock(&m->lock);
+    return s;
+}
+
+/* ---- recording ---- */
+
+mcp_metrics *mcp_metrics_create(void)
+{
+    mcp_metrics *m = mcp_calloc(1, sizeof *m);
+    if (!m) return NULL;
+    if (pthread_mutex_init(&m->lock, NULL) != 0) {
+        mcp_free(m);
+        return NULL;
+    }
+    for (int i = 0; i < METRICS_TABLE_SIZE; i++) atomic_init(&m->table[i], NULL);
+    atomic_init(&m->inflight, 0);
+    return m;
+}
+
+void mcp_metrics_destroy(mcp_metrics *m)
+{
+    if (!m) return;
+    for (int k = 0; k < SERIES_KIND_COUNT; k++) {
+        metrics_series *s = m->kinds[k];
+        while (s) {
+            metrics_series *next = s->next_kind;
+            series_free(s);
+            s = next;
+        }
+    }
+    pthread_mutex_destroy(&m->lock);
+    mcp_free(m);
+}
+
+static void counter_add(atomic_uint_fast64_t *c, uint64_t v)
+{
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static void hist_observe(metrics_hist *h, const int64_t *bounds, int n_bounds, int64_t v)
+{
+    if (v < 0) v = 0; /* a clock that went backwards is not a negative duration */
+    int i = 0;
+    while (i < n_bounds && v > bounds[i]) i++;
+    counter_add(&h->buckets[i], 1);
+    counter_add(&h->sum, (uint64_t)v);
+}
+
+void mcp_metrics_request(mcp_metrics *m, const char *model, const char *version, mcp_protocol p, int code)
+{
+    if (!m) return;
+    MCP_ASSERT(p >= 0 && p < MCP_PROTOCOL_COUNT);
+    metrics_series *s = series_get(m, SERIES_REQUESTS, model, version, (int)p, code);
+    if (s) counter_add(&s->count, 1);
+}
+
+void mcp_metrics_error(mcp_metrics *m, const char *model, const char *reason)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_ERRORS, model, reason, 0, 0);
+    if (s) counter_add(&s->count, 1);
+}
+
+void mcp_metrics_latency(mcp_metrics *m, const char *model, const char *version, int64_t queue_ns,
+                         int64_t compute_ns, int64_t total_ns)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_MODEL, model, version, 0, 0);
+    if (!s) return;
+    hist_observe(&s->hists[METRICS_HIST_QUEUE], latency_bounds_ns, LATENCY_BUCKETS, queue_ns);
+    hist_observe(&s->hists[METRICS_HIST_COMPUTE], latency_bounds_ns, LATENCY_BUCKETS, compute_ns);
+    hist_observe(&s->hists[METRICS_HIST_REQUEST], latency_bounds_ns, LATENCY_BUCKETS, total_ns);
+}
+
+void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, int batch_size)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_MODEL, model, version, 0, 0);
+    if (s) hist_observe(&s->hists[METRICS_HIST_BATCH], batch_bounds, BATCH_BUCKETS, batch_size);
+}
+
+void mcp_metrics_inflight_add(mcp_metrics *m, int delta)
+{
+    if (m) atomic_fetch_add_explicit(&m->inflight, delta, memory_order_relaxed);
+}
+
+void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user)
+{
+    if (!m) return;
+    pthread_mutex_lock(&m->lock);
+    m->sampler = fn;
+    m->sampler_user = user;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ---- rendering ---- */
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *p, size_t n)
+{
+    unsigned c = p[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (len > n) return 0;
+    unsigned cp = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+/* A label value between quotes: backslash, double quote and line feed
+ * escaped as the format requires; bytes that are not UTF-8 become U+FFFD. */
+static void put_label_value(mcp_buf *out, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s);
+    mcp_buf_puts(out, "\"");
+    size_t run = 0, i = 0;
+    while (i < n) {
+        const char *esc = NULL;
+        size_t len = 1;
+        if (p[i] == '\\') esc = "\\\\";
+        else if (p[i] == '"') esc = "\\\"";
+        else if (p[i] == '\n') esc = "\\n";
+        else if ((len = utf8_seq_len(p + i, n - i)) == 0) {
+            esc = "\xEF\xBF\xBD"; /* U+FFFD */
+            len = 1;
+        }
+        if (esc) {
+            mcp_buf_append(out, p + run, i - run);
+            mcp_buf_puts(out, esc);
+            run = i + len;
+        }
+        i += len;
+    }
+    mcp_buf_append(out, p + run, n - run);
+    mcp_buf_puts(out, "\"");
+}
+
+/* Nanoseconds as decimal seconds, exactly and without trailing zeros
+ * (25000 -> "0.000025", 10000000000 -> "10"). */
+static void put_seconds(mcp_buf *out, uint64_t ns)
+{
+    char frac[16];
+    int n = (int)snprintf(frac, sizeof frac, "%09llu", (unsigned long long)(ns % 1000000000ULL));
+    while (n > 0 && frac[n - 1] == '0') frac[--n] = '\0';
+    mcp_buf_printf(out, "%llu", (unsigned long long)(ns / 1000000000ULL));
+    if (n > 0) mcp_buf_printf(out, ".%s", frac);
+}
+
+static void put_family(mcp_buf *out, const char *name, const char *type, const char *help)
+{
+    mcp_buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static int series_cmp(const void *a, const void *b)
+{
+    const metrics_series *x = *(const metrics_series *const *)a, *y = *(const metrics_series *const *)b;
+    int c = strcmp(x->model, y->model);
+    if (!c) c = strcmp(x->label2, y->label2);
+    if (!c) c = (x->protocol > y->protocol) - (x->protocol < y->protocol);
+    if (!c) c = (x->code > y->code) - (x->code < y->code);
+    return c;
+}
+
+/* The series of one kind sorted by labels, so output is stable. Takes the
+ * lock only to copy the list; the series themselves outlive the render.
+ * *list is owned by the caller (mcp_free); NULL with *n = -1 when out of
+ * memory. */
+static metrics_series **series_sorted(mcp_metrics *m, series_kind kind, int *n)
+{
+    pthread_mutex_lock(&m->lock);
+    int count = m->kind_counts[kind];
+    metrics_series **list = mcp_malloc((size_t)(count ? count : 1) * sizeof *list);
+    if (list) {
+        int i = 0;
+        for (metrics_series *s = m->kinds[kind]; s; s = s->next_kind) list[i++] = s;
+        MCP_ASSERT(i == count);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (!list) {
+        *n = -1;
+        return NULL;
+    }
+    qsort(list, (size_t)count, sizeof *list, series_cmp);
+    *n = count;
+    return list;
+}
+
+static void put_model_labels(mcp_buf *out, const metrics_series *s)
+{
+    mcp_buf_puts(out, "model=");
+    put_label_value(out, s->model);
+    mcp_buf_puts(out, ",version=");
+    put_label_value(out, s->label2);
+}
+
+static void render_counters(mcp_buf *out, metrics_series **list, int n, series_kind kind)
+{
+    for (int i = 0; i < n; i++) {
+        const metrics_series *s = list[i];
+        if (kind == SERIES_REQUESTS) {
+            mcp_buf_puts(out, "mcp_requests_total{");
+            put_model_labels(out, s);
+            mcp_buf_printf(out, ",protocol=\"%s\",code=\"%d\"} ", mcp_protocol_name((mcp_protocol)s->protocol),
+                           s->code);
+        } else {
+            mcp_buf_puts(out, "mcp_inference_errors_total{model=");
+            put_label_value(out, s->model);
+            mcp_buf_puts(out, ",reason=");
+            put_label_value(out, s->label2);
+            mcp_buf_puts(out, "} ");
+        }
+        mcp_buf_printf(out, "%llu\n", (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
+    }
+}
+
+static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics_hist_kind kind, const char *name)
+{
+    bool seconds = kind != METRICS_HIST_BATCH;
+    const int64_t *bounds = seconds ? latency_bounds_ns : batch_bounds;
+    int n_bounds = seconds ? LATENCY_BUCKETS : BATCH_BUCKETS;
+    for (int i = 0; i < n; i++) {
+        metrics_hist *h = &list[i]->hists[kind];
+        uint64_t cumulative = 0;
+        for (int b = 0; b <= n_bounds; b++) {
+            cumulative += atomic_load_explicit(&h->buckets[b], memory_order_relaxed);
+            mcp_buf_printf(out, "%s_bucket{", name);
+            put_model_labels(out, list[i]);
+            mcp_buf_puts(out, ",le=\"");
+            if (b == n_bounds) mcp_buf_puts(out, "+Inf");
+            else if (seconds) put_seconds(out, (uint64_t)bounds[b]);
+            else mcp_buf_printf(out, "%lld", (long long)bounds[b]);
+            mcp_buf_printf(out, "\"} %llu\n", (unsigned long long)cumulative);
+        }
+        uint64_t sum = atomic_load_explicit(&h->sum, memory_order_relaxed);
+        mcp_buf_printf(out, "%s_sum{", name);
+        put_model_labels(out, list[i]);
+        mcp_buf_puts(out, "} ");
+        if (seconds) put_seconds(out, sum);
+        else mcp_buf_printf(out, "%llu", (unsigned long long)sum);
+        mcp_buf_printf(out, "\n%s_count{", name);
+        put_model_labels(out, list[i]);
+        mcp_buf_printf(out, "} %llu\n", (unsigned long long)cumulative);
+    }
+}
+
+void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
+{
+    if (!m) return;
+    /* The sampler reads other components' state under their locks; call it
+     * without ours so the two lock orders can never meet. */
+    mcp_metrics_gauges g = {0};
+    pthread_mutex_lock(&m->lock);
+    mcp_metrics_sample_fn fn = m->sampler;
+    void *user = m->sampler_user;
+    pthread_mutex_unlock(&m->lock);
+    if (fn) fn(user, &g);
+
+    int n_req, n_err, n_model;
+    metrics_series **req = series_sorted(m, SERIES_REQUESTS, &n_req);
+    metrics_series **err = series_sorted(m, SERIES_ERRORS, &n_err);
+    metrics_series **model = series_sorted(m, SERIES_MODEL, &n_model);
+    if (!req || !err || !model) {
+        out->failed = true;
+    } else {
+        put_family(out, "mcp_requests_total", "counter",
+                   "Inference requests answered, by model, version, protocol and HTTP status code.");
+        render_counters(out, req, n_req, SERIES_REQUESTS);
+        put_family(out, "mcp_inference_errors_total", "counter", "Failed inference requests, by model and reason.");
+        render_counters(out, err, n_err, SERIES_ERRORS);
+        put_family(out, "mcp_queue_duration_seconds", "histogram",
+                   "Time requests waited in the scheduler queue before their batch started.");
+        render_histogram(out, model, n_model, METRICS_HIST_QUEUE, "mcp_queue_duration_seconds");
+        put_family(out, "mcp_compute_duration_seconds", "histogram",
+                   "Time the engine spent running the batch each request was part of.");
+        render_histogram(out, model, n_model, METRICS_HIST_COMPUTE, "mcp_compute_duration_seconds");
+        put_family(out, "mcp_request_duration_seconds", "histogram",
+                   "Time from a request's arrival to its completion.");
+        render_histogram(out, model, n_model, METRICS_HIST_REQUEST, "mcp_request_duration_seconds");
+        put_family(out, "mcp_batch_size", "histogram", "Requests in each batch run by the engine.");
+        render_histogram(out, model, n_model, METRICS_HIST_BATCH, "mcp_batch_size");
+        put_family(out, "mcp_queue_depth", "gauge", "Requests waiting in the scheduler queues of all models.");
+        mcp_buf_printf(out, "mcp_queue_depth %lld\n", (long long)g.queue_depth);
+        put_family(out, "mcp_inflight_requests", "gauge", "Inference requests received and not yet answered.");
+        mcp_buf_printf(out, "mcp_inflight_requests %lld\n",
+                       (long long)atomic_load_explicit(&m->inflight, memory_order_relaxed));
+        put_family(out, "mcp_models_loaded", "gauge", "Model versions loaded.");
+        mcp_buf_printf(out, "mcp_models_loaded %d\n", g.loaded_models);
+        put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");
+        mcp_buf_printf(out, "mcp_model_memory_bytes %zu\n", g.model_memory_bytes);
+    }
+    mcp_free(req);
+    mcp_free(err);
+    mcp_free(model);
+}

@@ -1,0 +1,243 @@
+/*
+ * serve: requests and their state machine, the scheduler (queues, dynamic
+ * batcher, instance workers), protocol codecs, metrics and the HTTP
+ * transport. Transports fill a request through a codec and get it back
+ * through one completion callback; the scheduler never parses a protocol.
+ */
+#ifndef MCP_SERVE_H
+#define MCP_SERVE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "registry/registry.h"
+#include "tensor/tensor.h"
+
+/* ---- requests ---- */
+
+typedef enum mcp_protocol {
+    MCP_PROTOCOL_V2 = 0, /* Open Inference Protocol v2 (KServe v2 / Triton) */
+    MCP_PROTOCOL_V1,     /* KServe v1 */
+    MCP_PROTOCOL_SIMPLE, /* quickstart POST /v1/infer */
+    MCP_PROTOCOL_COUNT,
+} mcp_protocol;
+
+const char *mcp_protocol_name(mcp_protocol p); /* "v2", "v1", "simple" */
+
+/* Pending -> Running -> Succeeded | Failed -> Completed; Pending -> Cancelled |
+ * TimedOut | Failed (rejected before running) -> Completed. */
+typedef enum mcp_request_state {
+    MCP_REQUEST_PENDING = 0,
+    MCP_REQUEST_RUNNING,
+    MCP_REQUEST_SUCCEEDED,
+    MCP_REQUEST_FAILED,
+    MCP_REQUEST_CANCELLED,
+    MCP_REQUEST_TIMED_OUT,
+    MCP_REQUEST_COMPLETED,
+} mcp_request_state;
+
+const char *mcp_request_state_name(mcp_request_state s);
+
+/* A tensor of a request. Input data lives in the request's pool (the tensor
+ * does not own it); output tensors own their data. */
+typedef struct mcp_req_tensor {
+    const char *name; /* external name (pool) */
+    mcp_tensor t;
+    bool binary;      /* outputs: send in binary form */
+} mcp_req_tensor;
+
+typedef struct mcp_request mcp_request;
+typedef void (*mcp_request_done_fn)(mcp_request *r, void *user);
+
+/*
+ * One inference request. Reference-counted: the transport holds one
+ * reference, the scheduler one while it is queued or running. Everything
+ * the request carries (names, input data, ids) lives in `pool` and goes away
+ * with the last reference.
+ */
+struct mcp_request {
+    atomic_int refs;
+    _Atomic int state;        /* mcp_request_state; change only via mcp_request_transition */
+    atomic_bool cancel;       /* set by the transport when the client goes away */
+    mcp_pool *pool;
+    mcp_protocol protocol;
+    const char *id;           /* may be NULL */
+    const char *model_name;
+    const char *model_version;/* NULL = current */
+    mcp_model_version *model; /* retained once routed */
+    int64_t priority;         /* lower = more urgent; 0 = default level */
+    int64_t timeout_us;       /* 0 = none */
+    int64_t deadline_ns;      /* absolute mcp_now_ns() deadline, 0 = none */
+    int n_inputs;
+    mcp_req_tensor *inputs;
+    /* Requested outputs (NULL names = all outputs). */
+    int n_requested;
+    const char **requested;
+    bool *requested_binary;
+    bool binary_default;      /* request parameter binary_data_output */
+    bool raw_binary;          /* Inference-Header-Content-Length: 0 form */
+    /* Results. */
+    int n_outputs;
+    mcp_req_tensor *outputs;
+    mcp_status status;
+    char error[512];
+    /* Timing (mcp_now_ns): arrival, compute start and end; batch it ran in. */
+    int64_t t_arrival_ns, t_start_ns, t_end_ns;
+    int batch_size;
+    /* Completion: called exactly once, from whichever thread finishes it. */
+    mcp_request_done_fn done;
+    void *done_user;
+};
+
+mcp_request *mcp_request_create(mcp_protocol protocol);
+mcp_request *mcp_request_retain(mcp_request *r);
+void mcp_request_release(mcp_request *r);
+
+/* Moves the request to `to`; an illegal transition is a bug and asserts.
+ * Returns false (and changes nothing) when the request is already in a
+ * final state, so racing completers (timeout vs worker) resolve safely. */
+bool mcp_request_transition(mcp_request *r, mcp_request_state to);
+
+/* Fails the request (status + message) and completes it: Failed ->
+ * Completed, then calls done. Use for errors before or after scheduling. */
+void mcp_request_fail(mcp_request *r, mcp_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Succeeded/Failed/Cancelled/TimedOut -> Completed, then calls done. */
+void mcp_request_complete(mcp_request *r);
+
+/* Checks the request's inputs against the model (names, dtypes, shapes,
+ * batch size) and maps external names to graph names. The message names the
+ * tensor. */
+mcp_status mcp_request_validate(mcp_request *r, const mcp_model_version *m, mcp_err *err);
+
+/* HTTP status for a request status: 400, 404, 413, 429, 499, 500, 501, 503, 504. */
+int mcp_status_http_code(mcp_status s);
+
+/* ---- metrics ---- */
+
+typedef struct mcp_metrics mcp_metrics;
+
+mcp_metrics *mcp_metrics_create(void);
+void mcp_metrics_destroy(mcp_metrics *m);
+/* Every finished request (HTTP code per protocol) */
+void mcp_metrics_request(mcp_metrics *m, const char *model, const char *version, mcp_protocol p, int code);
+/* mcp_inference_errors_total{model,reason}; reason e.g. "invalid_input", "queue_full", "timeout". */
+void mcp_metrics_error(mcp_metrics *m, const char *model, const char *reason);
+void mcp_metrics_latency(mcp_metrics *m, const char *model, const char *version, int64_t queue_ns,
+                         int64_t compute_ns, int64_t total_ns);
+void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, int batch_size);
+void mcp_metrics_inflight_add(mcp_metrics *m, int delta);
+/* Gauges sampled at render time through this callback. */
+typedef struct mcp_metrics_gauges {
+    int loaded_models;
+    size_t model_memory_bytes;
+    int64_t queue_depth; /* all models */
+} mcp_metrics_gauges;
+typedef void (*mcp_metrics_sample_fn)(void *user, mcp_metrics_gauges *g);
+void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user);
+/* Prometheus text format 0.0.4. */
+void mcp_metrics_render(mcp_metrics *m, mcp_buf *out);
+
+/* ---- scheduler: one per model version ---- */
+
+typedef struct mcp_scheduler mcp_scheduler;
+
+typedef struct mcp_scheduler_options {
+    int64_t max_batch_size;     /* 0 or 1 = no batching */
+    int64_t max_queue_delay_us; /* how long the batcher waits to fill a batch */
+    int n_preferred;
+    int64_t preferred[16];
+    int64_t max_queue_size;     /* queued requests beyond this are refused (429) */
+    int64_t default_timeout_us; /* applied when a request carries none; 0 = none */
+    int instances;              /* worker threads running the session */
+    int threads_per_instance;
+    int prefetch_queue_depth;   /* batches formed ahead of busy workers */
+    bool enable_tensor_cache;   /* reuse batch buffers */
+} mcp_scheduler_options;
+
+mcp_scheduler_options mcp_scheduler_options_from(const mcp_descriptor *d);
+
+/* Statistics for the OIP statistics extension. */
+typedef struct mcp_scheduler_stats {
+    int64_t inference_count;   /* requests that ran */
+    int64_t execution_count;   /* batches run */
+    int64_t success_count, fail_count;
+    int64_t queue_ns, compute_ns; /* cumulative */
+    int64_t last_inference_ms;   /* wall clock ms since epoch, 0 = never */
+    int64_t queue_depth;
+} mcp_scheduler_stats;
+
+mcp_status mcp_scheduler_create(mcp_model_version *v, const mcp_scheduler_options *o, mcp_metrics *metrics,
+                                mcp_scheduler **out, mcp_err *err);
+/* Queues a validated request (takes a reference). Returns RESOURCE_EXHAUSTED
+ * at once when the queue is full and UNAVAILABLE when draining; the caller
+ * then fails the request itself. */
+mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r);
+void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out);
+/* Stops accepting and waits until queued and running requests finish. */
+void mcp_scheduler_drain(mcp_scheduler *s);
+void mcp_scheduler_destroy(mcp_scheduler *s);
+
+/* ---- codecs ---- */
+
+/* OIP datatype names ("FP32", "BYTES", ...) <-> dtypes; NULL / UNDEFINED when unknown. */
+const char *mcp_oip_datatype(mcp_dtype d);
+mcp_dtype mcp_oip_dtype(const char *datatype);
+
+/*
+ * Decoders fill r (inputs, requested outputs, parameters) from a body, in
+ * the request's pool. `m` supplies input names/dtypes where a protocol omits
+ * them (v1 rows, simple, raw binary). Errors name the byte offset (JSON
+ * syntax) or the tensor / field. Encoders write the success response body;
+ * *json_len receives the JSON header length when the body carries binary
+ * tensors (Inference-Header-Content-Length), else 0.
+ */
+mcp_status mcp_codec_v2_decode(mcp_request *r, const uint8_t *body, size_t len, int64_t header_len,
+                               const mcp_model_version *m, mcp_err *err);
+void mcp_codec_v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len);
+mcp_status mcp_codec_v1_decode(mcp_request *r, const uint8_t *body, size_t len, const mcp_model_version *m,
+                               mcp_err *err);
+void mcp_codec_v1_encode(const mcp_request *r, mcp_buf *out);
+/* Simple: {"input": [...], "shape": [...], "model"?: name}; model name is
+ * read by mcp_codec_simple_model() before routing. */
+mcp_status mcp_codec_simple_model(const uint8_t *body, size_t len, char *name, size_t cap, mcp_err *err);
+mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t len, const mcp_model_version *m,
+                                   mcp_err *err);
+void mcp_codec_simple_encode(const mcp_request *r, mcp_buf *out);
+/* {"error": "<message>"} */
+void mcp_codec_error(const char *message, mcp_buf *out);
+
+
+/* ---- HTTP server (libmicrohttpd) ---- */
+
+typedef struct mcp_server mcp_server;
+
+typedef struct mcp_server_options {
+    const char *host;            /* "127.0.0.1" */
+    int port;                    /* 8080; 0 = any free port (see mcp_server_port) */
+    int http_threads;            /* transport threads (never run kernels); default 2 */
+    size_t max_body_bytes;       /* 413 beyond; default 64 MiB */
+    size_t max_header_bytes;     /* per-connection header memory; default 16 KiB */
+    unsigned max_connections;    /* default 1024 */
+    unsigned connection_timeout_s; /* idle/slow client limit; default 30 */
+    bool model_control;          /* repository load/unload API enabled; default true */
+} mcp_server_options;
+
+mcp_server_options mcp_server_options_default(void);
+
+/* The server attaches a scheduler to every version the repository makes
+ * current (repository hooks) and serves all protocols. */
+mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, mcp_metrics *metrics,
+                             mcp_server **out, mcp_err *err);
+mcp_status mcp_server_start(mcp_server *s, mcp_err *err);
+int mcp_server_port(const mcp_server *s);
+/* Graceful: stop accepting, finish what is in flight, stop. */
+void mcp_server_shutdown(mcp_server *s);
+void mcp_server_destroy(mcp_server *s);
+/* Repository hooks that attach/drain schedulers (set by mcp_server_create). */
+mcp_repository_hooks mcp_server_repository_hooks(mcp_server *s);
+
+#endif

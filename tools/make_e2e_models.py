@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Writes the small models the end-to-end server tests use into OUTDIR.
+
+    /usr/bin/python3 tools/make_e2e_models.py OUTDIR
+
+Generated at test time (Debian python3-onnx), never committed:
+
+- identity_fp32.onnx, identity_int64.onnx, identity_bool.onnx,
+  identity_bytes.onnx (STRING), identity_fp16.onnx: one Identity node,
+  input "ident_in" -> output "ident_out", shape [batch, 3] with a dynamic
+  batch dimension (names distinct enough for error messages to be checked).
+- add_two.onnx: inputs "lhs" and "rhs" FP32 [batch, 3] -> output "sum"
+  (Add), for requests that leave one input out.
+- slow.onnx: input "x" FP32 [batch, n, 256] -> output "y" FP32 [batch, n, 256];
+  a Loop of SLOW_ITERATIONS iterations, each y = Tanh(y @ W) with a fixed
+  256x256 weight, so one request keeps a worker busy long enough for queue,
+  timeout and shutdown tests to overlap requests; the work grows with n, so
+  a test picks how long a request runs without batching. Values stay finite.
+
+Prints one line per file written. Exits non-zero with a message when OUTDIR
+cannot be written.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 17
+IR_VERSION = 8
+SLOW_WIDTH = 256
+SLOW_ITERATIONS = 2500
+
+IDENTITY_TYPES = {
+    "fp32": TensorProto.FLOAT,
+    "int64": TensorProto.INT64,
+    "bool": TensorProto.BOOL,
+    "bytes": TensorProto.STRING,
+    "fp16": TensorProto.FLOAT16,
+}
+
+
+def save(model, outdir, name):
+    onnx.checker.check_model(model)
+    path = os.path.join(outdir, name)
+    onnx.save(model, path)
+    print(path)
+
+
+def identity_model(elem_type):
+    x = helper.make_tensor_value_info("ident_in", elem_type, ["batch", 3])
+    y = helper.make_tensor_value_info("ident_out", elem_type, ["batch", 3])
+    node = helper.make_node("Identity", ["ident_in"], ["ident_out"], name="identity")
+    graph = helper.make_graph([node], "identity", [x], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION, producer_name="make_e2e_models")
+
+
+def add_two_model():
+    lhs = helper.make_tensor_value_info("lhs", TensorProto.FLOAT, ["batch", 3])
+    rhs = helper.make_tensor_value_info("rhs", TensorProto.FLOAT, ["batch", 3])
+    out = helper.make_tensor_value_info("sum", TensorProto.FLOAT, ["batch", 3])
+    node = helper.make_node("Add", ["lhs", "rhs"], ["sum"], name="add")
+    graph = helper.make_graph([node], "add_two", [lhs, rhs], [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION, producer_name="make_e2e_models")
+
+
+def slow_model():
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((SLOW_WIDTH, SLOW_WIDTH)) * (1.5 / np.sqrt(SLOW_WIDTH))).astype(np.float32)
+    # Loop body: (iteration, cond, v) -> (cond, Tanh(v @ W)); W comes from the
+    # outer graph's initializers.
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+            helper.make_node("MatMul", ["v_in", "W"], ["mm"], name="mix"),
+            helper.make_node("Tanh", ["mm"], ["v_out"], name="squash"),
+        ],
+        "slow_body",
+        [
+            helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["batch", "n", SLOW_WIDTH]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["batch", "n", SLOW_WIDTH]),
+        ],
+    )
+    inits = [
+        numpy_helper.from_array(w, "W"),
+        numpy_helper.from_array(np.array(SLOW_ITERATIONS, dtype=np.int64), "trip_count"),
+        numpy_helper.from_array(np.array(True), "cond"),
+    ]
+    loop = helper.make_node("Loop", ["trip_count", "cond", "x"], ["y"], name="slow_loop", body=body)
+    graph = helper.make_graph(
+        [loop], "slow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n", SLOW_WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n", SLOW_WIDTH])],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION, producer_name="make_e2e_models")
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: make_e2e_models.py OUTDIR", file=sys.stderr)
+        return 2
+    outdir = argv[1]
+    try:
+        os.makedirs(outdir, exist_ok=True)
+        for suffix, elem_type in IDENTITY_TYPES.items():
+            save(identity_model(elem_type), outdir, f"identity_{suffix}.onnx")
+        save(add_two_model(), outdir, "add_two.onnx")
+        save(slow_model(), outdir, "slow.onnx")
+    except OSError as e:
+        print(f"make_e2e_models.py: {outdir}: {e.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
