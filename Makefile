@@ -7,7 +7,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all build run test test-asan deps clean
+.PHONY: all build run predict test test-asan deps clean
 
 all: build
 
@@ -21,11 +21,18 @@ build: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-DEMO_SAMPLE ?= sample_0.npy
+PORT ?= 8080
+# Builds, then serves the demo model in the foreground (Ctrl-C stops it).
 run: build
-	@echo "== demo: handwritten digit classifier (models/demo/digits.onnx) on models/demo/$(DEMO_SAMPLE)"
-	$(BUILD)/bin/mcpctl run models/demo/digits.onnx $(BUILD)/demo-out input=models/demo/$(DEMO_SAMPLE) | tee $(BUILD)/demo-out.summary
-	@echo "== predicted digit: $$(sed -n 's/^label: .*{\([0-9]*\)}$$/\1/p' $(BUILD)/demo-out.summary)  (true digit: $$(awk '$$1=="$(DEMO_SAMPLE)"{print $$2}' models/demo/samples.txt))"
+	@echo "== serving the demo digit classifier (models/demo/digits.onnx) on http://127.0.0.1:$(PORT)"
+	@echo "== in another terminal, classify a handwritten 2 (models/demo/sample_0.npy):"
+	@echo "curl -s -X POST http://127.0.0.1:$(PORT)/v1/infer -H 'Content-Type: application/json' -d '$$(cat models/demo/sample_0.json)'"
+	@echo "== or: $(BUILD)/bin/mcpctl infer digits input=models/demo/sample_0.npy --server http://127.0.0.1:$(PORT)"
+	$(BUILD)/bin/mcp2026-server --model-path models/demo/digits.onnx --port $(PORT)
+
+# One inference through the engine alone (no server).
+predict: build
+	$(BUILD)/bin/mcpctl run models/demo/digits.onnx $(BUILD)/demo-out input=models/demo/sample_0.npy
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -74,6 +74,11 @@ def main():
     for k in range(5):
         sample = x_test[k : k + 1]
         np.save(os.path.join(OUT, f"sample_{k}.npy"), sample)
+        if k == 0:
+            # The quickstart request body for POST /v1/infer (make run prints it as curl).
+            pixels = ",".join(str(int(v)) for v in sample.ravel())
+            with open(os.path.join(OUT, "sample_0.json"), "w") as f:
+                f.write('{"input": [%s], "shape": [1, 64]}\n' % pixels)
         pred = int(clf.predict(sample / 16.0)[0])
         lines.append(f"sample_{k}.npy {int(y_test[k])} {pred}")
     with open(os.path.join(OUT, "samples.txt"), "w") as f:

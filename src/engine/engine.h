@@ -22,8 +22,9 @@ struct mcp_session {
 mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
                                const mcp_session_options *opts, mcp_session **out, mcp_err *err);
 
-/* Runs the graph. inputs[i] is the value for graph input i (NULL = missing);
- * outputs[i] receives a new value for graph output i (caller frees). */
+/* Runs the graph. inputs[i] is the value for graph input i (NULL = missing).
+ * outputs[i] must point to an empty caller-owned value (mcp_value_new) for
+ * every graph output; it receives the result (the caller frees it). */
 mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_value **outputs,
                             mcp_err *err);
 

@@ -1266,6 +1266,54 @@ static int take_yaml_errors(yctx *c, struct fy_diag *fd)
     return n;
 }
 
+/* Offset of the first byte that is not part of well-formed UTF-8, or len.
+ * YAML text is Unicode; checking up front also keeps malformed bytes away
+ * from libfyaml, whose 0.7 scanner can loop forever on them in a directive
+ * line (found by fuzz_descriptor). */
+static size_t utf8_invalid_at(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        size_t n;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return i;
+        }
+        if (len - i <= n) return i;
+        for (size_t k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80) return i;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += n + 1;
+    }
+    return len;
+}
+
+static yloc offset_loc(const char *text, size_t off)
+{
+    yloc l = {1, 1};
+    for (size_t i = 0; i < off; i++) {
+        if (text[i] == '\n') l.line++, l.col = 1;
+        else if (((unsigned char)text[i] & 0xc0) != 0x80) l.col++;
+    }
+    return l;
+}
+
 static bool text_blank(const char *text, size_t len)
 {
     bool comment = false;
@@ -1292,12 +1340,13 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
     }
     if (memchr(text, '\0', len)) {
         const char *z = memchr(text, '\0', len);
-        int line = 1, col = 1;
-        for (const char *p = text; p < z; p++) {
-            if (*p == '\n') line++, col = 1;
-            else col++;
-        }
-        yerr(&c, (yloc){line, col}, "the descriptor contains a NUL byte (is it a binary file?)");
+        yerr(&c, offset_loc(text, (size_t)(z - text)), "the descriptor contains a NUL byte (is it a binary file?)");
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    size_t bad = utf8_invalid_at((const unsigned char *)text, len);
+    if (bad < len) {
+        yerr(&c, offset_loc(text, bad), "the descriptor is not valid UTF-8 (byte 0x%02x at offset %zu)",
+             (unsigned char)text[bad], bad);
         return MCP_STATUS_INVALID_ARGUMENT;
     }
     if (text_blank(text, len)) {
@@ -1323,17 +1372,14 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
     dc.level = FYET_ERROR;
     dc.colorize = false;
     struct fy_diag *fd = fy_diag_create(&dc);
-    struct fy_parser *fp = NULL;
-    if (fd) {
-        fy_diag_set_collect_errors(fd, true);
-        /* Duplicate keys are allowed through so that the walk reports them
-         * along with every other problem, instead of libfyaml stopping. */
-        struct fy_parse_cfg pc = {
-            .flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS | FYPCF_DEFAULT_VERSION_1_2 | FYPCF_JSON_NONE,
-            .diag = fd,
-        };
-        fp = fy_parser_create(&pc);
-    }
+    if (fd) fy_diag_set_collect_errors(fd, true);
+    /* Duplicate keys are allowed through so that the walk reports them
+     * along with every other problem, instead of libfyaml stopping. */
+    struct fy_parse_cfg pc = {
+        .flags = FYPCF_QUIET | FYPCF_ALLOW_DUPLICATE_KEYS | FYPCF_DEFAULT_VERSION_1_2 | FYPCF_JSON_NONE,
+        .diag = fd,
+    };
+    struct fy_parser *fp = fd ? fy_parser_create(&pc) : NULL;
     if (!fp || fy_parser_set_string(fp, text, len) != 0) {
         if (fp) fy_parser_destroy(fp);
         if (fd) fy_diag_destroy(fd);
@@ -1342,23 +1388,41 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
         yerr(&c, (yloc){0, 0}, "cannot start the YAML parser (out of memory?)");
         return MCP_STATUS_OUT_OF_MEMORY;
     }
-    struct fy_document *doc = fy_parse_load_document(fp);
-    int syntax = take_yaml_errors(&c, fd);
-    if (doc && !syntax) {
-        struct fy_document *extra = fy_parse_load_document(fp);
-        syntax += take_yaml_errors(&c, fd) > 0;
-        if (extra) {
-            struct fy_node *r = fy_document_root(extra);
-            yerr(&c, node_loc(r, (yloc){0, 0}),
-                 "the file holds more than one YAML document ('---'); a descriptor is one document");
-            fy_parse_document_destroy(fp, extra);
+    /* Pass 1 reads the whole stream as events: syntax errors anywhere,
+     * and how many documents there are. (Loading a second document
+     * instead leaks inside libfyaml 0.7 when that document is malformed;
+     * found by fuzz_descriptor.) */
+    int docs = 0;
+    bool want_second_at = false;
+    yloc second_at = {0, 0};
+    struct fy_event *ev;
+    while ((ev = fy_parser_parse(fp))) {
+        if (ev->type == FYET_DOCUMENT_START && ++docs == 2) want_second_at = true;
+        const struct fy_mark *m = want_second_at ? fy_event_start_mark(ev) : NULL;
+        if (m) {
+            second_at = (yloc){m->line + 1, m->column + 1};
+            want_second_at = false;
         }
-        parse_root(&c, fy_document_root(doc), dir, d);
+        fy_parser_event_free(fp, ev);
+    }
+    int syntax = take_yaml_errors(&c, fd);
+    fy_parser_destroy(fp);
+    fp = NULL;
+    struct fy_document *doc = NULL;
+    if (!syntax && docs == 0) {
+        yerr(&c, (yloc){1, 1}, "the descriptor is empty; it needs at least 'name' and 'path'");
     } else if (!syntax) {
-        yerr(&c, (yloc){0, 0}, "YAML syntax error: %s", cap.last[0] ? cap.last : "the document could not be read");
+        if (docs > 1)
+            yerr(&c, second_at, "the file holds more than one YAML document ('---'); a descriptor is one document");
+        /* Pass 2 builds the (first) document and walks it. */
+        fp = fy_parser_create(&pc);
+        if (fp && fy_parser_set_string(fp, text, len) == 0) doc = fy_parse_load_document(fp);
+        if (doc && !take_yaml_errors(&c, fd)) parse_root(&c, fy_document_root(doc), dir, d);
+        else if (!doc && !take_yaml_errors(&c, fd))
+            yerr(&c, (yloc){0, 0}, "YAML syntax error: %s", cap.last[0] ? cap.last : "the document could not be read");
     }
     if (doc) fy_parse_document_destroy(fp, doc);
-    fy_parser_destroy(fp);
+    if (fp) fy_parser_destroy(fp);
     fy_diag_destroy(fd);
     mcp_free(dir);
     mcp__diags_sort(diags, first_diag);

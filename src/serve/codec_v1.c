@@ -35,7 +35,7 @@ static mcp_status decode_tensor(mcp_request *r, mcp_req_tensor *rt, const mcp_te
     if (!rows) {
         if ((s = mcp__codec_infer_shape(vals[0], ctx, &t->rank, t->dims, err))) return s;
     } else {
-        char ictx[MCP__CODEC_CTX_CAP + 32];
+        char ictx[MCP__CODEC_CTX_CAP + 48];
         snprintf(ictx, sizeof ictx, "%s: instances[0]", ctx);
         if ((s = mcp__codec_infer_shape(vals[0], ictx, &rrank, rdims, err))) return s;
         if (rrank + 1 > MCP_MAX_RANK)
@@ -47,9 +47,9 @@ static mcp_status decode_tensor(mcp_request *r, mcp_req_tensor *rt, const mcp_te
             snprintf(ictx, sizeof ictx, "%s: instances[%zu]", ctx, j);
             if ((s = mcp__codec_infer_shape(vals[j], ictx, &jr, jd, err))) return s;
             if (jr != rrank || memcmp(jd, rdims, (size_t)jr * sizeof jd[0]) != 0)
-                return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: instances[%zu] has shape %s, instances[0] has %s",
-                                   ctx, j, mcp_shape_str(jr, jd, sh, sizeof sh),
-                                   mcp_shape_str(rrank, rdims, sh0, sizeof sh0));
+                return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                                   "%s: instances[%zu] has shape %s, instances[0] has %s", ctx, j,
+                                   mcp_shape_str(jr, jd, sh, sizeof sh), mcp_shape_str(rrank, rdims, sh0, sizeof sh0));
         }
         t->rank = rrank + 1;
         t->dims[0] = (int64_t)n;
@@ -77,8 +77,8 @@ static mcp_status named_inputs(const json_t *obj, const mcp_model_version *m, co
     json_object_foreach((json_t *)obj, key, v)
     {
         if (mcp__codec_find_input(m, key) < 0)
-            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: '%.100s' is not an input of model '%s'", where, key,
-                               mcp__codec_model_name(m));
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: '%.100s' is not an input of model '%s'", where,
+                               key, mcp__codec_model_name(m));
     }
     *count = 0;
     for (int i = 0; i < m->n_inputs; i++)
@@ -125,8 +125,8 @@ static mcp_status decode_rows(mcp_request *r, const json_t *inst, const mcp_mode
             snprintf(where, sizeof where, "instances[%zu]", j);
             /* The same check as for instances[0] names the stray key. */
             if ((s = named_inputs(e, m, where, idx + count, &cj, err))) return s;
-            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "instances[%zu] names %d inputs, instances[0] names %d",
-                               j, cj, count);
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                               "instances[%zu] names %d inputs, instances[0] names %d", j, cj, count);
         }
     }
     const json_t **vals = mcp_pool_alloc(r->pool, n * sizeof *vals);
@@ -174,7 +174,8 @@ static mcp_status decode_columns(mcp_request *r, const json_t *inputs, const mcp
 mcp_status mcp_codec_v1_decode(mcp_request *r, const uint8_t *body, size_t len, const mcp_model_version *m,
                                mcp_err *err)
 {
-    if (!m) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "a KServe v1 request needs a model to type its inputs");
+    if (!m)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "a KServe v1 request needs a model to type its inputs");
     json_t *root;
     mcp_status s = mcp__codec_parse_object(body, len, &root, err);
     if (s) return s;

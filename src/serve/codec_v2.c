@@ -176,7 +176,8 @@ static mcp_status decode_outputs(mcp_request *r, const json_t *outs, const mcp_m
     if (!r->requested || !r->requested_binary) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; k < n; k++) {
         const json_t *o = json_array_get(outs, k);
-        if (!json_is_object(o)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "outputs[%zu] must be an object", k);
+        if (!json_is_object(o))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "outputs[%zu] must be an object", k);
         const json_t *name = json_object_get(o, "name");
         if (!json_is_string(name) || json_string_length(name) == 0)
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "outputs[%zu]: %s", k,
@@ -243,8 +244,9 @@ static mcp_status decode_raw(mcp_request *r, const uint8_t *body, size_t len, co
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
                            "raw binary request: %s has no fixed rank; send a JSON header with its shape", ctx);
     if (!mcp_oip_datatype(meta->dtype))
-        return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "raw binary request: %s has datatype %s, which OIP cannot carry",
-                           ctx, mcp_dtype_name(meta->dtype));
+        return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
+                           "raw binary request: %s has datatype %s, which OIP cannot carry", ctx,
+                           mcp_dtype_name(meta->dtype));
     mcp_req_tensor *rt = mcp_pool_calloc(r->pool, sizeof *rt);
     if (!rt) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     rt->name = mcp_pool_strndup(r->pool, meta->name ? meta->name : "", meta->name ? strlen(meta->name) : 0);

@@ -42,7 +42,7 @@ typedef struct conn {
     size_t json_len;      /* binary responses: Inference-Header-Content-Length */
     const char *content_type;
     struct conn *next_waiting; /* list of suspended connections */
-    bool counted;         /* counted in srv->open_requests */
+    bool counted;         /* an accepted inference, counted in srv->open_requests */
 } conn;
 
 struct mcp_server {
@@ -458,10 +458,14 @@ static void h_repo_describe(conn *k, const char *name)
     reply_buf(k, 200, "application/json");
 }
 
-/* Reads parameters.config (descriptor text) from a load request body, if any. */
-static bool load_config_text(conn *k, char **text)
+/* Reads parameters.config (descriptor text) from a load request body, if
+ * any, and parameters.descriptor_path: where the descriptor file lives, so
+ * its relative `path` resolves as it would for a local file (mcpctl apply
+ * sends both; a client on another machine sends only the text). */
+static bool load_config_text(conn *k, char **text, char **source)
 {
     *text = NULL;
+    *source = NULL;
     if (k->body.len == 0) return true;
     json_error_t jerr;
     json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
@@ -477,6 +481,8 @@ static bool load_config_text(conn *k, char **text)
         return false;
     }
     if (cfg) *text = mcp_strdup(json_string_value(cfg));
+    json_t *src = json_object_get(json_object_get(root, "parameters"), "descriptor_path");
+    if (src && json_is_string(src) && json_string_value(src)[0] == '/') *source = mcp_strdup(json_string_value(src));
     json_decref(root);
     return true;
 }
@@ -487,8 +493,8 @@ static void h_repo_load(conn *k, const char *name)
         reply_error(k, 403, "model control is disabled on this server (--model-control none)");
         return;
     }
-    char *text;
-    if (!load_config_text(k, &text)) return;
+    char *text, *source;
+    if (!load_config_text(k, &text, &source)) return;
     char msg[2048] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_status st;
@@ -496,15 +502,18 @@ static void h_repo_load(conn *k, const char *name)
         mcp_diags diags = {0};
         mcp_descriptor *desc = NULL;
         mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
-        st = mcp_descriptor_parse_yaml(text, strlen(text), "config", &dd, &desc, &diags);
+        const char *where = source ? source : "config";
+        st = mcp_descriptor_parse_yaml(text, strlen(text), where, &dd, &desc, &diags);
         mcp_free(text);
         if (st != MCP_STATUS_OK) {
-            mcp_diags_format(&diags, "config", msg, sizeof msg);
+            mcp_diags_format(&diags, where, msg, sizeof msg);
+            mcp_free(source);
             mcp_diags_clear(&diags);
             reply_error(k, 400, "invalid model descriptor: %s", msg);
             return;
         }
         mcp_diags_clear(&diags);
+        mcp_free(source);
         if (strcmp(desc->name, name) != 0) {
             reply_error(k, 400, "descriptor names model '%s' but the URL names '%s'", desc->name, name);
             mcp_descriptor_free(desc);
@@ -512,6 +521,7 @@ static void h_repo_load(conn *k, const char *name)
         }
         st = mcp_repository_apply(k->srv->repo, desc, &err);
     } else {
+        mcp_free(source);
         st = mcp_repository_load(k->srv->repo, name, &err);
     }
     if (st != MCP_STATUS_OK) {
@@ -733,6 +743,10 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     r->done = on_request_done;
     r->done_user = k;
     k->req = r;
+    /* Shutdown waits for accepted inferences to be answered (not for
+     * clients still uploading, which a stop may drop). */
+    k->counted = true;
+    atomic_fetch_add(&s->open_requests, 1);
     mcp_metrics_inflight_add(s->metrics, 1);
     /* Suspend before queueing: the completion may come at once. */
     atomic_store(&k->phase, PHASE_WAITING);
@@ -819,8 +833,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (!k) return MHD_NO;
         k->srv = s;
         k->mhd = c;
-        k->counted = true;
-        atomic_fetch_add(&s->open_requests, 1);
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->opts.max_body_bytes) k->too_large = true;

@@ -417,6 +417,15 @@ static void test_empty_and_odd_inputs(void)
     TU_CHECK_INT(diags.items[0].line, 2);
     TU_CHECK_INT(diags.items[0].col, 8);
     mcp_diags_clear(&diags);
+    /* Malformed UTF-8 is refused before libfyaml sees it (its scanner can
+     * loop forever on such bytes in a directive line). */
+    const char *bad_utf8 = "name: m\n%a\x93\n";
+    TU_CHECK_STATUS(parse(bad_utf8, NULL, &d, &diags), MCP_STATUS_INVALID_ARGUMENT, NULL);
+    TU_REQUIRE(diags.count == 1);
+    TU_CHECK_INT(diags.items[0].line, 2);
+    TU_CHECK_INT(diags.items[0].col, 3);
+    TU_CHECK_CONTAINS(diags.items[0].message, "not valid UTF-8 (byte 0x93");
+    mcp_diags_clear(&diags);
     /* A missing file. */
     TU_CHECK_STATUS(mcp_descriptor_load_file("/nonexistent/model.yaml", &defaults, &d, &diags), MCP_STATUS_IO_ERROR,
                     NULL);
