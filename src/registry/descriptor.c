@@ -40,6 +40,9 @@ typedef struct yctx {
     const mcp_io_spec *step_io;
     int step_n_io;
     const char *step_io_key;
+    const char *text; /* the source, for marks' byte offsets */
+    size_t text_len;
+    mcp_pool *pool;   /* decoded scalars; freed with the parse */
 } yctx;
 
 static void yerr(yctx *c, yloc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -242,7 +245,49 @@ static bool tag_is_str(const char *t, size_t n)
     return text_is(t, n, "!!str") || text_is(t, n, "tag:yaml.org,2002:str");
 }
 
-static yval node_val(struct fy_node *n)
+/*
+ * The text of a single-quoted scalar, decoded here from the source rather
+ * than by libfyaml: libfyaml 0.7.12 leaks the buffer it builds for a
+ * single-quoted scalar with '' escapes (found by fuzz_descriptor). Rules
+ * (YAML 1.2, 7.3.2): '' is one quote; a line break with the spaces around
+ * it folds to one space, or to n newlines when n empty lines follow.
+ */
+static bool single_quoted_text(yctx *c, struct fy_node *n, const char **out, size_t *out_len)
+{
+    struct fy_token *t = fy_node_get_scalar_token(n);
+    const struct fy_mark *s = t ? fy_token_start_mark(t) : NULL, *e = t ? fy_token_end_mark(t) : NULL;
+    if (!s || !e || e->input_pos < s->input_pos || e->input_pos > c->text_len) return false;
+    const char *raw = c->text + s->input_pos;
+    size_t n_raw = e->input_pos - s->input_pos;
+    char *buf = mcp_pool_alloc(c->pool, n_raw + 1);
+    if (!buf) return false;
+    size_t w = 0;
+    for (size_t i = 0; i < n_raw;) {
+        char ch = raw[i];
+        if (ch == '\'' && i + 1 < n_raw && raw[i + 1] == '\'') {
+            buf[w++] = '\'';
+            i += 2;
+        } else if (ch == '\n' || ch == '\r') {
+            while (w > 0 && (buf[w - 1] == ' ' || buf[w - 1] == '\t')) w--;
+            int breaks = 0;
+            while (i < n_raw && (raw[i] == '\n' || raw[i] == '\r' || raw[i] == ' ' || raw[i] == '\t')) {
+                if (raw[i] == '\n' || (raw[i] == '\r' && !(i + 1 < n_raw && raw[i + 1] == '\n'))) breaks++;
+                i++;
+            }
+            if (breaks <= 1) buf[w++] = ' ';
+            else for (int k = 1; k < breaks; k++) buf[w++] = '\n';
+        } else {
+            buf[w++] = ch;
+            i++;
+        }
+    }
+    buf[w] = '\0';
+    *out = buf;
+    *out_len = w;
+    return true;
+}
+
+static yval node_val(yctx *c, struct fy_node *n)
 {
     yval v = {0};
     if (!n) {
@@ -270,7 +315,11 @@ static yval node_val(struct fy_node *n)
         v.kind = YK_SEQ;
         return v;
     }
-    v.text = fy_node_get_scalar(n, &v.len);
+    if (fy_node_get_style(n) == FYNS_SINGLE_QUOTED) {
+        if (!single_quoted_text(c, n, &v.text, &v.len)) v.text = NULL;
+    } else {
+        v.text = fy_node_get_scalar(n, &v.len);
+    }
     if (!v.text) {
         v.text = "";
         v.len = 0;
@@ -331,7 +380,7 @@ static void wrong_kind(yctx *c, yloc at, const yval *v, const char *expected)
 static bool want_string(yctx *c, struct fy_node *n, yloc key_at, const char *expected, char **out)
 {
     yloc at = node_loc(n, key_at);
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind != YK_STR) {
         wrong_kind(c, at, &v, expected);
         return false;
@@ -359,7 +408,7 @@ static bool want_string(yctx *c, struct fy_node *n, yloc key_at, const char *exp
 static bool want_int(yctx *c, struct fy_node *n, yloc key_at, int64_t lo, int64_t hi, int64_t *out)
 {
     yloc at = node_loc(n, key_at);
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     int64_t x;
     if (v.kind == YK_INT && v.int_in_range) {
         x = v.i;
@@ -385,7 +434,7 @@ static bool want_int(yctx *c, struct fy_node *n, yloc key_at, int64_t lo, int64_
 static bool want_number(yctx *c, struct fy_node *n, yloc key_at, double *out)
 {
     yloc at = node_loc(n, key_at);
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind != YK_INT && v.kind != YK_FLOAT) {
         wrong_kind(c, at, &v, "a number");
         return false;
@@ -401,7 +450,7 @@ static bool want_number(yctx *c, struct fy_node *n, yloc key_at, double *out)
 static bool want_bool(yctx *c, struct fy_node *n, yloc key_at, bool *out)
 {
     yloc at = node_loc(n, key_at);
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind != YK_BOOL) {
         wrong_kind(c, at, &v, "true or false");
         return false;
@@ -414,7 +463,7 @@ static bool want_bool(yctx *c, struct fy_node *n, yloc key_at, bool *out)
 static bool want_seq(yctx *c, struct fy_node *n, yloc key_at, int max, const char *expected, int *count)
 {
     yloc at = node_loc(n, key_at);
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind != YK_SEQ) {
         wrong_kind(c, at, &v, expected);
         return false;
@@ -462,7 +511,7 @@ static void code_key_error(yctx *c, yloc at, const char *key)
  * plain string. */
 static bool key_text(yctx *c, struct fy_node *key, yloc at, char *buf, size_t cap)
 {
-    yval kv = node_val(key);
+    yval kv = node_val(c, key);
     if (kv.kind == YK_NULL || kv.kind == YK_MAP || kv.kind == YK_SEQ || kv.kind == YK_ALIAS || kv.kind == YK_TAGGED ||
         !kv.text) {
         char b[128];
@@ -488,7 +537,7 @@ static bool map_fields(yctx *c, struct fy_node *n, yloc key_at, const char *expe
                        yfield *f)
 {
     for (int i = 0; i < nkeys; i++) f[i] = (yfield){0};
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind != YK_MAP) {
         wrong_kind(c, node_loc(n, key_at), &v, expected);
         return false;
@@ -732,7 +781,7 @@ static void parse_step_args(yctx *c, int kind, struct fy_node *args, yloc key_at
     const char *kname = step_names[kind];
     /* map_fields checks against every step key; keys the type does not take
      * are reported just after, naming the type. */
-    yval v = node_val(args);
+    yval v = node_val(c, args);
     if (v.kind == YK_NULL) {
         yerr(c, key_at, "expected a mapping of %s's settings (write %s: {} for the defaults)", kname, kname);
         return;
@@ -884,7 +933,7 @@ static void parse_step_args(yctx *c, int kind, struct fy_node *args, yloc key_at
 
 static void parse_step(yctx *c, struct fy_node *n, yloc at, bool post, mcp_step *s)
 {
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind == YK_STR) {
         char word[64];
         snprintf(word, sizeof word, "%.*s", (int)(v.len < 63 ? v.len : 63), v.text);
@@ -965,7 +1014,7 @@ static void parse_step(yctx *c, struct fy_node *n, yloc at, bool post, mcp_step 
 
 static void parse_steps(yctx *c, struct fy_node *n, yloc key_at, bool post, mcp_step **out, int *count)
 {
-    yval v = node_val(n);
+    yval v = node_val(c, n);
     if (v.kind == YK_STR || v.kind == YK_TAGGED) {
         yerr(c, node_loc(n, key_at), "expected a list of declarative steps, got %s; no user code runs inside the server: "
                                      "write steps such as `- scale: {factor: 0.0039}` (scale, normalize, cast, transpose%s)",
@@ -1110,7 +1159,7 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
 {
     yfield f[R_COUNT];
     yloc top = {1, 1};
-    yval rv = node_val(root);
+    yval rv = node_val(c, root);
     if (rv.kind == YK_NULL) {
         yerr(c, top, "the descriptor is empty; it needs at least 'name' and 'path'");
         return;
@@ -1362,6 +1411,15 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
         return MCP_STATUS_OUT_OF_MEMORY;
     }
     c.dir = dir;
+    c.text = text;
+    c.text_len = len;
+    c.pool = mcp_pool_create(4096);
+    if (!c.pool) {
+        mcp_descriptor_free(d);
+        mcp_free(dir);
+        yerr(&c, (yloc){0, 0}, "out of memory");
+        return MCP_STATUS_OUT_OF_MEMORY;
+    }
 
     fy_capture cap = {{0}};
     struct fy_diag_cfg dc;
@@ -1383,6 +1441,7 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
     if (!fp || fy_parser_set_string(fp, text, len) != 0) {
         if (fp) fy_parser_destroy(fp);
         if (fd) fy_diag_destroy(fd);
+        mcp_pool_destroy(c.pool);
         mcp_descriptor_free(d);
         mcp_free(dir);
         yerr(&c, (yloc){0, 0}, "cannot start the YAML parser (out of memory?)");
@@ -1424,6 +1483,7 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
     if (doc) fy_parse_document_destroy(fp, doc);
     if (fp) fy_parser_destroy(fp);
     fy_diag_destroy(fd);
+    mcp_pool_destroy(c.pool);
     mcp_free(dir);
     mcp__diags_sort(diags, first_diag);
     if (c.errors) {

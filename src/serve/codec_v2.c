@@ -384,10 +384,9 @@ void mcp_codec_v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
         mcp_buf_puts(out, ",\"model_version\":");
         mcp__codec_put_string(out, version);
     }
-    if (r->id) {
-        mcp_buf_puts(out, ",\"id\":");
-        mcp__codec_put_string(out, r->id);
-    }
+    /* The protocol's response always carries an id: the request's, or "". */
+    mcp_buf_puts(out, ",\"id\":");
+    mcp__codec_put_string(out, r->id ? r->id : "");
     mcp_buf_puts(out, ",\"outputs\":[");
     bool first = true;
     for (int k = 0; k < r->n_outputs; k++) {

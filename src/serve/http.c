@@ -402,12 +402,33 @@ static void h_model_config(conn *k, const char *name, const char *version)
 
 static void h_repo_index(conn *k)
 {
+    /* Optional body {"ready": true}: only models ready for inference. */
+    bool only_ready = false;
+    if (k->body.len) {
+        json_error_t jerr;
+        json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
+        if (!root) {
+            reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
+                        jerr.column, jerr.text);
+            return;
+        }
+        json_t *ready = json_object_get(root, "ready");
+        if (ready && !json_is_boolean(ready)) {
+            json_decref(root);
+            reply_error(k, 400, "field 'ready' must be true or false");
+            return;
+        }
+        only_ready = ready && json_is_true(ready);
+        json_decref(root);
+    }
     mcp_repository_entry *list;
     int n = mcp_repository_index(k->srv->repo, &list);
     mcp_buf *b = &k->resp;
     mcp_buf_puts(b, "[");
+    int shown = 0;
     for (int i = 0; i < n; i++) {
-        mcp_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        if (only_ready && list[i].state != MCP_MODEL_READY) continue;
+        mcp_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
         mcp_buf_json_string(b, list[i].name);
         mcp_buf_puts(b, ",\"version\":");
         mcp_buf_json_string(b, list[i].version);

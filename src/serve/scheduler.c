@@ -83,6 +83,7 @@ struct mcp_scheduler {
     pthread_cond_t cv_worker, cv_idle;
     qnode *head, *tail, *free_nodes;
     int64_t queue_len;
+    int64_t ready_requests; /* requests in formed batches not yet running */
     int64_t next_deadline_ns; /* earliest deadline among queued requests */
     sched_batch *ready_head, *ready_tail, *free_batches;
     int n_ready, n_idle, n_running, n_finishing;
@@ -426,6 +427,7 @@ static bool try_dispatch(mcp_scheduler *s, int64_t now, int64_t *wake_ns)
     else s->ready_head = b;
     s->ready_tail = b;
     s->n_ready++;
+    s->ready_requests += b->n;
     pthread_cond_signal(&s->cv_worker);
     return true;
 }
@@ -722,6 +724,7 @@ static void *worker_main(void *arg)
         s->ready_head = b->next;
         if (!s->ready_head) s->ready_tail = NULL;
         s->n_ready--;
+        s->ready_requests -= b->n;
         s->n_running++;
         if (s->head) pthread_cond_signal(&s->cv_batcher);
         pthread_mutex_unlock(&s->mu);
@@ -979,7 +982,8 @@ mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
         pthread_mutex_unlock(&s->mu);
         return MCP_STATUS_UNAVAILABLE;
     }
-    if (s->queue_len >= s->queue_limit) {
+    /* Requests already formed into batches still wait: they count. */
+    if (s->queue_len + s->ready_requests >= s->queue_limit) {
         pthread_mutex_unlock(&s->mu);
         return MCP_STATUS_RESOURCE_EXHAUSTED;
     }
@@ -1010,7 +1014,7 @@ void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out)
 {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
-    out->queue_depth = s->queue_len;
+    out->queue_depth = s->queue_len + s->ready_requests;
     pthread_mutex_unlock(&s->mu);
 }
 
