@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "app/mcpctl.h"
+#include "app/mcpctl_http.h"
 #include "engine/engine.h"
 
 static int fail(const char *fmt, const char *a, const char *b)
@@ -31,19 +32,6 @@ static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* Output file stem: every character outside [A-Za-z0-9_.-] becomes '_'. */
-static void sanitize(const char *name, char *out, size_t cap)
-{
-    size_t i = 0;
-    for (; name[i] && i + 1 < cap; i++) {
-        char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-        out[i] = ok ? c : '_';
-    }
-    out[i] = '\0';
-    if (strcmp(out, ".") == 0 || strcmp(out, "..") == 0 || !out[0]) snprintf(out, cap, "_");
 }
 
 static mcp_status make_dir(const char *path, mcp_err *err)
@@ -96,7 +84,7 @@ static mcp_status read_input(const char *file, const mcp_graph_value *gv, mcp_va
 static mcp_status write_output(const char *outdir, const char *name, const mcp_value *v, mcp_err *err)
 {
     char stem[512], path[4800];
-    sanitize(name, stem, sizeof stem);
+    mcpctl_sanitize(name, stem, sizeof stem);
     if (v->kind == MCP_VALUE_NONE) {
         snprintf(path, sizeof path, "%s/%s.none", outdir, stem);
         FILE *f = fopen(path, "wb");
@@ -121,8 +109,8 @@ static mcp_status write_output(const char *outdir, const char *name, const mcp_v
 /* One line per output: where it went, its type, shape and first values. */
 static void print_summary(const char *outdir, const char *name, const mcp_value *v)
 {
-    char stem[512], shape[256];
-    sanitize(name, stem, sizeof stem);
+    char stem[512];
+    mcpctl_sanitize(name, stem, sizeof stem);
     if (v->kind == MCP_VALUE_NONE) {
         printf("%s: empty optional -> %s/%s.none\n", name, outdir, stem);
         return;
@@ -131,16 +119,7 @@ static void print_summary(const char *outdir, const char *name, const mcp_value 
         printf("%s: sequence of %lld tensors -> %s/%s.seq/\n", name, (long long)v->seq_len, outdir, stem);
         return;
     }
-    const mcp_tensor *t = &v->tensor;
-    printf("%s: %s %s -> %s/%s.npy", name, mcp_dtype_name(t->dtype), mcp_shape_str(t->rank, t->dims, shape, sizeof shape), outdir, stem);
-    int64_t n = mcp_tensor_numel(t), show = n < 10 ? n : 10;
-    printf(" {");
-    for (int64_t i = 0; i < show; i++) {
-        if (t->dtype == MCP_DTYPE_STRING) printf("%s\"%.40s\"", i ? ", " : "", ((char **)t->data)[i]);
-        else if (mcp_dtype_is_float(t->dtype)) printf("%s%.4g", i ? ", " : "", mcp_tensor_get_f64(t, i));
-        else if (mcp_dtype_is_numeric(t->dtype)) printf("%s%lld", i ? ", " : "", (long long)mcp_tensor_get_i64(t, i));
-    }
-    printf("%s}\n", n > show ? ", ..." : "");
+    mcpctl_print_summary(outdir, name, &v->tensor);
 }
 
 static int cmd_run(int argc, char **argv)

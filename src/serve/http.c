@@ -400,26 +400,31 @@ static void h_model_config(conn *k, const char *name, const char *version)
     mcp_model_version_release(v);
 }
 
+/* Parses the request body as JSON; on a syntax error replies 400 naming
+ * the byte offset and returns NULL. An empty body gives an empty object. */
+static json_t *body_json(conn *k)
+{
+    if (k->body.len == 0) return json_object();
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
+    if (!root)
+        reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
+                    jerr.column, jerr.text);
+    return root;
+}
+
 static void h_repo_index(conn *k)
 {
     /* Optional body {"ready": true}: only models ready for inference. */
-    bool only_ready = false;
-    if (k->body.len) {
-        json_error_t jerr;
-        json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
-        if (!root) {
-            reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
-                        jerr.column, jerr.text);
-            return;
-        }
-        json_t *ready = json_object_get(root, "ready");
-        if (ready && !json_is_boolean(ready)) {
-            json_decref(root);
-            reply_error(k, 400, "field 'ready' must be true or false");
-            return;
-        }
-        only_ready = ready && json_is_true(ready);
-        json_decref(root);
+    json_t *root = body_json(k);
+    if (!root) return;
+    json_t *ready = json_object_get(root, "ready");
+    bool only_ready = ready && json_is_true(ready);
+    bool bad = ready && !json_is_boolean(ready);
+    json_decref(root);
+    if (bad) {
+        reply_error(k, 400, "field 'ready' must be true or false");
+        return;
     }
     mcp_repository_entry *list;
     int n = mcp_repository_index(k->srv->repo, &list);
@@ -487,14 +492,8 @@ static bool load_config_text(conn *k, char **text, char **source)
 {
     *text = NULL;
     *source = NULL;
-    if (k->body.len == 0) return true;
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
-    if (!root) {
-        reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
-                    jerr.column, jerr.text);
-        return false;
-    }
+    json_t *root = body_json(k);
+    if (!root) return false;
     json_t *cfg = json_object_get(json_object_get(root, "parameters"), "config");
     if (cfg && !json_is_string(cfg)) {
         reply_error(k, 400, "parameters.config must be a string holding the model descriptor");
@@ -979,7 +978,12 @@ void mcp_server_shutdown(mcp_server *s)
 {
     if (!s->daemon) return;
     atomic_store(&s->stopping, true);
-    MHD_quiesce_daemon(s->daemon);
+    /* Stop accepting. The listening socket stays open until the daemon
+     * stops (its threads may still touch it), so shut it down now: new
+     * connections are refused at once instead of waiting in the backlog
+     * until the drain ends. */
+    MHD_socket listen_fd = MHD_quiesce_daemon(s->daemon);
+    if (listen_fd != MHD_INVALID_SOCKET) shutdown(listen_fd, SHUT_RDWR);
     /* Let every model finish what it has queued and running. */
     mcp_repository_entry *list;
     int n = mcp_repository_index(s->repo, &list);
@@ -999,6 +1003,7 @@ void mcp_server_shutdown(mcp_server *s)
     s->watcher_running = false;
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
 }
 
 void mcp_server_destroy(mcp_server *s)

@@ -407,27 +407,26 @@ static void test_single_quoted(void)
                        "      two  \n"
                        "\n"
                        "      three'\n"
-                       "    graph_name: \n"
+                       "    graph_name: ''''''''''''''''''''''''''''''''''''''''''''''''\n"
                        "  - {name: 'it''s', graph_name: ''}\n";
     mcp_descriptor *d = NULL;
     mcp_diags diags = {0};
     TU_CHECK_STATUS(parse(text, NULL, &d, &diags), MCP_STATUS_INVALID_ARGUMENT, NULL);
     /* The empty graph_name is the only problem, at its opening quote. */
-    TU_REQUIRE(diags.count == 1);
+    TU_CHECK_INT(diags.count, 1);
+    if (diags.count != 1) print_diags(&diags);
     CHECK_DIAG(diags, "inputs[1].graph_name", 9, 33, "got an empty string");
     mcp_diags_clear(&diags);
-    char *fixed = strdup(text);
-    TU_REQUIRE(fixed != NULL);
-    memcpy(strstr(fixed, "''}"), "'x'", 3);
+    char fixed[1024];
+    snprintf(fixed, sizeof fixed, "%.*s'x'}\n", (int)(strstr(text, "''}") - text), text);
     TU_CHECK_STATUS(parse(fixed, NULL, &d, &diags), MCP_STATUS_OK, NULL);
     if (d) {
         TU_CHECK_STR(d->path, "a b/x'y.onnx");
         TU_CHECK_STR(d->inputs[0].name, "one two\nthree");
-        TU_CHECK_STR(d->inputs[0].graph_name, "");
+        TU_CHECK_STR(d->inputs[0].graph_name, "'''''''''''''''''''''''");
         TU_CHECK_STR(d->inputs[1].name, "it's");
         TU_CHECK_STR(d->inputs[1].graph_name, "x");
     }
-    free(fixed);
     mcp_descriptor_free(d);
     mcp_diags_clear(&diags);
 }
