@@ -26,8 +26,8 @@ static const mcp_io_spec *find_spec(const mcp_io_spec *specs, int n, const char 
 
 /* Fills protocol metadata for one graph input/output, applying the
  * descriptor's mapping and checking what it declares. */
-static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp_io_spec *spec, const char *what,
-                            mcp_err *err)
+static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp_io_spec *spec, bool casted,
+                            const char *what, mcp_err *err)
 {
     m->graph_name = io->name;
     m->name = spec ? spec->name : io->name;
@@ -35,7 +35,7 @@ static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "%s '%s' is a sequence or optional; only tensors can be served", what,
                            io->name);
     m->dtype = io->dtype;
-    if (spec && spec->dtype != MCP_DTYPE_UNDEFINED) {
+    if (spec && spec->dtype != MCP_DTYPE_UNDEFINED && !casted) {
         if (io->dtype != MCP_DTYPE_UNDEFINED && spec->dtype != io->dtype)
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s '%s': the descriptor says %s, the model has %s", what,
                                m->name, mcp_dtype_name(spec->dtype), mcp_dtype_name(io->dtype));
@@ -119,12 +119,19 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out,
     v->inputs = mcp_calloc((size_t)v->n_inputs + 1, sizeof *v->inputs);
     v->outputs = mcp_calloc((size_t)v->n_outputs + 1, sizeof *v->outputs);
     if (!v->inputs || !v->outputs) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++)
-        st = fill_meta(&v->inputs[i], &v->session->inputs[i], find_spec(desc->inputs, desc->n_inputs, v->session->inputs[i].name),
-                       "input", err);
+    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++) {
+        const mcp_io_spec *spec = find_spec(desc->inputs, desc->n_inputs, v->session->inputs[i].name);
+        /* A preprocess cast lets clients send another dtype than the graph's. */
+        bool casted = false;
+        for (int k = 0; k < desc->n_pre; k++)
+            casted |= desc->pre[k].kind == MCP_STEP_CAST &&
+                      (!desc->pre[k].tensor || (spec && !strcmp(desc->pre[k].tensor, spec->name)) ||
+                       !strcmp(desc->pre[k].tensor, v->session->inputs[i].name));
+        st = fill_meta(&v->inputs[i], &v->session->inputs[i], spec, casted, "input", err);
+    }
     for (int i = 0; st == MCP_STATUS_OK && i < v->n_outputs; i++)
         st = fill_meta(&v->outputs[i], &v->session->outputs[i],
-                       find_spec(desc->outputs, desc->n_outputs, v->session->outputs[i].name), "output", err);
+                       find_spec(desc->outputs, desc->n_outputs, v->session->outputs[i].name), false, "output", err);
     /* Every tensor the descriptor names must exist in the model. */
     for (int i = 0; st == MCP_STATUS_OK && i < desc->n_inputs; i++) {
         const char *gname = desc->inputs[i].graph_name ? desc->inputs[i].graph_name : desc->inputs[i].name;
@@ -146,6 +153,9 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out,
         if (!batchable) desc->max_batch_size = 0;
     }
     if (st == MCP_STATUS_OK) st = warm_up(v, err);
+    /* After the warm-up (which feeds the graph's own view): what clients
+     * send and receive once the descriptor's steps apply. */
+    if (st == MCP_STATUS_OK) st = mcp_steps_adjust_meta(v, err);
     if (st == MCP_STATUS_OK)
         for (int i = 0; i < g->n_initializers; i++) v->memory_bytes += mcp_tensor_nbytes(&g->initializers[i]);
     if (st != MCP_STATUS_OK) {

@@ -173,6 +173,22 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, mcp_model_ve
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);
 
+/* ---- declarative pre/postprocessing steps ----
+ * Preprocess steps turn what a client sends into what the graph takes;
+ * postprocess steps turn graph outputs into what the client gets. At load,
+ * mcp_steps_adjust_meta rewrites the version's protocol metadata to the
+ * client's view (a cast or transpose changes the dtype or shape clients
+ * send; topk turns an output into BYTES "score:index:label"). At run time
+ * the scheduler's workers apply the steps per request. */
+mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err);
+/* Rewrites input tensors in place (new data from `pool`). names[i] is
+ * the external name of tensors[i]. */
+mcp_status mcp_steps_apply_pre(const mcp_model_version *v, int n, const char *const *names, mcp_tensor *tensors,
+                               mcp_pool *pool, mcp_err *err);
+/* Rewrites owned output tensors in place (old data released). */
+mcp_status mcp_steps_apply_post(const mcp_model_version *v, int n, const char *const *names, mcp_tensor *tensors,
+                                mcp_err *err);
+
 /* ---- repository: name -> current version ---- */
 
 typedef struct mcp_repository mcp_repository;

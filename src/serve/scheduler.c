@@ -609,6 +609,31 @@ static void release_inputs(mcp_scheduler *s, sched_worker *w)
     }
 }
 
+/* The descriptor's preprocess steps on one Running request; a request
+ * they fail is completed here (Failed) and leaves the batch. */
+static bool preprocess(mcp_scheduler *s, mcp_request *r)
+{
+    const char *names[64];
+    int n = r->n_inputs < 64 ? r->n_inputs : 64;
+    for (int i = 0; i < n; i++) names[i] = r->inputs[i].name;
+    mcp_tensor ts[64];
+    for (int i = 0; i < n; i++) ts[i] = r->inputs[i].t;
+    char msg[512] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_steps_apply_pre(s->v, n, names, ts, r->pool, &err);
+    if (st == MCP_STATUS_OK) {
+        for (int i = 0; i < n; i++) r->inputs[i].t = ts[i];
+        return true;
+    }
+    bool moved = mcp_request_transition(r, MCP_REQUEST_FAILED);
+    MCP_ASSERT(moved);
+    r->status = st;
+    snprintf(r->error, sizeof r->error, "%s", msg);
+    mcp_request_complete(r);
+    mcp_request_release(r);
+    return false;
+}
+
 static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
 {
     const mcp_model_version *v = s->v;
@@ -624,6 +649,7 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
             finish_unrun(s, r, now);
             continue;
         }
+        if (v->desc && v->desc->n_pre > 0 && !preprocess(s, r)) continue;
         b->reqs[k] = r;
         b->enq_ns[k] = b->enq_ns[i];
         b->req_rows[k] = b->req_rows[i];
@@ -658,6 +684,17 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
         mcp_err rerr = {rmsg, sizeof rmsg};
         rmsg[0] = '\0';
         if (rst == MCP_STATUS_OK) rst = deliver_outputs(s, w, r, first, b->req_rows[i], b->rows, k == 1, &rerr);
+        if (rst == MCP_STATUS_OK && v->desc && v->desc->n_post > 0) {
+            const char *names[64];
+            mcp_tensor ts[64];
+            int n = r->n_outputs < 64 ? r->n_outputs : 64;
+            for (int q = 0; q < n; q++) {
+                names[q] = r->outputs[q].name;
+                ts[q] = r->outputs[q].t;
+            }
+            rst = mcp_steps_apply_post(v, n, names, ts, &rerr);
+            for (int q = 0; q < n; q++) r->outputs[q].t = ts[q];
+        }
         first += b->req_rows[i];
         if (rst == MCP_STATUS_OK) {
             bool moved = mcp_request_transition(r, MCP_REQUEST_SUCCEEDED);

@@ -1592,3 +1592,98 @@ class MetricsTests(ServerTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# ---------------------------------------------------------------------------
+# declarative pre/postprocessing steps and Triton model folders, as loaded
+# from a model repository
+# ---------------------------------------------------------------------------
+
+class StepsTests(ServerTestCase):
+    LABELS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo_dir = tempfile.mkdtemp(prefix="mcp-e2e-steps-")
+        with open(os.path.join(cls.repo_dir, "labels.txt"), "w") as f:
+            f.write("\n".join(cls.LABELS) + "\n")
+        # Clients send raw uint8 pixels; the server casts them; the top 3
+        # classes come back as "score:index:label" strings.
+        with open(os.path.join(cls.repo_dir, "digits_top3.yaml"), "w") as f:
+            f.write(f"name: digits_top3\npath: {DIGITS}\nmax_batch_size: 8\n"
+                    "inputs:\n  - name: input\n    dtype: UINT8\n    shape: [-1, 64]\n"
+                    "preprocess:\n  - cast: {dtype: FP32}\n"
+                    "postprocess:\n  - topk: {k: 3, labels: labels.txt, tensor: probabilities}\n")
+        # The same model as a Triton model folder, loaded as it is.
+        tdir = os.path.join(cls.repo_dir, "digits_triton")
+        os.makedirs(os.path.join(tdir, "1"))
+        shutil.copy(DIGITS, os.path.join(tdir, "1", "model.onnx"))
+        with open(os.path.join(tdir, "config.pbtxt"), "w") as f:
+            f.write('name: "digits_triton"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+                    'input [ { name: "input" data_type: TYPE_FP32 dims: [ 64 ] } ]\n'
+                    'output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] },\n'
+                    '         { name: "label" data_type: TYPE_INT64 dims: [ ] } ]\n'
+                    'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
+                    'dynamic_batching { max_queue_delay_microseconds: 200 }\n')
+        try:
+            super().setUpClass()
+        except BaseException:
+            shutil.rmtree(cls.repo_dir, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.repo_dir, ignore_errors=True)
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-repository", cls.repo_dir]
+
+    def test_metadata_shows_what_clients_send_and_get(self):
+        r = self.call("GET", "/v2/models/digits_top3")
+        self.assertEqual(r.status_code, 200, r.text)
+        meta = r.json()
+        self.assertEqual(meta["inputs"], [{"name": "input", "datatype": "UINT8", "shape": [-1, 64]}])
+        probs = [o for o in meta["outputs"] if o["name"] == "probabilities"][0]
+        self.assertEqual(probs, {"name": "probabilities", "datatype": "BYTES", "shape": [-1, 3]})
+
+    def test_cast_and_topk_with_labels(self):
+        truths = {}
+        with open(os.path.join(DEMO_DIR, "samples.txt")) as f:
+            for line in f:
+                if not line.startswith("#"):
+                    name, truth, _ = line.split()
+                    truths[name] = int(truth)
+        for k, x in enumerate(samples()):
+            name, truth = f"sample_{k}.npy", truths[f"sample_{k}.npy"]
+            want = mcpctl_run(DIGITS, input=x)["probabilities"][0]
+            order = sorted(range(10), key=lambda c: (-want[c], c))[:3]
+            r = self.infer("digits_top3", [("input", "UINT8", x.astype(np.uint8), False)])
+            self.assertEqual(r.status_code, 200, r.text)
+            out = {o["name"]: o for o in r.json()["outputs"]}
+            top = out["probabilities"]
+            self.assertEqual(top["shape"], [1, 3])
+            got = [s.split(":") for s in top["data"]]
+            self.assertEqual([int(g[1]) for g in got], order, f"{name}: {top['data']}")
+            self.assertEqual([g[2] for g in got], [self.LABELS[c] for c in order])
+            self.assertAlmostEqual(float(got[0][0]), float(want[order[0]]), places=5)
+            self.assertEqual(out["label"]["data"], [truth])
+
+    def test_float_input_refused_after_cast_declared(self):
+        x = samples()[0]
+        r = self.infer("digits_top3", [("input", "FP32", x, False)])
+        self.assertEqual(r.status_code, 400, r.text)
+        assert_names(self, error_message(self, r, 400), "input")
+
+    def test_triton_folder_serves_like_the_onnx_file(self):
+        r = self.call("GET", "/v2/models/digits_triton/config")
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json()["max_batch_size"], 8)
+        x = samples()[1]
+        r = self.infer("digits_triton", [("input", "FP32", x, True)])
+        _, got = parse_v2_response(self, r)
+        want = mcpctl_run(DIGITS, input=x)
+        assert_identical(self, got["probabilities"], want["probabilities"], "probabilities")
