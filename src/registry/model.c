@@ -107,7 +107,26 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out,
     mcp_session_options o = mcp_session_options_default();
     o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
     char msg[1024] = "";
-    mcp_status st = mcp_session_create_from_file(desc->path, &o, &v->session, msg, sizeof msg);
+    /* format: triton names a Triton model folder: serve the model file its
+     * config.pbtxt and version policy select. */
+    char model_path[4096];
+    snprintf(model_path, sizeof model_path, "%s", desc->path);
+    if (desc->format && strcmp(desc->format, "triton") == 0) {
+        mcp_diags diags = {0};
+        mcp_descriptor *t = NULL;
+        mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
+        if (mcp_descriptor_load_triton(desc->path, &dd, &t, &diags) != MCP_STATUS_OK) {
+            mcp_diags_format(&diags, desc->path, msg, sizeof msg);
+            mcp_diags_clear(&diags);
+            mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s': Triton folder: %s", desc->name, msg);
+            mcp_model_version_release(v);
+            return MCP_STATUS_INVALID_ARGUMENT;
+        }
+        mcp_diags_clear(&diags);
+        snprintf(model_path, sizeof model_path, "%s", t->path);
+        mcp_descriptor_free(t);
+    }
+    mcp_status st = mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
     if (st != MCP_STATUS_OK) {
         mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
         mcp_model_version_release(v);
