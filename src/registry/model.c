@@ -1,6 +1,7 @@
 /* Loading one model version: session, protocol metadata, warm-up. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "registry/registry.h"
 
@@ -111,7 +112,8 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out,
      * config.pbtxt and version policy select. */
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s", desc->path);
-    if (desc->format && strcmp(desc->format, "triton") == 0) {
+    struct stat sb;
+    if (desc->format && strcmp(desc->format, "triton") == 0 && stat(desc->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         mcp_diags diags = {0};
         mcp_descriptor *t = NULL;
         mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();

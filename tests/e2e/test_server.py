@@ -1625,6 +1625,9 @@ class StepsTests(ServerTestCase):
                     '         { name: "label" data_type: TYPE_INT64 dims: [ ] } ]\n'
                     'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
                     'dynamic_batching { max_queue_delay_microseconds: 200 }\n')
+        # A YAML descriptor may name a Triton folder too.
+        with open(os.path.join(cls.repo_dir, "digits_via_yaml.yaml"), "w") as f:
+            f.write("name: digits_via_yaml\nformat: triton\npath: digits_triton\nmax_batch_size: 8\n")
         try:
             super().setUpClass()
         except BaseException:
@@ -1687,3 +1690,6 @@ class StepsTests(ServerTestCase):
         _, got = parse_v2_response(self, r)
         want = mcpctl_run(DIGITS, input=x)
         assert_identical(self, got["probabilities"], want["probabilities"], "probabilities")
+        r = self.infer("digits_via_yaml", [("input", "FP32", x, True)])
+        _, got = parse_v2_response(self, r)
+        assert_identical(self, got["probabilities"], want["probabilities"], "probabilities (format: triton)")
