@@ -69,8 +69,8 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     const char *backend = o.backend;
     if (!backend) backend = getenv("MCP_BACKEND");
     if (!backend || !*backend) backend = "auto";
-    if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0)
-        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto or ref)", backend);
+    if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0 && strcmp(backend, "dnnl") != 0)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto, ref or dnnl)", backend);
     mcp_session *s = mcp_calloc(1, sizeof *s);
     if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     s->threads = o.threads > 0 ? o.threads : 1;

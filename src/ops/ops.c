@@ -44,7 +44,12 @@ const mcp_backend mcp__ref_backend = {
 };
 
 /* Backends in priority order; the reference backend is always last. */
-static const mcp_backend *const backends[] = {&mcp__ref_backend};
+static const mcp_backend *const backends[] = {
+#ifdef MCP_WITH_DNNL
+    &mcp__dnnl_backend,
+#endif
+    &mcp__ref_backend,
+};
 
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
                            const mcp_kernel_def **out, mcp_err *err)
@@ -71,7 +76,7 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
         bool known = false;
         for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
             known |= strcmp(backends[i]->name, backend) == 0;
-        if (!known) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto or ref)", backend);
+        if (!known) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown or unavailable backend '%s' (use auto, ref or dnnl)", backend);
     }
     return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
                        "node '%s': op %s (domain '%s', opset %d) is not supported", node->name,

@@ -74,8 +74,11 @@ typedef struct mcp_backend {
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
                            const mcp_kernel_def **out, mcp_err *err);
 
-/* The reference backend. */
+/* The reference backend, and the oneDNN backend when built with it. */
 extern const mcp_backend mcp__ref_backend;
+#ifdef MCP_WITH_DNNL
+extern const mcp_backend mcp__dnnl_backend;
+#endif
 
 /* ---- helpers for kernel authors ---- */
 
