@@ -264,6 +264,8 @@ static void usage(FILE *f)
             "      FILE is NAME.npy (tensor), DIR.seq (sequence of 0000.npy, 0001.npy, ...)\n"
             "      or FILE.none (empty optional); bfloat16 travels as uint16 bits\n"
             "  inspect MODEL.onnx                   print inputs, outputs, opsets and op histogram\n"
+            "  perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] [--backend B] [--json]\n"
+            "                                       load time, median/p90 latency and peak RSS on random inputs\n"
             "  version                              print the version\n"
             "%s",
             mcpctl_client_usage());
@@ -277,6 +279,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "perf")) return mcpctl_cmd_perf(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "version")) {
         printf("mcpctl %s\n", MCP_VERSION_STRING);

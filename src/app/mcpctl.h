@@ -10,5 +10,6 @@
 int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled);
 /* Extra lines for `mcpctl --help`. */
 const char *mcpctl_client_usage(void);
+int mcpctl_cmd_perf(int argc, char **argv); /* mcpctl perf (mcpctl_perf.c) */
 
 #endif

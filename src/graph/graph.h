@@ -140,6 +140,15 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
 mcp_status mcp_graph_infer_shapes(mcp_graph *g, mcp_err *err);
 void mcp_graph_free(mcp_graph *g);
 
+/* Backend-independent rewrites of the top graph (src/graph/passes.c):
+ * Identity / inference Dropout elimination, BatchNormalization folded into
+ * a preceding Conv with initializer weights, MatMul + bias Add -> Gemm (A
+ * and B of known rank 2), dead-node and unused-initializer removal. Graph
+ * inputs, outputs and their names are kept; subgraphs are left alone.
+ * Value indices stay valid; node indices change. Call before kernels are
+ * resolved; after mcp_graph_infer_shapes, more MatMul+Add pairs qualify. */
+mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
+
 /* Computes value lifetimes for g and its subgraphs: a value dies after the
  * last node that reads it, directly or through a subgraph's capture. Graph
  * outputs, graph inputs and initializers never die. */

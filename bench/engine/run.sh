@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Engine benchmark: our engine vs ONNX Runtime (npm onnxruntime-node, CPU) on
+# the same machine, in the same invocation, alternating per configuration.
+#
+#   make build && bench/engine/run.sh
+#   MODELS="mlp squeezenet1_1" ITERATIONS=20 bench/engine/run.sh
+#
+# For each model (tools/export_bench_models.py: torch, random weights, fixed
+# seed) at batch 1 and 8 with 1 and 2 threads it prints load time, median and
+# p90 latency and peak RSS for both engines, the ratio ours/ORT, and achieved
+# GFLOP/s against this machine's measured sgemm peak. First it checks that
+# our outputs match torch's within 1e-3 relative. Everything it fetches or
+# generates lives in build/bench-engine/.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+CACHE=$ROOT/build/bench-engine
+MCPCTL=$ROOT/build/bin/mcpctl
+MODELS=${MODELS:-"mlp squeezenet1_1 mobilenet_v2 efficientnet_b0 resnet50 bert_like"}
+BATCHES=${BATCHES:-"1 8"}
+THREADS=${THREADS:-"1 2"}
+ITERATIONS=${ITERATIONS:-10}
+WARMUP=${WARMUP:-2}
+mkdir -p "$CACHE"
+
+[ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
+if ! /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null; then
+  echo "bench: installing python3-torch python3-torchvision (Debian)" >&2
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch python3-torchvision >/dev/null
+fi
+if [ ! -f "$CACHE/node_modules/onnxruntime-node/package.json" ]; then
+  echo "bench: installing onnxruntime-node@1.30.0 from npm into $CACHE" >&2
+  # --ignore-scripts: the package's install script only fetches GPU add-ons.
+  (cd "$CACHE" && npm install --no-audit --no-fund --ignore-scripts onnxruntime-node@1.30.0 >/dev/null)
+fi
+cp "$ROOT/bench/engine/ort_perf.js" "$CACHE/ort_perf.js"
+
+for m in $MODELS; do
+  [ -f "$CACHE/$m.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$m" >&2
+done
+
+echo "== correctness: our outputs vs torch's (batch 2, rtol 1e-3)"
+for m in $MODELS; do
+  rm -rf "$CACHE/out-$m"
+  "$MCPCTL" run "$CACHE/$m.onnx" "$CACHE/out-$m" "input=$CACHE/$m.input.npy" >/dev/null
+  /usr/bin/python3 - "$CACHE" "$m" <<'PY'
+import sys, numpy as np
+cache, m = sys.argv[1], sys.argv[2]
+got, want = np.load(f"{cache}/out-{m}/output.npy"), np.load(f"{cache}/{m}.output.npy")
+err = float(np.max(np.abs(got - want) / (np.abs(want) + 1e-3)))
+ok = got.shape == want.shape and np.allclose(got, want, rtol=1e-3, atol=1e-4)
+print(f"  {m:16s} {'OK  ' if ok else 'FAIL'} max relative error {err:.2e}")
+PY
+done
+
+declare -A PEAK
+cc -O2 -o "$CACHE/sgemm_peak" bench/engine/sgemm_peak.c -ldnnl
+for t in $THREADS; do PEAK[$t]=$(OMP_NUM_THREADS=$t "$CACHE/sgemm_peak"); done
+echo "== sgemm peak (oneDNN sgemm, 2048^3): $(for t in $THREADS; do printf '%s threads %s GFLOP/s  ' "$t" "${PEAK[$t]}"; done)"
+echo
+printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s\n' model batch thr \
+  ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak"
+for m in $MODELS; do
+  for b in $BATCHES; do
+    flops=$(/usr/bin/python3 bench/engine/flops.py "$CACHE/$m.onnx" "$b")
+    for t in $THREADS; do
+      ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
+      ort=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$WARMUP" "$ITERATIONS")
+      /usr/bin/python3 - "$m" "$b" "$t" "$flops" "${PEAK[$t]}" "$ours" "$ort" <<'PY'
+import json, sys
+m, b, t, flops, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+o, r = json.loads(sys.argv[6]), json.loads(sys.argv[7])
+gf = flops / (o["median_ms"] / 1e3) / 1e9 if o["median_ms"] > 0 else 0
+print(f"{m:16s} {b:5d} {t:3d} | {o['load_ms']:9.1f} {o['median_ms']:9.3f} {o['p90_ms']:9.3f} {o['peak_rss_mb']:8.1f} | "
+      f"{r['load_ms']:9.1f} {r['median_ms']:9.3f} {r['p90_ms']:9.3f} {r['peak_rss_mb']:8.1f} | "
+      f"{o['median_ms'] / r['median_ms']:6.2f} {gf:6.1f} {100 * gf / peak:6.1f}%")
+PY
+    done
+  done
+done
+echo "(load/median/p90 in ms, rss in MB; ratio = ours/ORT median latency; gflops = ours)"

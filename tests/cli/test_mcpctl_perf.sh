@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# mcpctl perf on the demo model: --json prints one JSON object whose four
+# required keys are positive numbers, --batch works, and bad arguments or a
+# missing model exit non-zero with one line on stderr.
+set -u
+MCPCTL=$1
+DEMO=$2
+PY=/usr/bin/python3
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+check() { # description, condition result
+  if [ "$2" -ne 0 ]; then echo "FAIL: $1"; fails=$((fails + 1)); else echo "ok: $1"; fi
+}
+
+# Reads one JSON object on stdin; checks the keys, and batch when given.
+check_json() { # batch
+  "$PY" -c '
+import json, sys
+want_batch = int(sys.argv[1])
+text = sys.stdin.read()
+obj = json.loads(text)
+assert isinstance(obj, dict), "not an object"
+assert text.strip().count("\n") == 0, "more than one line"
+for k in ("load_ms", "median_ms", "p90_ms", "peak_rss_mb"):
+    v = obj[k]
+    assert isinstance(v, (int, float)) and not isinstance(v, bool), "%s is not a number" % k
+    assert v > 0, "%s = %r is not positive" % (k, v)
+assert obj["p90_ms"] >= obj["median_ms"], "p90 below median"
+assert obj.get("batch", want_batch) == want_batch, "batch %r" % obj.get("batch")
+' "$1"
+}
+
+# Note: "$?" is saved before any $(...) in a description can overwrite it.
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations 5 --json > "$TMP/out.json" 2> "$TMP/err"
+rc=$?
+check "perf --iterations 5 --json exits 0 ($(cat "$TMP/err"))" $rc
+check_json 1 < "$TMP/out.json"
+rc=$?
+check "JSON has load_ms, median_ms, p90_ms, peak_rss_mb > 0 ($(cat "$TMP/out.json"))" $rc
+
+"$MCPCTL" perf "$DEMO/digits.onnx" --batch 4 --warmup 1 --iterations 3 --json > "$TMP/out4.json" 2> "$TMP/err"
+rc=$?
+check "perf --batch 4 exits 0 ($(cat "$TMP/err"))" $rc
+check_json 4 < "$TMP/out4.json"
+rc=$?
+check "batch 4 JSON valid ($(cat "$TMP/out4.json"))" $rc
+
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations=2 --backend ref --threads 1 > "$TMP/out.txt" 2> "$TMP/err"
+check "plain-text report exits 0" $?
+grep -q "^latency: median" "$TMP/out.txt" && grep -q "^peak RSS:" "$TMP/out.txt" && grep -q "^load:" "$TMP/out.txt"
+check "plain-text report has load, latency and peak RSS lines" $?
+
+expect_error() { # description, pattern, command...
+  local desc=$1 pattern=$2
+  shift 2
+  "$@" > "$TMP/stdout" 2> "$TMP/stderr"
+  local rc=$?
+  [ $rc -ne 0 ]; check "$desc: exit status non-zero" $?
+  [ "$(wc -l < "$TMP/stderr")" -eq 1 ]; check "$desc: one line on stderr" $?
+  grep -q -- "$pattern" "$TMP/stderr"
+  local found=$?
+  check "$desc: message mentions '$pattern' ($(cat "$TMP/stderr"))" $found
+  [ ! -s "$TMP/stdout" ]; check "$desc: nothing on stdout" $?
+}
+expect_error "bad flag" "--bogus" "$MCPCTL" perf "$DEMO/digits.onnx" --bogus
+expect_error "missing model" "cannot open" "$MCPCTL" perf "$TMP/nope.onnx" --json
+expect_error "no model" "usage" "$MCPCTL" perf --json
+expect_error "zero iterations" "--iterations" "$MCPCTL" perf "$DEMO/digits.onnx" --iterations 0
+expect_error "non-numeric batch" "--batch" "$MCPCTL" perf "$DEMO/digits.onnx" --batch x
+expect_error "missing value" "--warmup" "$MCPCTL" perf "$DEMO/digits.onnx" --warmup
+expect_error "bad backend" "backend" "$MCPCTL" perf "$DEMO/digits.onnx" --backend nope
+head -c 200 "$DEMO/digits.onnx" > "$TMP/truncated.onnx"
+expect_error "truncated model" "not a valid ONNX model" "$MCPCTL" perf "$TMP/truncated.onnx"
+
+if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
+echo "all checks passed"
