@@ -76,6 +76,10 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     s->threads = o.threads > 0 ? o.threads : 1;
     snprintf(s->backend, sizeof s->backend, "%s", backend);
     mcp_status st = mcp_onnx_import(buf, len, base_dir, &s->graph, err);
+    /* Shapes first (the passes need ranks), then the graph passes, then
+     * shapes again for the nodes the passes created. */
+    if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
+    if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);

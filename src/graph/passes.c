@@ -318,19 +318,17 @@ static mcp_status fold_bn(pass_ctx *c, int ci, int bi)
     int bv = wv >= 0 ? add_initializer(c, base, &nb) : -1;
     if (wv < 0) mcp_tensor_release(&nb);
     if (wv < 0 || bv < 0) return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    /* add_initializer may have moved g->values and the node pointers stay
-     * valid (g->nodes is untouched). */
+    /* add_initializer may have moved g->values and g->initializers (w, b
+     * and the BN tensors are stale now); g->nodes is untouched. */
     if (conv->n_inputs < 3) {
         int *ins = mcp_realloc(conv->inputs, 3 * sizeof *ins);
         if (!ins) return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
         conv->inputs = ins;
         while (conv->n_inputs < 3) conv->inputs[conv->n_inputs++] = -1;
     }
-    if (c->uses) {
-        /* Grow the per-value arrays for the two new values. */
-        st = count_uses(c);
-        if (st != MCP_STATUS_OK) return st;
-    }
+    /* Recount so the per-value arrays cover the two new values. */
+    st = count_uses(c);
+    if (st != MCP_STATUS_OK) return st;
     for (int k = 1; k < 3; k++)
         if (conv->inputs[k] >= 0) c->uses[conv->inputs[k]]--;
     conv->inputs[1] = wv;

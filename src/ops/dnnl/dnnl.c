@@ -68,14 +68,52 @@ mcp_status mcp__dnnl_fail(mcp_err *err, dnnl_status_t s, const char *what)
     return mcp_err_set(err, st, "oneDNN %s failed (status %d)", what, (int)s);
 }
 
+dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr)
+{
+    dnnl_status_t s = dnnl_primitive_attr_create(attr);
+    if (s != dnnl_success) {
+        *attr = NULL;
+        return s;
+    }
+    s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    if (s != dnnl_success) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
+    return s;
+}
+
 mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_engine_t eng, dnnl_primitive_t prim,
                              int nargs, const dnnl_exec_arg_t *args)
 {
+    dnnl_exec_arg_t all[8];
+    MCP_ASSERT(nargs >= 0 && nargs < 8);
+    memcpy(all, args, sizeof(*args) * (size_t)nargs);
+    const_dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_primitive_get_primitive_desc(prim, &pd);
+    if (s != dnnl_success) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN query failed (status %d)", (int)s);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t ssize = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    void *sbuf = NULL;
+    dnnl_memory_t smem = NULL;
+    if (ssize) {
+        sbuf = mcp_malloc(ssize);
+        if (!sbuf) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for oneDNN scratchpad");
+        s = dnnl_memory_create(&smem, smd, eng, sbuf);
+        if (s != dnnl_success) {
+            mcp_free(sbuf);
+            return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory creation failed (status %d)", (int)s);
+        }
+        all[nargs].arg = DNNL_ARG_SCRATCHPAD;
+        all[nargs++].memory = smem;
+    }
     dnnl_stream_t stream = NULL;
-    dnnl_status_t s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
-    if (s == dnnl_success) s = dnnl_primitive_execute(prim, stream, nargs, args);
+    s = dnnl_stream_create(&stream, eng, dnnl_stream_default_flags);
+    if (s == dnnl_success) s = dnnl_primitive_execute(prim, stream, nargs, all);
     if (s == dnnl_success) s = dnnl_stream_wait(stream);
     if (stream) dnnl_stream_destroy(stream);
+    if (smem) dnnl_memory_destroy(smem);
+    mcp_free(sbuf);
     if (s != dnnl_success) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN execution failed (status %d)", (int)s);
     return MCP_STATUS_OK;
 }

@@ -164,10 +164,13 @@ static dnnl_status_t make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *f
                                   const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
 {
     dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
     *out = NULL;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, NULL);
+    dnnl_status_t s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr);
     if (s == dnnl_success) s = dnnl_primitive_create(out, rpd);
     if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) *out = NULL;
     return s;
 }
@@ -210,7 +213,10 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool has_bias, b
         strides, dil, padl, padr);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution descriptor");
     dnnl_primitive_desc_t pd = NULL;
-    s = dnnl_primitive_desc_create(&pd, &cd, NULL, st->eng, NULL);
+    dnnl_primitive_attr_t attr = NULL;
+    s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &cd, attr, st->eng, NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution primitive descriptor");
     cp->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     cp->smd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
@@ -249,6 +255,7 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool has_bias, b
     if (s == dnnl_success)
         s = dnnl_reorder_primitive_desc_create(&rpd, &wplain_md, st->eng, &cp->wmd, st->eng, NULL);
     if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
+    /* Built and run here on one thread, so the library scratchpad is fine. */
     if (s == dnnl_success) s = dnnl_stream_create(&stream, st->eng, dnnl_stream_default_flags);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};

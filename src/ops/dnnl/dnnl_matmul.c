@@ -121,7 +121,7 @@ static mcp_status mm_build(const mm_state *st, const mm_problem *p, dnnl_primiti
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul descriptor");
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    s = dnnl_primitive_attr_create(&attr);
+    s = mcp__dnnl_attr_create(&attr);
     if (s == dnnl_success && st->alpha != 1.0f)
         s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &st->alpha);
     if (s == dnnl_success && st->use_sum) {

@@ -38,7 +38,12 @@ bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names);
 /* Sets err from a failed oneDNN call; returns UNSUPPORTED for
  * dnnl_unimplemented, OUT_OF_MEMORY or INTERNAL otherwise. */
 mcp_status mcp__dnnl_fail(mcp_err *err, dnnl_status_t s, const char *what);
-/* Runs prim on a fresh stream of eng and waits for it. */
+/* Creates primitive attributes with a user-managed scratchpad. oneDNN's
+ * library scratchpad is shared, and primitives using it must run on the
+ * thread that created them; ours run on whatever thread runs the session. */
+dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
+/* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
+ * of eng with a scratchpad allocated for this call, and waits for it. */
 mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_engine_t eng, dnnl_primitive_t prim,
                              int nargs, const dnnl_exec_arg_t *args);
 /* Makes a memory object of md over caller-owned data (read-only use allowed). */
