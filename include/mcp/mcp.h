@@ -34,7 +34,8 @@ typedef struct mcp_value mcp_value;
 
 typedef struct mcp_session_options {
     int threads;         /* intra-op threads per run; 0 = default (1) */
-    const char *backend; /* "auto" (default) or "ref"; the MCP_BACKEND environment variable overrides NULL */
+    const char *backend; /* "auto" (default), "ref" or "dnnl"; the MCP_BACKEND environment variable overrides NULL */
+    int no_graph_passes; /* nonzero: run the graph as written (no fusion, folding, dead-code removal) */
 } mcp_session_options;
 
 mcp_session_options mcp_session_options_default(void);

@@ -230,7 +230,10 @@ static int cmd_inspect(int argc, char **argv)
     if (argc < 1) return fail("usage: mcpctl inspect MODEL.onnx%s%s", "", "");
     char msg[2048];
     mcp_session *s = NULL;
-    if (mcp_session_create_from_file(argv[0], NULL, &s, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
+    /* Describe the model as written, not as optimized. */
+    mcp_session_options o = mcp_session_options_default();
+    o.no_graph_passes = 1;
+    if (mcp_session_create_from_file(argv[0], &o, &s, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
     const mcp_graph *g = s->graph;
     printf("model: %s\n", argv[0]);
     printf("ir_version: %lld  producer: %s  graph: %s\n", (long long)g->ir_version, g->producer_name, g->name);

@@ -25,21 +25,22 @@ static void release_kernel_state(mcp_graph *g)
     }
 }
 
-/* Chooses every node's kernel once, subgraphs included. */
-static mcp_status resolve_kernels(mcp_graph *g, const char *backend, mcp_err *err)
+/* Chooses every node's kernel once, subgraphs included; with prepare,
+ * also builds each kernel's constant state. */
+static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepare, mcp_err *err)
 {
     for (int i = 0; i < g->n_nodes; i++) {
         mcp_node *n = &g->nodes[i];
         for (int a = 0; a < n->n_attrs; a++) {
             mcp_status st = MCP_STATUS_OK;
-            if (n->attrs[a].g) st = resolve_kernels(n->attrs[a].g, backend, err);
+            if (n->attrs[a].g) st = resolve_kernels(n->attrs[a].g, backend, prepare, err);
             for (int64_t k = 0; st == MCP_STATUS_OK && n->attrs[a].graphs && k < n->attrs[a].count; k++)
-                st = resolve_kernels(n->attrs[a].graphs[k], backend, err);
+                st = resolve_kernels(n->attrs[a].graphs[k], backend, prepare, err);
             if (st != MCP_STATUS_OK) return st;
         }
         mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, err);
         if (st != MCP_STATUS_OK) return st;
-        if (n->kernel->prepare) {
+        if (prepare && n->kernel->prepare) {
             st = n->kernel->prepare(n, g, &n->kernel_state, err);
             if (st != MCP_STATUS_OK) {
                 mcp_err_prefix(err, "node '%s' (%s)", n->name, n->op_type);
@@ -79,9 +80,14 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     /* Shapes first (the passes need ranks), then the graph passes, then
      * shapes again for the nodes the passes created. */
     if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
-    if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
-    if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
-    if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, err);
+    /* Every node must be supported, dead ones included: a model that names
+     * an op we cannot run fails at load whatever the passes remove. */
+    if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, false, err);
+    if (st == MCP_STATUS_OK && !o.no_graph_passes) {
+        st = mcp_graph_optimize(s->graph, err);
+        if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
+    }
+    if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, true, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
     if (st == MCP_STATUS_OK) {
         const mcp_graph *g = s->graph;
