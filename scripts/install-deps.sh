@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang
   libprotobuf-c-dev protobuf-c-compiler
   libonnx-dev libonnx-testdata
-  libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev
+  libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libdnnl-dev
   python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml
   prometheus
 )

@@ -301,7 +301,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-j") && i + 1 < argc) jobs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-v")) verbose = 1;
         else {
-            fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expected FILE] [--backend auto|ref] [--timeout S] [-j N] [-v]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expected FILE] [--backend auto|ref|dnnl] [--timeout S] [-j N] [-v]\n", argv[0]);
             return 2;
         }
     }

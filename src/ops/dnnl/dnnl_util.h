@@ -6,12 +6,15 @@
  * types say fp32 with the ranks we implement; everything else falls through
  * to the reference backend.
  *
- * Each node's state (built by prepare, owned by the session) holds a oneDNN
- * CPU engine and, when the input shapes are static, the primitive built for
- * them (with Conv weights reordered once into the layout that primitive
- * prefers). The state is immutable after prepare, so any number of threads
- * may run the node at once; a shape the prebuilt primitive does not match
- * gets a primitive built for that call and destroyed after it.
+ * Each node's state (built by prepare, owned by the session, shared by all
+ * threads running it) holds a oneDNN CPU engine and primitives built for
+ * the input shapes seen: at load when the shapes are static, else on first
+ * use. Conv keeps a small per-shape cache under a mutex (weights reordered
+ * once per cached shape into the layout that primitive prefers; primitives
+ * execute outside the lock); Gemm / MatMul keep the load-time primitive and
+ * build others per call (oneDNN's own primitive cache makes that cheap).
+ * Primitives use a user scratchpad allocated per execution, so any thread
+ * may run them.
  */
 #ifndef MCP_OPS_DNNL_UTIL_H
 #define MCP_OPS_DNNL_UTIL_H
