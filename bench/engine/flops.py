@@ -23,11 +23,11 @@ def main():
         shapes[t.name] = list(t.dims)
     total = 0
     for n in model.graph.node:
-        if n.op_type in ("Conv", "ConvTranspose") and n.output[0] in shapes and n.input[1] in shapes:
+        if n.op_type in ("Conv", "ConvTranspose") and shapes.get(n.output[0]) and shapes.get(n.input[1]):
             w = shapes[n.input[1]]
             out = shapes[n.output[0]] if n.op_type == "Conv" else shapes[n.input[0]]
             total += 2 * int(np.prod(out)) * int(np.prod(w[1:]))
-        elif n.op_type in ("Gemm", "MatMul") and n.output[0] in shapes and n.input[0] in shapes:
+        elif n.op_type in ("Gemm", "MatMul") and shapes.get(n.output[0]) and shapes.get(n.input[0]):
             k = shapes[n.input[0]][-1]
             if n.op_type == "Gemm" and any(a.name == "transA" and a.i for a in n.attribute):
                 k = shapes[n.input[0]][0]
