@@ -1225,14 +1225,19 @@ class TimeoutTests(ServerTestCase):
 # model repository: load, unload, reload
 # ---------------------------------------------------------------------------
 
-class RepositoryTests(ServerTestCase):
+class RepositoryServerTestCase(ServerTestCase):
+    """A server on a temporary --model-repository that fill_repository()
+    populates before the server starts; removed afterwards."""
+
+    @classmethod
+    def fill_repository(cls, repo_dir):
+        raise NotImplementedError
+
     @classmethod
     def setUpClass(cls):
         cls.repo_dir = tempfile.mkdtemp(prefix="mcp-e2e-repo-")
-        shutil.copy(model_file("identity_fp32"), os.path.join(cls.repo_dir, "identity_fp32.onnx"))
-        with open(os.path.join(cls.repo_dir, "e2e_ident.yaml"), "w") as f:
-            f.write("name: e2e_ident\nformat: onnx\npath: identity_fp32.onnx\nmax_batch_size: 8\n")
         try:
+            cls.fill_repository(cls.repo_dir)
             super().setUpClass()
         except BaseException:
             shutil.rmtree(cls.repo_dir, ignore_errors=True)
@@ -1248,6 +1253,14 @@ class RepositoryTests(ServerTestCase):
     @classmethod
     def server_args(cls):
         return ["--model-repository", cls.repo_dir]
+
+
+class RepositoryTests(RepositoryServerTestCase):
+    @classmethod
+    def fill_repository(cls, repo_dir):
+        shutil.copy(model_file("identity_fp32"), os.path.join(repo_dir, "identity_fp32.onnx"))
+        with open(os.path.join(repo_dir, "e2e_ident.yaml"), "w") as f:
+            f.write("name: e2e_ident\nformat: onnx\npath: identity_fp32.onnx\nmax_batch_size: 8\n")
 
     def index(self, ready=None):
         r = self.call("POST", "/v2/repository/index", json_body=None if ready is None else {"ready": ready})
@@ -1599,23 +1612,22 @@ if __name__ == "__main__":
 # from a model repository
 # ---------------------------------------------------------------------------
 
-class StepsTests(ServerTestCase):
+class StepsTests(RepositoryServerTestCase):
     LABELS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
     @classmethod
-    def setUpClass(cls):
-        cls.repo_dir = tempfile.mkdtemp(prefix="mcp-e2e-steps-")
-        with open(os.path.join(cls.repo_dir, "labels.txt"), "w") as f:
+    def fill_repository(cls, repo_dir):
+        with open(os.path.join(repo_dir, "labels.txt"), "w") as f:
             f.write("\n".join(cls.LABELS) + "\n")
         # Clients send raw uint8 pixels; the server casts them; the top 3
         # classes come back as "score:index:label" strings.
-        with open(os.path.join(cls.repo_dir, "digits_top3.yaml"), "w") as f:
+        with open(os.path.join(repo_dir, "digits_top3.yaml"), "w") as f:
             f.write(f"name: digits_top3\npath: {DIGITS}\nmax_batch_size: 8\n"
                     "inputs:\n  - name: input\n    dtype: UINT8\n    shape: [-1, 64]\n"
                     "preprocess:\n  - cast: {dtype: FP32}\n"
                     "postprocess:\n  - topk: {k: 3, labels: labels.txt, tensor: probabilities}\n")
         # The same model as a Triton model folder, loaded as it is.
-        tdir = os.path.join(cls.repo_dir, "digits_triton")
+        tdir = os.path.join(repo_dir, "digits_triton")
         os.makedirs(os.path.join(tdir, "1"))
         shutil.copy(DIGITS, os.path.join(tdir, "1", "model.onnx"))
         with open(os.path.join(tdir, "config.pbtxt"), "w") as f:
@@ -1626,24 +1638,8 @@ class StepsTests(ServerTestCase):
                     'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
                     'dynamic_batching { max_queue_delay_microseconds: 200 }\n')
         # A YAML descriptor may name a Triton folder too.
-        with open(os.path.join(cls.repo_dir, "digits_via_yaml.yaml"), "w") as f:
+        with open(os.path.join(repo_dir, "digits_via_yaml.yaml"), "w") as f:
             f.write("name: digits_via_yaml\nformat: triton\npath: digits_triton\nmax_batch_size: 8\n")
-        try:
-            super().setUpClass()
-        except BaseException:
-            shutil.rmtree(cls.repo_dir, ignore_errors=True)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.repo_dir, ignore_errors=True)
-
-    @classmethod
-    def server_args(cls):
-        return ["--model-repository", cls.repo_dir]
 
     def test_metadata_shows_what_clients_send_and_get(self):
         r = self.call("GET", "/v2/models/digits_top3")

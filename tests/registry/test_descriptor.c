@@ -12,6 +12,7 @@
 
 #include "registry/registry.h"
 #include "test_util.h"
+#include "diag_check.h"
 
 static const char *corpus_dir = NULL;
 
@@ -21,35 +22,6 @@ static mcp_status parse(const char *text, const char *source, mcp_descriptor **d
     mcp_descriptor_defaults defaults = mcp_descriptor_defaults_default();
     return mcp_descriptor_parse_yaml(text, strlen(text), source, &defaults, d, diags);
 }
-
-/* The diagnostic whose path is exactly `path`, or NULL. */
-static const mcp_diag *find_diag(const mcp_diags *d, const char *path)
-{
-    for (int i = 0; i < d->count; i++)
-        if (strcmp(d->items[i].path, path) == 0) return &d->items[i];
-    return NULL;
-}
-
-static void print_diags(const mcp_diags *d)
-{
-    char buf[8192];
-    mcp_diags_format(d, "test.yaml", buf, sizeof buf);
-    fprintf(stderr, "%s", buf);
-}
-
-#define CHECK_DIAG(diags, path_, line_, col_, needle)                                    \
-    do {                                                                                 \
-        const mcp_diag *g_ = find_diag(&(diags), (path_));                              \
-        TU_CHECK(g_ != NULL);                                                            \
-        if (!g_) {                                                                       \
-            fprintf(stderr, "  no diagnostic for '%s'; have:\n", (path_));               \
-            print_diags(&(diags));                                                       \
-            break;                                                                       \
-        }                                                                                \
-        TU_CHECK_INT(g_->line, (line_));                                                 \
-        TU_CHECK_INT(g_->col, (col_));                                                   \
-        TU_CHECK_CONTAINS(g_->message, (needle));                                        \
-    } while (0)
 
 static void test_defaults(void)
 {
@@ -253,7 +225,7 @@ static void test_code_rejected(void)
             TU_CHECK(strstr(g->message, "scale") || strstr(g->message, "declarative") || strstr(g->message, "plain"));
             TU_CHECK(g->line > 0);
         } else {
-            print_diags(&diags);
+            print_diags(&diags, "test.yaml");
         }
         mcp_diags_clear(&diags);
     }
@@ -290,7 +262,7 @@ static void test_steps(void)
     mcp_diags diags = {0};
     mcp_descriptor_defaults defaults = mcp_descriptor_defaults_default();
     TU_CHECK_STATUS(mcp_descriptor_load_file(desc, &defaults, &d, &diags), MCP_STATUS_OK, NULL);
-    if (diags.count) print_diags(&diags);
+    if (diags.count) print_diags(&diags, "test.yaml");
     if (d) {
         char want[700];
         snprintf(want, sizeof want, "%s/nets/clf.onnx", dir);
@@ -377,7 +349,7 @@ static void test_scalars(void)
     const char *ok = "name: m\npath: m.onnx\nmax_batch_size: 0x10\nbatching: {max_queue_delay_us: 0o17, "
                      "max_queue_size: 1e3, enabled: True}\nversion: v0.10.200\n";
     TU_CHECK_STATUS(parse(ok, NULL, &d, &diags), MCP_STATUS_OK, NULL);
-    if (diags.count) print_diags(&diags);
+    if (diags.count) print_diags(&diags, "test.yaml");
     if (d) {
         TU_CHECK_INT(d->max_batch_size, 16);
         TU_CHECK_INT(d->batching.max_queue_delay_us, 15);
@@ -414,7 +386,7 @@ static void test_single_quoted(void)
     TU_CHECK_STATUS(parse(text, NULL, &d, &diags), MCP_STATUS_INVALID_ARGUMENT, NULL);
     /* The empty graph_name is the only problem, at its opening quote. */
     TU_CHECK_INT(diags.count, 1);
-    if (diags.count != 1) print_diags(&diags);
+    if (diags.count != 1) print_diags(&diags, "test.yaml");
     CHECK_DIAG(diags, "inputs[1].graph_name", 9, 33, "got an empty string");
     mcp_diags_clear(&diags);
     char fixed[1024];

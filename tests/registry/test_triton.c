@@ -11,6 +11,7 @@
 #include "registry/descriptor_util.h"
 #include "registry/registry.h"
 #include "test_util.h"
+#include "diag_check.h"
 
 static const char *sample_config =
     "# Triton's densenet example, plus settings we honour.\n" /* 1 */
@@ -48,34 +49,6 @@ static int write_file(const char *path, const char *text)
     fputs(text, f);
     return fclose(f);
 }
-
-static const mcp_diag *find_diag(const mcp_diags *d, const char *path)
-{
-    for (int i = 0; i < d->count; i++)
-        if (strcmp(d->items[i].path, path) == 0) return &d->items[i];
-    return NULL;
-}
-
-static void print_diags(const mcp_diags *d)
-{
-    char buf[8192];
-    mcp_diags_format(d, "config.pbtxt", buf, sizeof buf);
-    fprintf(stderr, "%s", buf);
-}
-
-#define CHECK_DIAG(diags, path_, line_, col_, needle)                                    \
-    do {                                                                                 \
-        const mcp_diag *g_ = find_diag(&(diags), (path_));                              \
-        TU_CHECK(g_ != NULL);                                                            \
-        if (!g_) {                                                                       \
-            fprintf(stderr, "  no diagnostic for '%s'; have:\n", (path_));               \
-            print_diags(&(diags));                                                       \
-            break;                                                                       \
-        }                                                                                \
-        TU_CHECK_INT(g_->line, (line_));                                                 \
-        TU_CHECK_INT(g_->col, (col_));                                                   \
-        TU_CHECK_CONTAINS(g_->message, (needle));                                        \
-    } while (0)
 
 static mcp_status parse_text(const char *text, mcp_descriptor **d, mcp_diags *diags)
 {
@@ -142,7 +115,7 @@ static void test_sample_folder(void)
     f.n_files--;
     TU_CHECK_STATUS(mcp_descriptor_load_triton(f.model, &defaults, &d, &diags), MCP_STATUS_OK, NULL);
     if (!d) {
-        print_diags(&diags);
+        print_diags(&diags, "config.pbtxt");
         mcp_diags_clear(&diags);
         folder_remove(&f);
         return;
@@ -236,7 +209,7 @@ static void test_version_policy(void)
             bool found = false;
             for (int k = 0; k < diags.count; k++) found |= strstr(diags.items[k].message, cases[i].needle) != NULL;
             TU_CHECK(found);
-            if (!found) print_diags(&diags);
+            if (!found) print_diags(&diags, "config.pbtxt");
         }
         mcp_descriptor_free(d);
         mcp_diags_clear(&diags);
@@ -274,7 +247,7 @@ static void test_text_format(void)
     mcp_diags diags = {0};
     TU_CHECK_STATUS(parse_text(text, &d, &diags), MCP_STATUS_OK, NULL);
     if (!d) {
-        print_diags(&diags);
+        print_diags(&diags, "config.pbtxt");
         mcp_diags_clear(&diags);
         return;
     }
