@@ -33,7 +33,7 @@ typedef struct mcp_session mcp_session;
 typedef struct mcp_value mcp_value;
 
 typedef struct mcp_session_options {
-    int threads;         /* intra-op threads per run; 0 = default (1) */
+    int threads;         /* intra-op threads per run; 0 = every online core */
     const char *backend; /* "auto" (default), "ref" or "dnnl"; the MCP_BACKEND environment variable overrides NULL */
     int no_graph_passes; /* nonzero: run the graph as written (no fusion, folding, dead-code removal) */
 } mcp_session_options;

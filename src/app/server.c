@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "serve/serve.h"
 
@@ -58,7 +59,7 @@ static const opt options[] = {
     {"host", OPT_STRING, OFF(host), 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
     {"port", OPT_INT, OFF(port), 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
     {"workers", OPT_INT, OFF(workers), 1, 256, "instance workers per model (default 1)"},
-    {"threads", OPT_INT, OFF(threads), 1, 256, "intra-op threads per instance (default 1)"},
+    {"threads", OPT_INT, OFF(threads), 0, 256, "intra-op threads per instance (default 0: cores / workers, at least 1)"},
     {"http-threads", OPT_INT, OFF(http_threads), 1, 256, "transport threads; they never run kernels (default 2)"},
     {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
@@ -196,7 +197,7 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
 int main(int argc, char **argv)
 {
     server_config cli = {0}, c = {
-        .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 1, .http_threads = 2,
+        .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 0, .http_threads = 2,
         .max_body_bytes = 64 << 20, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true,
@@ -275,7 +276,9 @@ int main(int argc, char **argv)
     dd.prefetch_queue_depth = c.prefetch_queue_depth;
     dd.enable_tensor_cache = c.enable_tensor_cache;
     dd.instance_count = c.workers;
-    dd.instance_threads = c.threads;
+    /* By default instances share the cores: threads x workers <= cores. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    dd.instance_threads = c.threads > 0 ? c.threads : cores / c.workers > 1 ? cores / c.workers : 1;
 
     mcp_metrics *metrics = mcp_metrics_create();
     mcp_repository *repo = mcp_repository_create(&dd);

@@ -86,6 +86,17 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
             goto done;
         }
     }
+    /* Backend formats reach only kernels that read them; for the others the
+     * frame's value becomes plain, so later readers convert no more. */
+    if (!mcp_kernel_accepts_formats(n->kernel))
+        for (int i = 0; i < n->n_inputs && st == MCP_STATUS_OK; i++)
+            if (ins[i] && ins[i]->kind == MCP_VALUE_TENSOR && ins[i]->tensor.format) {
+                st = mcp_tensor_make_plain(&ins[i]->tensor, f->err);
+                if (st != MCP_STATUS_OK)
+                    mcp_err_prefix(f->err, "node '%s' (%s): input '%s'", n->name, n->op_type,
+                                   f->graph->values[n->inputs[i]].name);
+            }
+    if (st != MCP_STATUS_OK) goto done;
     for (int i = 0; i < n->n_outputs; i++) {
         outs[i] = mcp_value_new();
         if (!outs[i]) {
@@ -147,6 +158,10 @@ mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *p
         if (!v) {
             st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "graph output '%s' has no value", g->values[idx].name);
             break;
+        }
+        if (v->kind == MCP_VALUE_TENSOR && v->tensor.format) {
+            st = mcp_tensor_make_plain(&v->tensor, err);
+            if (st != MCP_STATUS_OK) break;
         }
         /* Move on the last listing of a value; copy on earlier ones. */
         bool listed_later = false;

@@ -1,8 +1,10 @@
 /* Sessions: load-time preparation and the public C API. */
 #include <libgen.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/engine.h"
 
@@ -74,7 +76,10 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto, ref or dnnl)", backend);
     mcp_session *s = mcp_calloc(1, sizeof *s);
     if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    s->threads = o.threads > 0 ? o.threads : 1;
+    /* The default intra-op budget is every online core (as ONNX Runtime's);
+     * servers running several instances pass their share. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    s->threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
     snprintf(s->backend, sizeof s->backend, "%s", backend);
     mcp_status st = mcp_onnx_import(buf, len, base_dir, &s->graph, err);
     /* Shapes first (the passes need ranks), then the graph passes, then
@@ -87,7 +92,11 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
         st = mcp_graph_optimize(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
     }
+    /* Kernels built at load see the thread budget they will run with. */
+    int prev_threads = omp_get_max_threads();
+    omp_set_num_threads(s->threads);
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, true, err);
+    omp_set_num_threads(prev_threads);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
     if (st == MCP_STATUS_OK) {
         const mcp_graph *g = s->graph;
@@ -170,7 +179,13 @@ mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_
         mcp_status st = check_input(gv, inputs[i], err);
         if (st != MCP_STATUS_OK) return st;
     }
-    return mcp__exec_graph(s, g, NULL, inputs, outputs, err);
+    /* The session's intra-op budget applies to this thread's parallel
+     * regions, ours and oneDNN's, for the length of the run. */
+    int prev_threads = omp_get_max_threads();
+    if (prev_threads != s->threads) omp_set_num_threads(s->threads);
+    mcp_status st = mcp__exec_graph(s, g, NULL, inputs, outputs, err);
+    if (prev_threads != s->threads) omp_set_num_threads(prev_threads);
+    return st;
 }
 
 /* ---- public API ---- */

@@ -13,6 +13,25 @@
 
 typedef struct mcp_graph mcp_graph;
 
+/*
+ * Operators the graph passes create, in their own domain (opset 1). They
+ * never appear in a model as written; `mcpctl inspect` shows the model
+ * before passes.
+ *
+ *   FusedConv(X, W, [B], [Sum]) -> Y
+ *       Conv's attributes, plus `activation` (string, absent = none) and
+ *       `activation_params` (floats). Y = act(Conv(X, W, B) + Sum).
+ *   FusedGemm(A, B, [C]) -> Y
+ *       Gemm's attributes plus the same two. Y = act(Gemm(A, B, C)).
+ *   Gelu(X) -> Y                       Y = 0.5 X (1 + erf(X / sqrt 2))
+ *   LayerNormalization(X, Scale, [B]) -> Y
+ *       ONNX LayerNormalization over the last axis (`axis` -1, `epsilon`).
+ *
+ * Activations and their params: Relu; LeakyRelu [alpha]; Clip [min, max];
+ * Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu (X * sigmoid(X)).
+ */
+#define MCP_DOMAIN_INTERNAL "ai.mcp2026"
+
 typedef enum mcp_attr_type {
     MCP_ATTR_UNDEFINED = 0,
     MCP_ATTR_FLOAT = 1,

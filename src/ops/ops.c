@@ -109,6 +109,58 @@ mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, cons
     return &v->tensor;
 }
 
+bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
+{
+#ifdef MCP_WITH_DNNL
+    return mcp__dnnl_accepts_formats(k);
+#else
+    (void)k;
+    return false;
+#endif
+}
+
+mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank,
+                            const int64_t *dims, const mcp_format *f)
+{
+    if (!f) return mcp_kout(ctx, i, dtype, rank, dims);
+    if (i < 0 || i >= ctx->n_outputs || rank < 0 || rank > MCP_MAX_RANK) {
+        mcp_kfail(ctx, MCP_STATUS_INTERNAL, "bad formatted output #%d", i);
+        return NULL;
+    }
+    mcp_value *v = ctx->outputs[i];
+    mcp_value_clear(v);
+    v->kind = MCP_VALUE_TENSOR;
+    mcp_tensor *t = &v->tensor;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
+    t->data = mcp_malloc(f->nbytes ? f->nbytes : 1);
+    if (!t->data) {
+        mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for output #%d (%zu bytes)", i, f->nbytes);
+        return NULL;
+    }
+    t->owns_data = true;
+    t->format = f;
+    return t;
+}
+
+mcp_status mcp_tensor_make_plain(mcp_tensor *t, mcp_err *err)
+{
+    if (!t->format) return MCP_STATUS_OK;
+    mcp_tensor plain = {0};
+    mcp_status st = mcp_tensor_alloc(&plain, t->dtype, t->rank, t->dims, err);
+    if (st != MCP_STATUS_OK) return st;
+    st = t->format->to_plain(t->format, t->data, plain.data, err);
+    if (st != MCP_STATUS_OK) {
+        mcp_tensor_release(&plain);
+        return st;
+    }
+    t->format = NULL;
+    mcp_tensor_release(t);
+    *t = plain;
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp_kfail(mcp_kernel_ctx *ctx, mcp_status status, const char *fmt, ...)
 {
     char msg[768];

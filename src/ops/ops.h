@@ -58,6 +58,11 @@ typedef struct mcp_kernel_def {
     void (*release)(void *state);
 } mcp_kernel_def;
 
+/* True when the kernel reads tensors in a backend format (tensor.format
+ * set), not only plain ones; for other kernels the executor converts such
+ * inputs first. */
+bool mcp_kernel_accepts_formats(const mcp_kernel_def *k);
+
 /* A backend: a set of kernels with a priority and a capability query. The
  * reference backend supports every op and is always consulted last. */
 typedef struct mcp_backend {
@@ -78,6 +83,7 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
 extern const mcp_backend mcp__ref_backend;
 #ifdef MCP_WITH_DNNL
 extern const mcp_backend mcp__dnnl_backend;
+bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k);
 #endif
 
 /* ---- helpers for kernel authors ---- */
@@ -87,6 +93,13 @@ const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i);
 /* Allocates output i as a zero-filled tensor of the given type and shape.
  * Returns NULL with the error set on failure. */
 mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims);
+/* Allocates output i in backend format f (f->nbytes bytes, not zeroed);
+ * the logical shape is (rank, dims). NULL with the error set on failure. */
+mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank,
+                            const int64_t *dims, const mcp_format *f);
+/* Converts a tensor in a backend format to plain row-major in place. */
+mcp_status mcp_tensor_make_plain(mcp_tensor *t, mcp_err *err);
+
 /* Sets the error message prefixed with the node's name and op type, and
  * returns status. */
 mcp_status mcp_kfail(mcp_kernel_ctx *ctx, mcp_status status, const char *fmt, ...)

@@ -137,7 +137,7 @@ mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t l
     }
     mcp_tensor *t = &rt->t;
     t->dtype = meta->dtype;
-    t->layout = MCP_LAYOUT_PLAIN;
+    t->format = NULL;
     const json_t *shape = json_object_get(root, "shape");
     if (shape) {
         int64_t numel;

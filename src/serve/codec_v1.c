@@ -27,7 +27,7 @@ static mcp_status decode_tensor(mcp_request *r, mcp_req_tensor *rt, const mcp_te
     mcp_tensor *t = &rt->t;
     memset(t, 0, sizeof *t);
     t->dtype = meta->dtype;
-    t->layout = MCP_LAYOUT_PLAIN;
+    t->format = NULL;
 
     int rrank;
     int64_t rdims[MCP_MAX_RANK];

@@ -94,7 +94,7 @@ static mcp_status decode_input(mcp_request *r, const json_t *in, int idx, binary
     mcp_tensor *t = &rt->t;
     memset(t, 0, sizeof *t);
     t->dtype = dtype;
-    t->layout = MCP_LAYOUT_PLAIN;
+    t->format = NULL;
     int64_t numel;
     mcp_status s = mcp__codec_get_shape(json_object_get(in, "shape"), ctx, &t->rank, t->dims, &numel, err);
     if (s) return s;
@@ -253,7 +253,7 @@ static mcp_status decode_raw(mcp_request *r, const uint8_t *body, size_t len, co
     if (!rt->name) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     mcp_tensor *t = &rt->t;
     t->dtype = meta->dtype;
-    t->layout = MCP_LAYOUT_PLAIN;
+    t->format = NULL;
     t->rank = meta->rank;
     for (int k = 0; k < meta->rank; k++) {
         t->dims[k] = meta->dims[k];

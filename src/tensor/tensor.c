@@ -133,6 +133,11 @@ mcp_status mcp_tensor_copy(mcp_tensor *dst, const mcp_tensor *src, mcp_err *err)
                 return mcp_err_set(err, st, "out of memory copying strings");
             }
         }
+    } else if (src->format) {
+        /* A copy is always plain. */
+        st = src->format->to_plain(src->format, src->data, dst->data, err);
+        if (st != MCP_STATUS_OK) mcp_tensor_release(dst);
+        return st;
     } else if (mcp_tensor_nbytes(src) > 0) {
         memcpy(dst->data, src->data, mcp_tensor_nbytes(src));
     }

@@ -13,11 +13,21 @@
 
 #define MCP_MAX_RANK 12
 
-/* Memory layout of a tensor's data. Only PLAIN (dense row-major) crosses the
- * public API; backends may tag their own blocked formats. */
-typedef enum mcp_layout {
-    MCP_LAYOUT_PLAIN = 0,
-} mcp_layout;
+/*
+ * A backend's memory format for a tensor's data, e.g. oneDNN's channel-blocked
+ * layouts. Plain row-major tensors have none (format NULL); only plain tensors
+ * cross the public API, leave a run, or reach a kernel that does not declare
+ * MCP_KERNEL_ACCEPTS_FORMATS (the executor converts at those edges). The
+ * format object belongs to the kernel state that produced the tensor and
+ * outlives it.
+ */
+typedef struct mcp_format mcp_format;
+struct mcp_format {
+    const char *name;
+    size_t nbytes; /* bytes of data in this format (padding included) */
+    /* Writes the plain row-major form of src (in this format) into dst. */
+    mcp_status (*to_plain)(const mcp_format *f, const void *src, void *dst, mcp_err *err);
+};
 
 /*
  * A dense tensor. `data` holds numel() elements of dtype, row-major. For
@@ -27,7 +37,7 @@ typedef enum mcp_layout {
  */
 typedef struct mcp_tensor {
     mcp_dtype dtype;
-    mcp_layout layout;
+    const mcp_format *format; /* NULL: plain row-major */
     int rank;
     int64_t dims[MCP_MAX_RANK];
     void *data;

@@ -1,6 +1,7 @@
 /*
  * The oneDNN backend: capability query and helpers shared by its kernels.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "ops/dnnl/dnnl_util.h"
@@ -50,6 +51,20 @@ bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, 
     return true;
 }
 
+bool mcp__dnnl_dims_or_one(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims)
+{
+    const mcp_tensor *t = mcp__dnnl_initializer(node, graph, i);
+    const mcp_graph_value *v = mcp__dnnl_input(node, graph, i);
+    if (!v) return false;
+    int rank = t ? t->rank : v->type.rank;
+    if (rank < 0 || rank > MCP_MAX_RANK) return false;
+    for (int d = 0; d < rank; d++) {
+        dims[d] = t ? t->dims[d] : v->type.dims[d];
+        if (dims[d] < 0) dims[d] = 1;
+    }
+    return true;
+}
+
 bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names)
 {
     for (int a = 0; a < node->n_attrs; a++) {
@@ -68,6 +83,20 @@ mcp_status mcp__dnnl_fail(mcp_err *err, dnnl_status_t s, const char *what)
     return mcp_err_set(err, st, "oneDNN %s failed (status %d)", what, (int)s);
 }
 
+static dnnl_engine_t g_engine;
+static pthread_once_t g_engine_once = PTHREAD_ONCE_INIT;
+
+static void engine_init(void)
+{
+    if (dnnl_engine_create(&g_engine, dnnl_cpu, 0) != dnnl_success) g_engine = NULL;
+}
+
+dnnl_engine_t mcp__dnnl_engine(void)
+{
+    pthread_once(&g_engine_once, engine_init);
+    return g_engine;
+}
+
 dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr)
 {
     dnnl_status_t s = dnnl_primitive_attr_create(attr);
@@ -83,26 +112,27 @@ dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr)
     return s;
 }
 
-mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_engine_t eng, dnnl_primitive_t prim,
-                             int nargs, const dnnl_exec_arg_t *args)
+mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
+                         mcp_err *err)
 {
     dnnl_exec_arg_t all[8];
     MCP_ASSERT(nargs >= 0 && nargs < 8);
     memcpy(all, args, sizeof(*args) * (size_t)nargs);
+    dnnl_engine_t eng = mcp__dnnl_engine();
     const_dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s = dnnl_primitive_get_primitive_desc(prim, &pd);
-    if (s != dnnl_success) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN query failed (status %d)", (int)s);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "primitive query");
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t ssize = smd ? dnnl_memory_desc_get_size(smd) : 0;
     void *sbuf = NULL;
     dnnl_memory_t smem = NULL;
     if (ssize) {
         sbuf = mcp_malloc(ssize);
-        if (!sbuf) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for oneDNN scratchpad");
+        if (!sbuf) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for oneDNN scratchpad");
         s = dnnl_memory_create(&smem, smd, eng, sbuf);
         if (s != dnnl_success) {
             mcp_free(sbuf);
-            return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory creation failed (status %d)", (int)s);
+            return mcp__dnnl_fail(err, s, "memory creation");
         }
         all[nargs].arg = DNNL_ARG_SCRATCHPAD;
         all[nargs++].memory = smem;
@@ -114,15 +144,23 @@ mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_engine_t eng, dnnl_primit
     if (stream) dnnl_stream_destroy(stream);
     if (smem) dnnl_memory_destroy(smem);
     mcp_free(sbuf);
-    if (s != dnnl_success) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN execution failed (status %d)", (int)s);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "execution");
     return MCP_STATUS_OK;
 }
 
-mcp_status mcp__dnnl_wrap(mcp_kernel_ctx *ctx, dnnl_engine_t eng, const dnnl_memory_desc_t *md,
-                          const void *data, dnnl_memory_t *out)
+mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_primitive_t prim, int nargs,
+                             const dnnl_exec_arg_t *args)
+{
+    mcp_status st = mcp__dnnl_run(prim, nargs, args, ctx->err);
+    if (st != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    return st;
+}
+
+mcp_status mcp__dnnl_wrap(mcp_kernel_ctx *ctx, const dnnl_memory_desc_t *md, const void *data,
+                          dnnl_memory_t *out)
 {
     /* oneDNN takes a non-const handle; inputs are only read by the primitives. */
-    dnnl_status_t s = dnnl_memory_create(out, md, eng, (void *)data);
+    dnnl_status_t s = dnnl_memory_create(out, md, mcp__dnnl_engine(), (void *)data);
     if (s != dnnl_success) {
         *out = NULL;
         return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory creation failed (status %d)", (int)s);
@@ -130,15 +168,314 @@ mcp_status mcp__dnnl_wrap(mcp_kernel_ctx *ctx, dnnl_engine_t eng, const dnnl_mem
     return MCP_STATUS_OK;
 }
 
+dnnl_status_t mcp__dnnl_reorder_create(const dnnl_memory_desc_t *from,
+                                       const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
+{
+    dnnl_engine_t eng = mcp__dnnl_engine();
+    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_primitive_attr_t attr = NULL;
+    *out = NULL;
+    dnnl_status_t s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(out, rpd);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) *out = NULL;
+    return s;
+}
+
+/* ---- tensor formats ---- */
+
+static const dnnl_format_tag_t plain_tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd,
+                                               dnnl_abcde, dnnl_abcdef};
+
+dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims)
+{
+    if (rank < 0 || rank > 6) return dnnl_invalid_arguments;
+    dnnl_dims_t d = {1};
+    for (int i = 0; i < rank; i++) d[i] = dims[i];
+    return dnnl_memory_desc_init_by_tag(md, rank ? rank : 1, d, dnnl_f32, plain_tags[rank]);
+}
+
+static mcp_status format_to_plain(const mcp_format *base, const void *src, void *dst, mcp_err *err)
+{
+    const mcp_dnnl_format *f = (const mcp_dnnl_format *)base;
+    dnnl_engine_t eng = mcp__dnnl_engine();
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_status_t s = dnnl_memory_create(&from, &f->md, eng, (void *)src);
+    if (s == dnnl_success) s = dnnl_memory_create(&to, &f->plain_md, eng, dst);
+    mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "memory creation");
+    if (st == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        st = mcp__dnnl_run(f->to_plain, 2, args, err);
+    }
+    if (from) dnnl_memory_destroy(from);
+    if (to) dnnl_memory_destroy(to);
+    return st;
+}
+
+mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *md, int rank,
+                                 const int64_t *dims, mcp_err *err)
+{
+    memset(f, 0, sizeof *f);
+    f->md = *md;
+    dnnl_status_t s = mcp__dnnl_plain_md(&f->plain_md, rank, dims);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
+    f->is_plain = dnnl_memory_desc_equal(md, &f->plain_md);
+    if (f->is_plain) return MCP_STATUS_OK;
+    s = mcp__dnnl_reorder_create(md, &f->plain_md, &f->to_plain);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "reorder to plain");
+    f->base.name = "onednn";
+    f->base.nbytes = dnnl_memory_desc_get_size(md);
+    f->base.to_plain = format_to_plain;
+    return MCP_STATUS_OK;
+}
+
+void mcp__dnnl_format_release(mcp_dnnl_format *f)
+{
+    if (f->to_plain) dnnl_primitive_destroy(f->to_plain);
+    memset(f, 0, sizeof *f);
+}
+
+const mcp_format *mcp__dnnl_format_of(const mcp_dnnl_format *f)
+{
+    return f->is_plain ? NULL : &f->base;
+}
+
+bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md)
+{
+    if (t->format) {
+        if (t->format->to_plain != format_to_plain) return false;
+        *md = ((const mcp_dnnl_format *)t->format)->md;
+        return true;
+    }
+    return mcp__dnnl_plain_md(md, t->rank, t->dims) == dnnl_success;
+}
+
+mcp_status mcp__dnnl_reorder_into(mcp_kernel_ctx *ctx, const mcp_tensor *t,
+                                  const dnnl_memory_desc_t *to, void *dst)
+{
+    dnnl_memory_desc_t from;
+    if (!mcp__dnnl_tensor_md(t, &from))
+        return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "input in a format oneDNN cannot read");
+    if (dnnl_memory_desc_equal(&from, to)) {
+        memcpy(dst, t->data, dnnl_memory_desc_get_size(to));
+        return MCP_STATUS_OK;
+    }
+    dnnl_primitive_t r = NULL;
+    dnnl_status_t s = mcp__dnnl_reorder_create(&from, to, &r);
+    if (s != dnnl_success) {
+        mcp__dnnl_fail(ctx->err, s, "reorder");
+        mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+        return MCP_STATUS_INTERNAL;
+    }
+    dnnl_memory_t m[2] = {NULL, NULL};
+    mcp_status st = mcp__dnnl_wrap(ctx, &from, t->data, &m[0]);
+    if (st == MCP_STATUS_OK) st = mcp__dnnl_wrap(ctx, to, dst, &m[1]);
+    if (st == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
+        st = mcp__dnnl_execute(ctx, r, 2, args);
+    }
+    for (int i = 0; i < 2; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    dnnl_primitive_destroy(r);
+    return st;
+}
+
+/* ---- packed weights ---- */
+
+mcp_status mcp__dnnl_pack(mcp_dnnl_packed *pk, const dnnl_memory_desc_t *plain_md, const void *plain,
+                          const dnnl_memory_desc_t *want, mcp_err *err)
+{
+    size_t size = dnnl_memory_desc_get_size(want);
+    void *buf = mcp_malloc(size ? size : 1);
+    if (!buf) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for prepacked weights");
+    dnnl_engine_t eng = mcp__dnnl_engine();
+    dnnl_memory_t from = NULL, to = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_status_t s = dnnl_memory_create(&from, plain_md, eng, (void *)plain);
+    if (s == dnnl_success) s = dnnl_memory_create(&to, want, eng, buf);
+    if (s == dnnl_success) s = mcp__dnnl_reorder_create(plain_md, want, &reorder);
+    mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "weights reorder");
+    if (st == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+        st = mcp__dnnl_run(reorder, 2, args, err);
+    }
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (to) dnnl_memory_destroy(to);
+    if (from) dnnl_memory_destroy(from);
+    if (st != MCP_STATUS_OK) {
+        mcp_free(buf);
+        return st;
+    }
+    pk->have = true;
+    pk->md = *want;
+    pk->data = buf;
+    return MCP_STATUS_OK;
+}
+
+void mcp__dnnl_packed_release(mcp_dnnl_packed *pk)
+{
+    mcp_free(pk->data);
+    memset(pk, 0, sizeof *pk);
+}
+
+/* ---- primitive caches keyed by input descriptors ---- */
+
+void mcp__dnnl_cache_init(mcp_dnnl_cache *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->lock, NULL);
+}
+
+void mcp__dnnl_entry_release(mcp_dnnl_entry *e)
+{
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    mcp__dnnl_format_release(&e->dst);
+    memset(e, 0, sizeof *e);
+}
+
+void mcp__dnnl_cache_release(mcp_dnnl_cache *c)
+{
+    for (int i = 0; i < c->n; i++) mcp__dnnl_entry_release(&c->e[i]);
+    pthread_mutex_destroy(&c->lock);
+}
+
+static bool entry_matches(const mcp_dnnl_entry *e, const dnnl_memory_desc_t *keys, int n_keys)
+{
+    if (e->n_keys != n_keys) return false;
+    for (int i = 0; i < n_keys; i++)
+        if (!dnnl_memory_desc_equal(&e->keys[i], &keys[i])) return false;
+    return true;
+}
+
+static mcp_status entry_build(const void *state, const dnnl_memory_desc_t *keys, int n_keys,
+                              mcp_dnnl_build_fn build, mcp_dnnl_entry *e, mcp_err *err)
+{
+    memset(e, 0, sizeof *e);
+    e->n_keys = n_keys;
+    memcpy(e->keys, keys, sizeof *keys * (size_t)n_keys);
+    mcp_status st = build(state, e, err);
+    if (st != MCP_STATUS_OK) mcp__dnnl_entry_release(e);
+    return st;
+}
+
+mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const void *state,
+                               const dnnl_memory_desc_t *keys, int n_keys,
+                               mcp_dnnl_build_fn build, mcp_dnnl_entry *local,
+                               const mcp_dnnl_entry **out)
+{
+    MCP_ASSERT(n_keys > 0 && n_keys <= MCP_DNNL_KEYS);
+    *out = NULL;
+    mcp_status st = MCP_STATUS_OK;
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->n && !*out; i++)
+        if (entry_matches(&c->e[i], keys, n_keys)) *out = &c->e[i];
+    if (!*out && c->n < MCP_DNNL_CACHE) {
+        st = entry_build(state, keys, n_keys, build, &c->e[c->n], ctx->err);
+        if (st == MCP_STATUS_OK) *out = &c->e[c->n++];
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (st == MCP_STATUS_OK && !*out) {
+        st = entry_build(state, keys, n_keys, build, local, ctx->err);
+        if (st == MCP_STATUS_OK) *out = local;
+    }
+    if (st != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    return st;
+}
+
+/* ---- the reference kernel as a run-time fallback ---- */
+
+mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,
+                                   const mcp_graph *graph, mcp_err *err)
+{
+    memset(fb, 0, sizeof *fb);
+    mcp_status st = mcp_ops_resolve(node, graph, "ref", &fb->k, err);
+    if (st == MCP_STATUS_OK && fb->k->prepare) st = fb->k->prepare(node, graph, &fb->state, err);
+    if (st != MCP_STATUS_OK) fb->k = NULL;
+    return st;
+}
+
+void mcp__dnnl_fallback_release(mcp_dnnl_fallback *fb)
+{
+    if (fb->k && fb->k->release) fb->k->release(fb->state);
+    memset(fb, 0, sizeof *fb);
+}
+
+mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *fb)
+{
+    if (!fb->k) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "no reference kernel to fall back to");
+    for (int i = 0; i < ctx->n_inputs; i++) {
+        mcp_value *v = ctx->inputs[i];
+        if (v && v->kind == MCP_VALUE_TENSOR && v->tensor.format) {
+            mcp_status st = mcp_tensor_make_plain(&v->tensor, ctx->err);
+            if (st != MCP_STATUS_OK) return st;
+        }
+    }
+    mcp_kernel_ctx sub = *ctx;
+    sub.state = fb->state;
+    return fb->k->run(&sub);
+}
+
+/* ---- activations as post-ops ---- */
+
+typedef struct eltwise_op {
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+} eltwise_op;
+
+bool mcp__dnnl_append_activation(const mcp_node *node, dnnl_post_ops_t po)
+{
+    const char *act = mcp_node_attr_string(node, "activation", NULL);
+    if (!act) return true;
+    int64_t np = 0;
+    const float *pp = mcp_node_attr_floats(node, "activation_params", &np);
+    float p0 = np > 0 ? pp[0] : 0.0f, p1 = np > 1 ? pp[1] : 0.0f;
+    eltwise_op ops[2];
+    int n = 0;
+    if (strcmp(act, "Relu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_relu, 0.0f, 0.0f};
+    else if (strcmp(act, "LeakyRelu") == 0 && np == 1) ops[n++] = (eltwise_op){dnnl_eltwise_relu, p0, 0.0f};
+    else if (strcmp(act, "Clip") == 0 && np == 2) ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, p0, p1};
+    else if (strcmp(act, "Sigmoid") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_logistic, 0.0f, 0.0f};
+    else if (strcmp(act, "Tanh") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_tanh, 0.0f, 0.0f};
+    else if (strcmp(act, "Silu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_swish, 1.0f, 0.0f};
+    else if (strcmp(act, "HardSigmoid") == 0 && np == 2) {
+        ops[n++] = (eltwise_op){dnnl_eltwise_linear, p0, p1};
+        ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, 0.0f, 1.0f};
+    } else return false;
+    for (int i = 0; po && i < n; i++)
+        if (dnnl_post_ops_append_eltwise(po, 1.0f, ops[i].alg, ops[i].alpha, ops[i].beta) != dnnl_success)
+            return false;
+    return true;
+}
+
+bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k)
+{
+    return k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel ||
+           k == &mcp__dnnl_pool_kernel || k == &mcp__dnnl_binary_kernel ||
+           k == &mcp__dnnl_concat_kernel;
+}
+
 static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph *graph)
 {
-    if (!graph || strcmp(node->domain, "") != 0) return NULL;
+    if (!graph) return NULL;
+    if (strcmp(node->domain, MCP_DOMAIN_INTERNAL) == 0) {
+        if (strcmp(node->op_type, "FusedConv") == 0)
+            return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_fused_conv_kernel : NULL;
+        if (strcmp(node->op_type, "FusedGemm") == 0)
+            return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_fused_gemm_kernel : NULL;
+        return NULL;
+    }
+    if (strcmp(node->domain, "") != 0) return NULL;
     if (strcmp(node->op_type, "Conv") == 0)
         return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_conv_kernel : NULL;
     if (strcmp(node->op_type, "Gemm") == 0)
         return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_gemm_kernel : NULL;
     if (strcmp(node->op_type, "MatMul") == 0)
         return mcp__dnnl_matmul_supported(node, graph) ? &mcp__dnnl_matmul_kernel : NULL;
+    if (mcp__dnnl_pool_supported(node, graph)) return &mcp__dnnl_pool_kernel;
+    if (mcp__dnnl_binary_supported(node, graph)) return &mcp__dnnl_binary_kernel;
+    if (mcp__dnnl_concat_supported(node, graph)) return &mcp__dnnl_concat_kernel;
     return NULL;
 }
 

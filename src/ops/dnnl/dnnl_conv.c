@@ -1,11 +1,17 @@
 /*
- * oneDNN Conv: fp32, 2-D, NCHW, groups, strides, pads, dilations, auto_pad
- * and bias. The weights must be an initializer; when X's shape is static the
- * primitive is built at load with weights in the layout it prefers
- * (format_tag_any), reordered once. Other input shapes get the same treatment
- * on first use, cached per node (up to CONV_CACHE_MAX shapes, under a mutex;
- * primitives execute outside it); past that, a primitive is built per call
- * over the plain weights.
+ * oneDNN Conv and FusedConv: fp32, 2-D, NCHW, groups, strides, pads,
+ * dilations, auto_pad and bias; FusedConv adds the residual Sum input as a
+ * sum post-op and its activation as eltwise post-ops (see graph.h).
+ *
+ * The weights must be an initializer. Primitives are built per input shape
+ * (at load when X's shape is static, else on first use; up to CONV_CACHE_MAX
+ * shapes per node, under a mutex; primitives execute outside it) with
+ * format_tag_any, so oneDNN picks its blocked layouts: the weights are
+ * reordered once per cached shape, and Y is written in the primitive's
+ * destination layout with a tensor format attached. X is read in place when
+ * it arrives in the layout the primitive wants (another oneDNN kernel's
+ * output), else reordered. Past the cache, a primitive over plain layouts is
+ * built per call.
  */
 #include <pthread.h>
 #include <string.h>
@@ -17,6 +23,9 @@
 
 static const char *const conv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
                                          "pads", "strides", NULL};
+static const char *const fused_conv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
+                                               "pads", "strides", "activation",
+                                               "activation_params", NULL};
 
 /* Attributes of one Conv node, parsed once. */
 typedef struct conv_params {
@@ -25,25 +34,23 @@ typedef struct conv_params {
     int auto_pad; /* 0 NOTSET, 1 VALID, 2 SAME_UPPER, 3 SAME_LOWER */
 } conv_params;
 
-/* A built primitive for one input shape. wdata holds the weights in the
- * primitive's layout (owned) or points at the initializer (not owned). */
+/* A built primitive for one input shape. */
 typedef struct conv_prim {
     dnnl_primitive_t prim;
-    /* Activation layouts the primitive prefers, with reorders from / to
-     * plain NCHW at the edges (NULL when the layout is plain already). */
-    dnnl_memory_desc_t smd, dmd;
-    dnnl_primitive_t src_reorder, dst_reorder;
+    dnnl_memory_desc_t smd;       /* the source layout the primitive reads */
+    dnnl_primitive_t src_reorder; /* plain X -> smd; NULL when smd is plain */
+    mcp_dnnl_format dst;          /* Y's layout */
     dnnl_memory_desc_t wmd;
-    void *wdata;
-    bool wdata_owned;
+    const void *wdata; /* the node's packed weights, or the initializer */
     int64_t in[4], out[4];
 } conv_prim;
 
 typedef struct conv_state {
-    dnnl_engine_t eng;
+    const mcp_node *node; /* for the post-ops; the graph outlives the state */
     conv_params p;
-    const mcp_tensor *w; /* the initializer; the graph outlives the state */
-    bool has_bias;
+    const mcp_tensor *w;
+    bool has_bias, has_sum;
+    mcp_dnnl_packed packed; /* written under lock (or at load), before publishing */
     pthread_mutex_t lock;
     /* Entries [0, n_prims) never change once published; n_prims is read and
      * written under lock. */
@@ -90,8 +97,10 @@ static bool parse_params(const mcp_node *node, const mcp_tensor *w, conv_params 
 
 bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph)
 {
-    if (node->n_inputs < 2 || node->n_inputs > 3 || node->n_outputs != 1) return false;
-    if (!mcp__dnnl_attrs_within(node, conv_attrs)) return false;
+    bool fused = strcmp(node->op_type, "FusedConv") == 0;
+    if (node->n_inputs < 2 || node->n_inputs > (fused ? 4 : 3) || node->n_outputs != 1) return false;
+    if (!mcp__dnnl_attrs_within(node, fused ? fused_conv_attrs : conv_attrs)) return false;
+    if (fused && !mcp__dnnl_append_activation(node, NULL)) return false;
     const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
     const mcp_tensor *w = mcp__dnnl_initializer(node, graph, 1);
     if (!mcp__dnnl_is_f32(x, 4) || !w || w->dtype != MCP_DTYPE_FLOAT || w->rank != 4) return false;
@@ -102,6 +111,7 @@ bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph)
                : !mcp__dnnl_is_f32(b, 1))
             return false;
     }
+    if (mcp__dnnl_input(node, graph, 3) && mcp__dnnl_f32_rank(node, graph, 3) != 4) return false;
     conv_params p;
     if (!parse_params(node, w, &p)) return false;
     if (x->type.dims[1] >= 0 && x->type.dims[1] != w->dims[1] * p.group) return false;
@@ -139,8 +149,7 @@ static void conv_prim_release(conv_prim *cp)
 {
     if (cp->prim) dnnl_primitive_destroy(cp->prim);
     if (cp->src_reorder) dnnl_primitive_destroy(cp->src_reorder);
-    if (cp->dst_reorder) dnnl_primitive_destroy(cp->dst_reorder);
-    if (cp->wdata_owned) mcp_free(cp->wdata);
+    mcp__dnnl_format_release(&cp->dst);
     memset(cp, 0, sizeof *cp);
 }
 
@@ -160,27 +169,52 @@ static dnnl_status_t plain_weights_md(const conv_state *st, dnnl_memory_desc_t *
                                         tag_or_any == dnnl_format_tag_any ? tag_or_any : dnnl_goihw);
 }
 
-static dnnl_status_t make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *from,
-                                  const dnnl_memory_desc_t *to, dnnl_primitive_t *out)
+/* Primitive attributes: user scratchpad, then Sum and the activation. */
+static dnnl_status_t conv_attr(const conv_state *st, dnnl_primitive_attr_t *attr)
 {
-    dnnl_primitive_desc_t rpd = NULL;
+    dnnl_status_t s = mcp__dnnl_attr_create(attr);
+    if (s != dnnl_success || strcmp(st->node->op_type, "FusedConv") != 0) return s;
+    dnnl_post_ops_t po = NULL;
+    s = dnnl_post_ops_create(&po);
+    if (s == dnnl_success && st->has_sum) s = dnnl_post_ops_append_sum(po, 1.0f);
+    if (s == dnnl_success && !mcp__dnnl_append_activation(st->node, po)) s = dnnl_unimplemented;
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+    if (po) dnnl_post_ops_destroy(po);
+    if (s != dnnl_success) {
+        dnnl_primitive_attr_destroy(*attr);
+        *attr = NULL;
+    }
+    return s;
+}
+
+/* Creates cp->prim from the descriptors; fills cp->smd, cp->wmd and dmd. */
+static dnnl_status_t conv_create(const conv_state *st, const dnnl_convolution_desc_t *cd, conv_prim *cp,
+                                 dnnl_memory_desc_t *dmd)
+{
+    dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
-    *out = NULL;
-    dnnl_status_t s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_reorder_primitive_desc_create(&rpd, from, eng, to, eng, attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(out, rpd);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    dnnl_status_t s = conv_attr(st, &attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, cd, attr, mcp__dnnl_engine(), NULL);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) *out = NULL;
+    if (s != dnnl_success) return s;
+    cp->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    cp->smd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    *dmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    s = dnnl_primitive_create(&cp->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) cp->prim = NULL;
     return s;
 }
 
 /*
- * Builds the primitive for input shape in[4]. With `prepack` the weights use
- * the layout the primitive prefers and are reordered into an owned buffer.
+ * Builds the primitive for input shape in[4]. With `prepack` oneDNN picks
+ * the activation layouts (format_tag_any) and the weights are read in the
+ * node's packed layout: oneDNN's choice for the first shape built, packed
+ * then; later shapes ask for that layout and read the weights plain if they
+ * cannot have it. Without `prepack` everything is plain.
  */
-static mcp_status conv_build(conv_state *st, const int64_t *in, bool has_bias, bool prepack,
-                             conv_prim *cp, mcp_err *err)
+static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, conv_prim *cp,
+                             mcp_err *err)
 {
     memset(cp, 0, sizeof *cp);
     int64_t out[4], pl[2], pr[2];
@@ -202,76 +236,37 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool has_bias, b
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dnnl_format_tag_any);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     if (s == dnnl_success) s = plain_weights_md(st, &wplain_md, dnnl_format_tag_undef);
-    if (s == dnnl_success)
-        s = prepack ? plain_weights_md(st, &wany_md, dnnl_format_tag_any) : dnnl_success;
+    if (s == dnnl_success) s = plain_weights_md(st, &wany_md, dnnl_format_tag_any);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
 
+    const dnnl_memory_desc_t *want = !prepack ? &wplain_md : st->packed.have ? &st->packed.md : &wany_md;
+    dnnl_memory_desc_t dmd;
     dnnl_convolution_desc_t cd;
     s = dnnl_dilated_convolution_forward_desc_init(
-        &cd, dnnl_forward_inference, dnnl_convolution_direct, prepack ? &src_any : &src_md,
-        prepack ? &wany_md : &wplain_md, has_bias ? &bias_md : NULL, prepack ? &dst_any : &dst_md,
-        strides, dil, padl, padr);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution descriptor");
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t attr = NULL;
-    s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &cd, attr, st->eng, NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution primitive descriptor");
-    cp->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    cp->smd = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    cp->dmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    s = dnnl_primitive_create(&cp->prim, pd);
-    dnnl_primitive_desc_destroy(pd);
-    if (s != dnnl_success) {
-        cp->prim = NULL;
-        return mcp__dnnl_fail(err, s, "convolution primitive");
+        &cd, dnnl_forward_inference, dnnl_convolution_direct, prepack ? &src_any : &src_md, want,
+        st->has_bias ? &bias_md : NULL, prepack ? &dst_any : &dst_md, strides, dil, padl, padr);
+    if (s == dnnl_success) s = conv_create(st, &cd, cp, &dmd);
+    if (s != dnnl_success && prepack && want != &wany_md) {
+        /* The packed layout does not suit this shape: read the weights plain. */
+        prepack = false;
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                       &src_any, &wplain_md, st->has_bias ? &bias_md : NULL,
+                                                       &dst_any, strides, dil, padl, padr);
+        if (s == dnnl_success) s = conv_create(st, &cd, cp, &dmd);
     }
-    if (s == dnnl_success && !dnnl_memory_desc_equal(&cp->smd, &src_md))
-        s = make_reorder(st->eng, &src_md, &cp->smd, &cp->src_reorder);
-    if (s == dnnl_success && !dnnl_memory_desc_equal(&cp->dmd, &dst_md))
-        s = make_reorder(st->eng, &cp->dmd, &dst_md, &cp->dst_reorder);
-    if (s != dnnl_success) {
-        conv_prim_release(cp);
-        return mcp__dnnl_fail(err, s, "activation reorder");
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution primitive");
+    mcp_status rs = mcp__dnnl_format_init(&cp->dst, &dmd, 4, out, err);
+    if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&cp->smd, &src_md)) {
+        s = mcp__dnnl_reorder_create(&src_md, &cp->smd, &cp->src_reorder);
+        if (s != dnnl_success) rs = mcp__dnnl_fail(err, s, "activation reorder");
     }
     cp->wdata = st->w->data;
-    if (!prepack || dnnl_memory_desc_equal(&cp->wmd, &wplain_md)) return MCP_STATUS_OK;
-
-    /* Reorder the weights once into the primitive's preferred layout. */
-    size_t size = dnnl_memory_desc_get_size(&cp->wmd);
-    cp->wdata = mcp_malloc(size ? size : 1);
-    if (!cp->wdata) {
-        conv_prim_release(cp);
-        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for prepacked weights");
+    if (rs == MCP_STATUS_OK && prepack && !dnnl_memory_desc_equal(&cp->wmd, &wplain_md)) {
+        if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &wplain_md, st->w->data, &cp->wmd, err);
+        cp->wdata = st->packed.data;
     }
-    cp->wdata_owned = true;
-    dnnl_memory_t from = NULL, to = NULL;
-    dnnl_primitive_desc_t rpd = NULL;
-    dnnl_primitive_t reorder = NULL;
-    dnnl_stream_t stream = NULL;
-    s = dnnl_memory_create(&from, &wplain_md, st->eng, st->w->data);
-    if (s == dnnl_success) s = dnnl_memory_create(&to, &cp->wmd, st->eng, cp->wdata);
-    if (s == dnnl_success)
-        s = dnnl_reorder_primitive_desc_create(&rpd, &wplain_md, st->eng, &cp->wmd, st->eng, NULL);
-    if (s == dnnl_success) s = dnnl_primitive_create(&reorder, rpd);
-    /* Built and run here on one thread, so the library scratchpad is fine. */
-    if (s == dnnl_success) s = dnnl_stream_create(&stream, st->eng, dnnl_stream_default_flags);
-    if (s == dnnl_success) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-        s = dnnl_primitive_execute(reorder, stream, 2, args);
-    }
-    if (s == dnnl_success) s = dnnl_stream_wait(stream);
-    if (stream) dnnl_stream_destroy(stream);
-    if (reorder) dnnl_primitive_destroy(reorder);
-    if (rpd) dnnl_primitive_desc_destroy(rpd);
-    if (to) dnnl_memory_destroy(to);
-    if (from) dnnl_memory_destroy(from);
-    if (s != dnnl_success) {
-        conv_prim_release(cp);
-        return mcp__dnnl_fail(err, s, "weights reorder");
-    }
-    return MCP_STATUS_OK;
+    if (rs != MCP_STATUS_OK) conv_prim_release(cp);
+    return rs;
 }
 
 static void conv_release(void *state)
@@ -279,7 +274,7 @@ static void conv_release(void *state)
     conv_state *st = state;
     if (!st) return;
     for (int i = 0; i < st->n_prims; i++) conv_prim_release(&st->prims[i]);
-    if (st->eng) dnnl_engine_destroy(st->eng);
+    mcp__dnnl_packed_release(&st->packed);
     pthread_mutex_destroy(&st->lock);
     mcp_free(st);
 }
@@ -288,43 +283,59 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
                                mcp_err *err)
 {
     *state = NULL;
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
     conv_state *st = mcp_calloc(1, sizeof *st);
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_init(&st->lock, NULL);
+    st->node = node;
     st->w = mcp__dnnl_initializer(node, graph, 1);
     st->has_bias = mcp__dnnl_input(node, graph, 2) != NULL;
+    st->has_sum = mcp__dnnl_input(node, graph, 3) != NULL;
     if (!st->w || !parse_params(node, st->w, &st->p)) {
         conv_release(st);
         return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN Conv: node is not supported");
     }
-    dnnl_status_t s = dnnl_engine_create(&st->eng, dnnl_cpu, 0);
-    if (s != dnnl_success) {
-        st->eng = NULL;
-        conv_release(st);
-        return mcp__dnnl_fail(err, s, "engine creation");
-    }
-    const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
-    bool known = true;
-    int64_t in[4];
-    for (int i = 0; i < 4; i++) {
-        in[i] = x->type.dims[i];
-        known &= in[i] > 0;
-    }
-    int64_t out[4], pl[2], pr[2];
+    /* Built at load for X's static shape, unknown dims taken as 1 (the
+     * batch-1 shape): that also packs the weights. */
+    int64_t in[4], out[4], pl[2], pr[2];
+    bool known = mcp__dnnl_dims_or_one(node, graph, 0, in);
+    for (int i = 0; i < 4; i++) known &= in[i] > 0;
     if (known && conv_geometry(&st->p, in, out, pl, pr)) {
         /* A shape oneDNN cannot build here is left to the run path, which
          * reports the error when the node runs. */
-        if (conv_build(st, in, st->has_bias, true, &st->prims[0], NULL) == MCP_STATUS_OK)
-            st->n_prims = 1;
+        if (conv_build(st, in, true, &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
     }
     *state = st;
     return MCP_STATUS_OK;
 }
 
+/* The cached primitive for X's shape, built on first use; *local receives a
+ * per-call one once the cache is full (the caller releases it). */
+static mcp_status conv_lookup(mcp_kernel_ctx *ctx, conv_state *st, const int64_t *in,
+                              conv_prim *local, const conv_prim **out)
+{
+    *out = NULL;
+    mcp_status rs = MCP_STATUS_OK;
+    pthread_mutex_lock(&st->lock);
+    for (int i = 0; i < st->n_prims && !*out; i++)
+        if (memcmp(st->prims[i].in, in, sizeof st->prims[i].in) == 0) *out = &st->prims[i];
+    if (!*out && st->n_prims < CONV_CACHE_MAX) {
+        rs = conv_build(st, in, true, &st->prims[st->n_prims], ctx->err);
+        if (rs == MCP_STATUS_OK) *out = &st->prims[st->n_prims++];
+    }
+    pthread_mutex_unlock(&st->lock);
+    if (rs == MCP_STATUS_OK && !*out) {
+        rs = conv_build(st, in, false, local, ctx->err);
+        if (rs == MCP_STATUS_OK) *out = local;
+    }
+    if (rs != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    return rs;
+}
+
 static mcp_status conv_run(mcp_kernel_ctx *ctx)
 {
     conv_state *st = ctx->state;
-    const mcp_tensor *x = mcp_kin(ctx, 0), *b = mcp_kin(ctx, 2);
+    const mcp_tensor *x = mcp_kin(ctx, 0), *b = mcp_kin(ctx, 2), *sum = mcp_kin(ctx, 3);
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank != 4)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' must be a 4-D float tensor");
@@ -332,8 +343,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'X' has %lld channels, expected %lld", (long long)x->dims[1],
                          (long long)(st->w->dims[1] * st->p.group));
-    bool has_bias = st->has_bias;
-    if (has_bias && (!b || b->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(b) != st->w->dims[0]))
+    if (st->has_bias && (!b || b->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(b) != st->w->dims[0]))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'B' must hold %lld floats",
                          (long long)st->w->dims[0]);
     int64_t out[4], pl[2], pr[2];
@@ -341,79 +351,71 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'X' spatial size is smaller than the kernel window");
     out[1] = st->w->dims[0];
-    mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, 4, out);
-    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    if (mcp_tensor_numel(y) == 0 || mcp_tensor_numel(x) == 0) return MCP_STATUS_OK;
+    if (st->has_sum && (!sum || sum->dtype != MCP_DTYPE_FLOAT || sum->rank != 4 ||
+                        memcmp(sum->dims, out, sizeof out) != 0))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input 'Sum' must be a float tensor of the output's shape");
+    if (mcp_shape_numel(4, out) == 0) return mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, 4, out) ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
 
     conv_prim local;
     const conv_prim *cp = NULL;
-    mcp_status rs = MCP_STATUS_OK;
-    pthread_mutex_lock(&st->lock);
-    for (int i = 0; i < st->n_prims && !cp; i++)
-        if (memcmp(st->prims[i].in, x->dims, sizeof local.in) == 0) cp = &st->prims[i];
-    if (!cp && st->n_prims < CONV_CACHE_MAX) {
-        rs = conv_build(st, x->dims, has_bias, true, &st->prims[st->n_prims], ctx->err);
-        if (rs == MCP_STATUS_OK) cp = &st->prims[st->n_prims++];
-    }
-    pthread_mutex_unlock(&st->lock);
-    bool use_local = !cp;
-    if (rs == MCP_STATUS_OK && use_local) {
-        rs = conv_build(st, x->dims, has_bias, false, &local, ctx->err);
-        if (rs == MCP_STATUS_OK) cp = &local;
-    }
-    if (rs != MCP_STATUS_OK) {
-        mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-        return rs;
-    }
-    dnnl_memory_desc_t src_md, dst_md, bias_md;
-    dnnl_dims_t bd = {out[1]}, od = {out[0], out[1], out[2], out[3]};
-    /* x, blocked x, weights, blocked y, y, bias */
-    dnnl_memory_t mem[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    void *sbuf = NULL, *dbuf = NULL;
-    if (dnnl_memory_desc_init_by_tag(&src_md, 4, x->dims, dnnl_f32, dnnl_nchw) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&dst_md, 4, od, dnnl_f32, dnnl_nchw) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a) != dnnl_success)
-        rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
-    if (rs == MCP_STATUS_OK && cp->src_reorder) {
+    mcp_status rs = conv_lookup(ctx, st, x->dims, &local, &cp);
+    if (rs != MCP_STATUS_OK) return rs;
+    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, mcp__dnnl_format_of(&cp->dst));
+    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
+    if (rs == MCP_STATUS_OK && st->has_sum) rs = mcp__dnnl_reorder_into(ctx, sum, &cp->dst.md, y->data);
+
+    /* X as the primitive reads it: in place, or reordered into sbuf. */
+    const void *src = x->data;
+    void *sbuf = NULL;
+    dnnl_memory_desc_t xmd;
+    if (rs == MCP_STATUS_OK && !mcp__dnnl_tensor_md(x, &xmd))
+        rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "input 'X' is in a format oneDNN cannot read");
+    if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&xmd, &cp->smd)) {
         sbuf = mcp_malloc(dnnl_memory_desc_get_size(&cp->smd));
         if (!sbuf) rs = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        else if (!x->format && cp->src_reorder) {
+            dnnl_memory_t m[2] = {NULL, NULL};
+            rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
+            if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->smd, sbuf, &m[1]);
+            if (rs == MCP_STATUS_OK) {
+                dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
+                rs = mcp__dnnl_execute(ctx, cp->src_reorder, 2, ra);
+            }
+            for (int i = 0; i < 2; i++)
+                if (m[i]) dnnl_memory_destroy(m[i]);
+        } else {
+            rs = mcp__dnnl_reorder_into(ctx, x, &cp->smd, sbuf);
+        }
+        src = sbuf;
     }
-    if (rs == MCP_STATUS_OK && cp->dst_reorder) {
-        dbuf = mcp_malloc(dnnl_memory_desc_get_size(&cp->dmd));
-        if (!dbuf) rs = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    }
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &src_md, x->data, &mem[0]);
-    if (rs == MCP_STATUS_OK && sbuf) rs = mcp__dnnl_wrap(ctx, st->eng, &cp->smd, sbuf, &mem[1]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &cp->wmd, cp->wdata, &mem[2]);
-    if (rs == MCP_STATUS_OK && dbuf) rs = mcp__dnnl_wrap(ctx, st->eng, &cp->dmd, dbuf, &mem[3]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &dst_md, y->data, &mem[4]);
-    if (rs == MCP_STATUS_OK && has_bias)
-        rs = mcp__dnnl_wrap(ctx, st->eng, &bias_md, b->data, &mem[5]);
+
+    dnnl_memory_desc_t bias_md;
+    dnnl_dims_t bd = {out[1]};
+    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL}; /* src, weights, dst, bias */
+    if (rs == MCP_STATUS_OK && dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a) != dnnl_success)
+        rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->smd, src, &mem[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->wmd, cp->wdata, &mem[1]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->dst.md, y->data, &mem[2]);
+    if (rs == MCP_STATUS_OK && st->has_bias) rs = mcp__dnnl_wrap(ctx, &bias_md, b->data, &mem[3]);
     if (rs == MCP_STATUS_OK) {
-        dnnl_memory_t src = sbuf ? mem[1] : mem[0], dst = dbuf ? mem[3] : mem[4];
-        if (sbuf) {
-            dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, mem[0]}, {DNNL_ARG_TO, mem[1]}};
-            rs = mcp__dnnl_execute(ctx, st->eng, cp->src_reorder, 2, ra);
-        }
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
-                                   {DNNL_ARG_WEIGHTS, mem[2]},
-                                   {DNNL_ARG_DST, dst},
-                                   {DNNL_ARG_BIAS, mem[5]}};
-        if (rs == MCP_STATUS_OK)
-            rs = mcp__dnnl_execute(ctx, st->eng, cp->prim, has_bias ? 4 : 3, args);
-        if (rs == MCP_STATUS_OK && dbuf) {
-            dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, mem[3]}, {DNNL_ARG_TO, mem[4]}};
-            rs = mcp__dnnl_execute(ctx, st->eng, cp->dst_reorder, 2, ra);
-        }
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
+                                   {DNNL_ARG_WEIGHTS, mem[1]},
+                                   {DNNL_ARG_DST, mem[2]},
+                                   {DNNL_ARG_BIAS, mem[3]}};
+        rs = mcp__dnnl_execute(ctx, cp->prim, st->has_bias ? 4 : 3, args);
     }
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     mcp_free(sbuf);
-    mcp_free(dbuf);
-    if (use_local) conv_prim_release(&local);
+    if (cp == &local) conv_prim_release(&local);
     return rs;
 }
 
 const mcp_kernel_def mcp__dnnl_conv_kernel = {
     "", "Conv", 1, 0, conv_run, NULL, conv_prepare, conv_release,
+};
+const mcp_kernel_def mcp__dnnl_fused_conv_kernel = {
+    MCP_DOMAIN_INTERNAL, "FusedConv", 1, 0, conv_run, NULL, conv_prepare, conv_release,
 };

@@ -1,38 +1,68 @@
 /*
- * oneDNN Gemm and MatMul (fp32) on the matmul primitive with plain layouts;
- * transposes are expressed as strides, alpha as an output scale and beta * C
- * as a sum post-op over an output pre-filled with the broadcast C.
+ * oneDNN Gemm, FusedGemm and MatMul (fp32) on the matmul primitive.
+ *
+ * Gemm: transposes are expressed as strides of the plain operands, alpha as
+ * an output scale. C goes in as the primitive's bias when it is a row
+ * vector and alpha and beta are 1, else as a sum post-op over an output
+ * pre-filled with the broadcast C (beta is the sum's scale).
+ * FusedGemm appends its activation as eltwise post-ops.
  *
  * MatMul covers A [..., M, K] x B [K, N] (A's leading dims flattened into M)
- * and equal-rank operands whose batch dims are statically equal (flattened
- * into one batch dim).
+ * and operands of rank >= 2 whose batch dims broadcast numpy-style.
+ *
+ * Primitives are cached per problem (up to MM_CACHE_MAX per node, under a
+ * mutex; execution is outside it). When B is an initializer, each cached
+ * primitive reads it in the layout oneDNN prefers, reordered once.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "ops/dnnl/dnnl_util.h"
 
-/* One matmul problem: batch (0 = not batched), sizes and the node's scalars. */
+#define MM_CACHE_MAX 8
+#define MM_MAX_RANK 6
+
+/* One matmul problem. Batch dims are the broadcast output's; a_batch and
+ * b_batch are each operand's own (1 where it broadcasts). nb = 0 when
+ * unbatched (2-D). */
 typedef struct mm_problem {
-    int64_t batch, m, k, n;
+    int nb;
+    int64_t batch[MM_MAX_RANK], a_batch[MM_MAX_RANK], b_batch[MM_MAX_RANK];
+    int64_t m, k, n;
+    int c_kind; /* Gemm: 0 none, 1 bias row, 2 sum over pre-filled C */
 } mm_problem;
 
-typedef struct mm_state {
-    dnnl_engine_t eng;
-    bool gemm;
-    bool ta, tb, use_sum;
-    float alpha, beta;
-    bool have_prebuilt;
+typedef struct mm_prim {
     mm_problem key;
-    dnnl_primitive_t prebuilt;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t wmd; /* B as the primitive reads it */
+    const void *wdata;      /* the node's packed B, or NULL: read B in place */
+} mm_prim;
+
+typedef struct mm_state {
+    const mcp_node *node;
+    bool gemm, fused;
+    bool ta, tb;
+    float alpha, beta;
+    bool has_c;
+    const mcp_tensor *b_init; /* B when it is an initializer */
+    mcp_dnnl_packed packed;   /* written under lock (or at load), before publishing */
+    pthread_mutex_t lock;
+    int n_prims; /* entries [0, n_prims) never change once published */
+    mm_prim prims[MM_CACHE_MAX];
 } mm_state;
 
 static const char *const gemm_attrs[] = {"alpha", "beta", "transA", "transB", NULL};
+static const char *const fused_gemm_attrs[] = {"alpha", "beta", "transA", "transB",
+                                               "activation", "activation_params", NULL};
 
 bool mcp__dnnl_gemm_supported(const mcp_node *node, const mcp_graph *graph)
 {
-    if (node->opset < 7 || node->n_inputs < 2 || node->n_inputs > 3 || node->n_outputs != 1)
+    bool fused = strcmp(node->op_type, "FusedGemm") == 0;
+    if ((!fused && node->opset < 7) || node->n_inputs < 2 || node->n_inputs > 3 || node->n_outputs != 1)
         return false;
-    if (!mcp__dnnl_attrs_within(node, gemm_attrs)) return false;
+    if (!mcp__dnnl_attrs_within(node, fused ? fused_gemm_attrs : gemm_attrs)) return false;
+    if (fused && !mcp__dnnl_append_activation(node, NULL)) return false;
     if (mcp__dnnl_f32_rank(node, graph, 0) != 2 || mcp__dnnl_f32_rank(node, graph, 1) != 2)
         return false;
     if (mcp__dnnl_input(node, graph, 2)) {
@@ -46,99 +76,154 @@ bool mcp__dnnl_matmul_supported(const mcp_node *node, const mcp_graph *graph)
 {
     if (node->n_inputs != 2 || node->n_outputs != 1 || node->n_attrs != 0) return false;
     int ra = mcp__dnnl_f32_rank(node, graph, 0), rb = mcp__dnnl_f32_rank(node, graph, 1);
-    if (ra < 2 || ra > 6 || rb < 2) return false;
-    if (rb == 2) return true;
-    if (ra != rb) return false;
-    int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK];
-    if (!mcp__dnnl_static_dims(node, graph, 0, a) || !mcp__dnnl_static_dims(node, graph, 1, b))
-        return false;
-    for (int d = 0; d < ra - 2; d++)
-        if (a[d] != b[d]) return false;
-    return true;
+    return ra >= 2 && rb >= 2 && ra <= MM_MAX_RANK + 2 && rb <= MM_MAX_RANK + 2;
 }
 
 /* Fills the problem for MatMul operand shapes; false when they do not match. */
 static bool matmul_problem(int ra, const int64_t *a, int rb, const int64_t *b, mm_problem *p)
 {
-    if (ra < 2 || rb < 2) return false;
+    memset(p, 0, sizeof *p);
+    if (ra < 2 || rb < 2 || ra > MM_MAX_RANK + 2 || rb > MM_MAX_RANK + 2) return false;
     p->k = a[ra - 1];
     p->n = b[rb - 1];
     if (b[rb - 2] != p->k) return false;
     if (rb == 2) {
-        p->batch = 0;
         p->m = 1;
         for (int d = 0; d < ra - 1; d++) p->m *= a[d];
         return true;
     }
-    if (ra != rb) return false;
-    p->batch = 1;
-    for (int d = 0; d < ra - 2; d++) {
-        if (a[d] != b[d]) return false;
-        p->batch *= a[d];
-    }
     p->m = a[ra - 2];
+    int r = (ra > rb ? ra : rb) - 2;
+    p->nb = r;
+    for (int d = 0; d < r; d++) {
+        int da = d - (r - (ra - 2)), db = d - (r - (rb - 2));
+        int64_t x = da >= 0 ? a[da] : 1, y = db >= 0 ? b[db] : 1;
+        if (x != y && x != 1 && y != 1) return false;
+        p->a_batch[d] = x;
+        p->b_batch[d] = y;
+        p->batch[d] = x == 1 ? y : x;
+    }
     return true;
 }
 
 static bool gemm_problem(const mm_state *st, const int64_t *a, const int64_t *b, mm_problem *p)
 {
-    p->batch = 0;
+    memset(p, 0, sizeof *p);
     p->m = st->ta ? a[1] : a[0];
     p->k = st->ta ? a[0] : a[1];
     p->n = st->tb ? b[0] : b[1];
     return (st->tb ? b[1] : b[0]) == p->k;
 }
 
-/* Descriptor of a row-major [rows, cols] matrix (stored transposed when
- * `trans`), with an optional leading batch dim. */
-static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int64_t batch, int64_t rows, int64_t cols,
-                               bool trans)
+/* How Gemm applies C of the given shape: 1 bias row, 2 sum, 0 none; -1
+ * when it does not broadcast to [m, n]. */
+static int gemm_c_kind(const mm_state *st, const mcp_tensor *c, const mm_problem *p)
+{
+    if (!st->has_c || st->beta == 0.0f) return 0;
+    if (!c || c->dtype != MCP_DTYPE_FLOAT || c->rank > 2) return -1;
+    int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+    if ((cm != 1 && cm != p->m) || (cn != 1 && cn != p->n)) return -1;
+    return cm == 1 && cn == p->n && st->alpha == 1.0f && st->beta == 1.0f ? 1 : 2;
+}
+
+/* Descriptor of a row-major [batch..., rows, cols] operand (the matrix
+ * stored transposed when `trans`). */
+static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int nb, const int64_t *batch, int64_t rows,
+                               int64_t cols, bool trans)
 {
     dnnl_dims_t dims = {0}, strides = {0};
-    int nd = 0;
-    if (batch > 0) {
-        dims[nd] = batch;
-        strides[nd++] = rows * cols;
+    int nd = nb + 2;
+    dims[nb] = rows;
+    dims[nb + 1] = cols;
+    strides[nb] = trans ? 1 : cols;
+    strides[nb + 1] = trans ? rows : 1;
+    int64_t step = rows * cols;
+    for (int d = nb - 1; d >= 0; d--) {
+        dims[d] = batch[d];
+        strides[d] = step;
+        step *= batch[d];
     }
-    dims[nd] = rows;
-    strides[nd++] = trans ? 1 : cols;
-    dims[nd] = cols;
-    strides[nd++] = trans ? rows : 1;
     return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
 }
 
-static mcp_status mm_build(const mm_state *st, const mm_problem *p, dnnl_primitive_t *prim,
-                           mcp_err *err)
+static dnnl_status_t bias_md(dnnl_memory_desc_t *md, int64_t n)
 {
-    *prim = NULL;
-    dnnl_memory_desc_t a_md, b_md, y_md;
-    dnnl_status_t s = matrix_md(&a_md, p->batch, p->m, p->k, st->ta);
-    if (s == dnnl_success) s = matrix_md(&b_md, p->batch, p->k, p->n, st->tb);
-    if (s == dnnl_success) s = matrix_md(&y_md, p->batch, p->m, p->n, false);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
+    dnnl_dims_t d = {1, n};
+    return dnnl_memory_desc_init_by_tag(md, 2, d, dnnl_f32, dnnl_ab);
+}
+
+static void mm_prim_release(mm_prim *mp)
+{
+    if (mp->prim) dnnl_primitive_destroy(mp->prim);
+    memset(mp, 0, sizeof *mp);
+}
+
+/* Creates mp->prim for p with B described by wmd (may be format_tag_any). */
+static dnnl_status_t mm_create(const mm_state *st, const mm_problem *p, const dnnl_memory_desc_t *wmd,
+                               mm_prim *mp)
+{
+    dnnl_memory_desc_t a_md, y_md, c_md;
+    dnnl_status_t s = matrix_md(&a_md, p->nb, p->a_batch, p->m, p->k, st->ta);
+    if (s == dnnl_success) s = matrix_md(&y_md, p->nb, p->batch, p->m, p->n, false);
+    if (s == dnnl_success && p->c_kind == 1) s = bias_md(&c_md, p->n);
     dnnl_matmul_desc_t md;
-    s = dnnl_matmul_desc_init(&md, &a_md, &b_md, NULL, &y_md);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul descriptor");
+    if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &a_md, wmd, p->c_kind == 1 ? &c_md : NULL, &y_md);
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
-    s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
     if (s == dnnl_success && st->alpha != 1.0f)
         s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &st->alpha);
-    if (s == dnnl_success && st->use_sum) {
-        s = dnnl_post_ops_create(&po);
-        if (s == dnnl_success) s = dnnl_post_ops_append_sum(po, st->beta);
-        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
-    }
+    if (s == dnnl_success) s = dnnl_post_ops_create(&po);
+    if (s == dnnl_success && p->c_kind == 2) s = dnnl_post_ops_append_sum(po, st->beta);
+    if (s == dnnl_success && st->fused && !mcp__dnnl_append_activation(st->node, po))
+        s = dnnl_unimplemented;
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, st->eng, NULL);
-    if (s == dnnl_success) s = dnnl_primitive_create(prim, pd);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &md, attr, mcp__dnnl_engine(), NULL);
+    if (s == dnnl_success) {
+        mp->wmd = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        s = dnnl_primitive_create(&mp->prim, pd);
+    }
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s != dnnl_success) {
-        *prim = NULL;
-        return mcp__dnnl_fail(err, s, "matmul primitive");
+    if (s != dnnl_success) mp->prim = NULL;
+    return s;
+}
+
+/*
+ * Builds the primitive for p. With `prepack` (B an initializer, not
+ * batched) B is read in the node's packed layout: oneDNN's choice for the
+ * first problem built, packed then; later problems ask for that layout and
+ * read B plain if they cannot have it.
+ */
+static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_prim *mp, mcp_err *err)
+{
+    memset(mp, 0, sizeof *mp);
+    mp->key = *p;
+    dnnl_memory_desc_t b_md, b_any;
+    dnnl_dims_t bd = {p->k, p->n};
+    dnnl_status_t s = matrix_md(&b_md, p->nb, p->b_batch, p->k, p->n, st->tb);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&b_any, 2, bd, dnnl_f32, dnnl_format_tag_any);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
+    const dnnl_memory_desc_t *want = !prepack ? &b_md : st->packed.have ? &st->packed.md : &b_any;
+    s = mm_create(st, p, want, mp);
+    if (s != dnnl_success && want != &b_md) {
+        prepack = false;
+        s = mm_create(st, p, &b_md, mp);
     }
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul primitive");
+    if (!prepack || dnnl_memory_desc_equal(&mp->wmd, &b_md)) {
+        mp->wmd = b_md;
+        return MCP_STATUS_OK;
+    }
+    mcp_status rs = MCP_STATUS_OK;
+    if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &b_md, st->b_init->data, &mp->wmd, err);
+    if (rs != MCP_STATUS_OK) {
+        mm_prim_release(mp);
+        return rs;
+    }
+    mp->wdata = st->packed.data;
     return MCP_STATUS_OK;
 }
 
@@ -146,65 +231,87 @@ static void mm_release(void *state)
 {
     mm_state *st = state;
     if (!st) return;
-    if (st->prebuilt) dnnl_primitive_destroy(st->prebuilt);
-    if (st->eng) dnnl_engine_destroy(st->eng);
+    for (int i = 0; i < st->n_prims; i++) mm_prim_release(&st->prims[i]);
+    mcp__dnnl_packed_release(&st->packed);
+    pthread_mutex_destroy(&st->lock);
     mcp_free(st);
+}
+
+static bool can_prepack(const mm_state *st, const mm_problem *p)
+{
+    return st->b_init && p->nb == 0;
 }
 
 static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void **state,
                              mcp_err *err)
 {
     *state = NULL;
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
     mm_state *st = mcp_calloc(1, sizeof *st);
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    st->gemm = strcmp(node->op_type, "Gemm") == 0;
+    pthread_mutex_init(&st->lock, NULL);
+    st->node = node;
+    st->fused = strcmp(node->op_type, "FusedGemm") == 0;
+    st->gemm = st->fused || strcmp(node->op_type, "Gemm") == 0;
     st->alpha = 1.0f;
+    st->b_init = mcp__dnnl_initializer(node, graph, 1);
     if (st->gemm) {
         st->ta = mcp_node_attr_int(node, "transA", 0) != 0;
         st->tb = mcp_node_attr_int(node, "transB", 0) != 0;
         st->alpha = mcp_node_attr_float(node, "alpha", 1.0f);
         st->beta = mcp_node_attr_float(node, "beta", 1.0f);
-        st->use_sum = mcp__dnnl_input(node, graph, 2) != NULL && st->beta != 0.0f;
+        st->has_c = mcp__dnnl_input(node, graph, 2) != NULL;
     }
-    dnnl_status_t s = dnnl_engine_create(&st->eng, dnnl_cpu, 0);
-    if (s != dnnl_success) {
-        st->eng = NULL;
-        mm_release(st);
-        return mcp__dnnl_fail(err, s, "engine creation");
-    }
-    int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK];
+    /* Built at load for the static shapes, unknown dims taken as 1 (the
+     * batch-1 problem): that also packs B. */
+    int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK], c[MCP_MAX_RANK];
     int ra = mcp__dnnl_f32_rank(node, graph, 0), rb = mcp__dnnl_f32_rank(node, graph, 1);
     mm_problem p;
-    if (mcp__dnnl_static_dims(node, graph, 0, a) && mcp__dnnl_static_dims(node, graph, 1, b) &&
-        (st->gemm ? gemm_problem(st, a, b, &p) : matmul_problem(ra, a, rb, b, &p)) &&
-        p.m > 0 && p.n > 0 && p.k > 0 && p.batch >= 0) {
-        /* A shape oneDNN cannot build here is left to the per-call path. */
-        if (mm_build(st, &p, &st->prebuilt, NULL) == MCP_STATUS_OK) {
-            st->key = p;
-            st->have_prebuilt = true;
-        }
+    bool known = mcp__dnnl_dims_or_one(node, graph, 0, a) && mcp__dnnl_dims_or_one(node, graph, 1, b) &&
+                 (st->gemm ? gemm_problem(st, a, b, &p) : matmul_problem(ra, a, rb, b, &p)) &&
+                 p.m > 0 && p.n > 0 && p.k > 0;
+    if (known && st->gemm && st->has_c) {
+        mcp_tensor ct = {.dtype = MCP_DTYPE_FLOAT, .rank = mcp__dnnl_f32_rank(node, graph, 2)};
+        known = mcp__dnnl_dims_or_one(node, graph, 2, c);
+        memcpy(ct.dims, c, sizeof c);
+        p.c_kind = known ? gemm_c_kind(st, &ct, &p) : -1;
+        known = p.c_kind >= 0;
     }
+    /* A shape oneDNN cannot build here is left to the run path. */
+    if (known && mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK)
+        st->n_prims = 1;
     *state = st;
     return MCP_STATUS_OK;
 }
 
-/* Writes beta-free C broadcast into y [m, n]; false when C does not broadcast. */
-static bool fill_c(const mcp_tensor *c, int64_t m, int64_t n, float *y)
+/* Writes the broadcast C into y [m, n] (the sum post-op scales it). */
+static void fill_c(const mcp_tensor *c, int64_t m, int64_t n, float *y)
 {
-    int64_t cm = 1, cn = 1;
-    if (c->rank == 2) {
-        cm = c->dims[0];
-        cn = c->dims[1];
-    } else if (c->rank == 1) {
-        cn = c->dims[0];
-    } else if (c->rank != 0) {
-        return false;
-    }
-    if ((cm != 1 && cm != m) || (cn != 1 && cn != n)) return false;
+    int64_t cm = c->rank == 2 ? c->dims[0] : 1, cn = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
     const float *cv = c->data;
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = 0; j < n; j++) y[i * n + j] = cv[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
-    return true;
+}
+
+static mcp_status mm_lookup(mcp_kernel_ctx *ctx, mm_state *st, const mm_problem *p, mm_prim *local,
+                            const mm_prim **out)
+{
+    *out = NULL;
+    mcp_status rs = MCP_STATUS_OK;
+    pthread_mutex_lock(&st->lock);
+    for (int i = 0; i < st->n_prims && !*out; i++)
+        if (memcmp(&st->prims[i].key, p, sizeof *p) == 0) *out = &st->prims[i];
+    if (!*out && st->n_prims < MM_CACHE_MAX) {
+        rs = mm_build(st, p, can_prepack(st, p), &st->prims[st->n_prims], ctx->err);
+        if (rs == MCP_STATUS_OK) *out = &st->prims[st->n_prims++];
+    }
+    pthread_mutex_unlock(&st->lock);
+    if (rs == MCP_STATUS_OK && !*out) {
+        rs = mm_build(st, p, false, local, ctx->err);
+        if (rs == MCP_STATUS_OK) *out = local;
+    }
+    if (rs != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
+    return rs;
 }
 
 static mcp_status mm_run(mcp_kernel_ctx *ctx)
@@ -220,63 +327,73 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     if (st->gemm) {
         if (a->rank != 2 || b->rank != 2 || !gemm_problem(st, a->dims, b->dims, &p))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'A' and 'B' have incompatible shapes");
-        if (st->use_sum && (!c || c->dtype != MCP_DTYPE_FLOAT))
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'C' must be a float tensor");
+        p.c_kind = gemm_c_kind(st, c, &p);
+        if (p.c_kind < 0)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'C' must be a float tensor broadcasting to (%lld, %lld)",
+                             (long long)p.m, (long long)p.n);
         yrank = 2;
         ydims[0] = p.m;
         ydims[1] = p.n;
     } else {
         if (!matmul_problem(a->rank, a->dims, b->rank, b->dims, &p))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'A' and 'B' have incompatible shapes");
-        yrank = a->rank;
-        memcpy(ydims, a->dims, sizeof(int64_t) * (size_t)a->rank);
+        if (p.nb == 0) {
+            yrank = a->rank;
+            memcpy(ydims, a->dims, sizeof(int64_t) * (size_t)a->rank);
+        } else {
+            yrank = p.nb + 2;
+            memcpy(ydims, p.batch, sizeof(int64_t) * (size_t)p.nb);
+            ydims[p.nb] = p.m;
+        }
         ydims[yrank - 1] = p.n;
     }
     mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, yrank, ydims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     float *yv = y->data;
-    if (st->use_sum && !fill_c(c, p.m, p.n, yv))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'C' does not broadcast to (%lld, %lld)",
-                         (long long)p.m, (long long)p.n);
+    if (p.c_kind == 2) fill_c(c, p.m, p.n, yv);
     if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
     if (p.k == 0) {
-        /* An empty reduction: the product is zero and only beta * C remains. */
-        if (st->use_sum)
-            for (int64_t i = 0; i < p.m * p.n; i++) yv[i] *= st->beta;
+        /* An empty reduction: the product is zero and only beta * C remains,
+         * then the activation. Rare enough for the reference path. */
+        if (p.c_kind == 1) fill_c(c, p.m, p.n, yv);
+        float scale = p.c_kind == 2 ? st->beta : 1.0f;
+        for (int64_t i = 0; i < p.m * p.n; i++) yv[i] *= scale;
+        if (st->fused && mcp_node_attr_string(st->node, "activation", NULL))
+            return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "an empty reduction with an activation");
         return MCP_STATUS_OK;
     }
-    dnnl_primitive_t prim = st->prebuilt;
-    bool use_local = !st->have_prebuilt || memcmp(&st->key, &p, sizeof p) != 0;
-    if (use_local) {
-        mcp_status rs = mm_build(st, &p, &prim, ctx->err);
-        if (rs != MCP_STATUS_OK) {
-            mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-            return rs;
-        }
-    }
-    dnnl_memory_desc_t a_md, b_md, y_md;
-    dnnl_memory_t mem[3] = {NULL, NULL, NULL};
-    mcp_status rs = MCP_STATUS_OK;
-    if (matrix_md(&a_md, p.batch, p.m, p.k, st->ta) != dnnl_success ||
-        matrix_md(&b_md, p.batch, p.k, p.n, st->tb) != dnnl_success ||
-        matrix_md(&y_md, p.batch, p.m, p.n, false) != dnnl_success)
+    mm_prim local;
+    const mm_prim *mp = NULL;
+    mcp_status rs = mm_lookup(ctx, st, &p, &local, &mp);
+    if (rs != MCP_STATUS_OK) return rs;
+    dnnl_memory_desc_t a_md, y_md, c_md;
+    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+    if (matrix_md(&a_md, p.nb, p.a_batch, p.m, p.k, st->ta) != dnnl_success ||
+        matrix_md(&y_md, p.nb, p.batch, p.m, p.n, false) != dnnl_success ||
+        bias_md(&c_md, p.n) != dnnl_success)
         rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &a_md, a->data, &mem[0]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &b_md, b->data, &mem[1]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, st->eng, &y_md, y->data, &mem[2]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a_md, a->data, &mem[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &mp->wmd, mp->wdata ? mp->wdata : b->data, &mem[1]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &y_md, y->data, &mem[2]);
+    if (rs == MCP_STATUS_OK && p.c_kind == 1) rs = mcp__dnnl_wrap(ctx, &c_md, c->data, &mem[3]);
     if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[3] = {
-            {DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-        rs = mcp__dnnl_execute(ctx, st->eng, prim, 3, args);
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
+                                   {DNNL_ARG_WEIGHTS, mem[1]},
+                                   {DNNL_ARG_DST, mem[2]},
+                                   {DNNL_ARG_BIAS, mem[3]}};
+        rs = mcp__dnnl_execute(ctx, mp->prim, p.c_kind == 1 ? 4 : 3, args);
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
-    if (use_local) dnnl_primitive_destroy(prim);
+    if (mp == &local) mm_prim_release(&local);
     return rs;
 }
 
 const mcp_kernel_def mcp__dnnl_gemm_kernel = {
     "", "Gemm", 7, 0, mm_run, NULL, mm_prepare, mm_release,
+};
+const mcp_kernel_def mcp__dnnl_fused_gemm_kernel = {
+    MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release,
 };
 const mcp_kernel_def mcp__dnnl_matmul_kernel = {
     "", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release,

@@ -20,6 +20,7 @@
 #define MCP_OPS_DNNL_UTIL_H
 
 #include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
 
 #include "ops/ops.h"
 
@@ -35,28 +36,149 @@ int mcp__dnnl_f32_rank(const mcp_node *node, const mcp_graph *graph, int i);
 /* Copies the static dims of input i into dims (rank from mcp__dnnl_f32_rank);
  * false when any is unknown. */
 bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims);
+/* mcp__dnnl_static_dims with unknown dims taken as 1 (false only when the
+ * rank is unknown). */
+bool mcp__dnnl_dims_or_one(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims);
 /* True when every attribute of node is named in `names` (NULL-terminated). */
 bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names);
 
 /* Sets err from a failed oneDNN call; returns UNSUPPORTED for
  * dnnl_unimplemented, OUT_OF_MEMORY or INTERNAL otherwise. */
 mcp_status mcp__dnnl_fail(mcp_err *err, dnnl_status_t s, const char *what);
+/* The process-wide CPU engine (created on first use, never destroyed). NULL
+ * when oneDNN cannot create one. */
+dnnl_engine_t mcp__dnnl_engine(void);
 /* Creates primitive attributes with a user-managed scratchpad. oneDNN's
  * library scratchpad is shared, and primitives using it must run on the
  * thread that created them; ours run on whatever thread runs the session. */
 dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
 /* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
- * of eng with a scratchpad allocated for this call, and waits for it. */
-mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_engine_t eng, dnnl_primitive_t prim,
-                             int nargs, const dnnl_exec_arg_t *args);
+ * with a scratchpad allocated for this call, and waits for it. */
+mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
+                         mcp_err *err);
+/* mcp__dnnl_run with the error prefixed by the kernel's node. */
+mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_primitive_t prim, int nargs,
+                             const dnnl_exec_arg_t *args);
 /* Makes a memory object of md over caller-owned data (read-only use allowed). */
-mcp_status mcp__dnnl_wrap(mcp_kernel_ctx *ctx, dnnl_engine_t eng, const dnnl_memory_desc_t *md,
-                          const void *data, dnnl_memory_t *out);
+mcp_status mcp__dnnl_wrap(mcp_kernel_ctx *ctx, const dnnl_memory_desc_t *md, const void *data,
+                          dnnl_memory_t *out);
+/* Creates a reorder primitive between two descriptors of one tensor. */
+dnnl_status_t mcp__dnnl_reorder_create(const dnnl_memory_desc_t *from,
+                                       const dnnl_memory_desc_t *to, dnnl_primitive_t *out);
+
+/*
+ * A oneDNN memory format as a tensor format (see mcp_format): tensors a
+ * oneDNN kernel writes in a blocked layout carry one, owned by the kernel's
+ * state. `is_plain` marks a descriptor equal to the plain row-major one, for
+ * which kernels write plain tensors and no format is attached.
+ */
+typedef struct mcp_dnnl_format {
+    mcp_format base;
+    dnnl_memory_desc_t md, plain_md;
+    dnnl_primitive_t to_plain; /* md -> plain_md */
+    bool is_plain;
+} mcp_dnnl_format;
+
+/* Plain row-major f32 descriptor for (rank, dims). */
+dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
+/* Initializes f for md, a layout of the f32 tensor (rank, dims). */
+mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *md, int rank,
+                                 const int64_t *dims, mcp_err *err);
+void mcp__dnnl_format_release(mcp_dnnl_format *f);
+/* The format to attach to an output in f's layout: NULL when it is plain. */
+const mcp_format *mcp__dnnl_format_of(const mcp_dnnl_format *f);
+/* The descriptor of t's data: its oneDNN format, or plain. False when t
+ * carries a format that is not oneDNN's (never, today) or a bad shape. */
+bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md);
+/* Writes t (any layout) into dst laid out as `to`. */
+mcp_status mcp__dnnl_reorder_into(mcp_kernel_ctx *ctx, const mcp_tensor *t,
+                                  const dnnl_memory_desc_t *to, void *dst);
+
+/*
+ * A small per-node cache of primitives keyed by their inputs' descriptors
+ * (shape and layout), for kernels whose inputs arrive in whatever layout the
+ * producer chose. Entries [0, n) never change once published; n is read and
+ * written under lock; primitives execute outside it. Past MCP_DNNL_CACHE
+ * entries a primitive is built per call into the caller's `local`.
+ */
+#define MCP_DNNL_KEYS 4
+#define MCP_DNNL_CACHE 4
+
+typedef struct mcp_dnnl_entry {
+    int n_keys;
+    dnnl_memory_desc_t keys[MCP_DNNL_KEYS];
+    dnnl_primitive_t prim;
+    mcp_dnnl_format dst;
+} mcp_dnnl_entry;
+
+typedef struct mcp_dnnl_cache {
+    pthread_mutex_t lock;
+    int n;
+    mcp_dnnl_entry e[MCP_DNNL_CACHE];
+} mcp_dnnl_cache;
+
+/* Builds e->prim and e->dst for e->keys (filled by the cache). */
+typedef mcp_status (*mcp_dnnl_build_fn)(const void *state, mcp_dnnl_entry *e, mcp_err *err);
+
+void mcp__dnnl_cache_init(mcp_dnnl_cache *c);
+void mcp__dnnl_cache_release(mcp_dnnl_cache *c);
+void mcp__dnnl_entry_release(mcp_dnnl_entry *e);
+/* The entry for keys, built on first use; when it is `local` the caller
+ * releases it. Errors are prefixed with the node. */
+mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const void *state,
+                               const dnnl_memory_desc_t *keys, int n_keys,
+                               mcp_dnnl_build_fn build, mcp_dnnl_entry *local,
+                               const mcp_dnnl_entry **out);
+
+/*
+ * The reference kernel for a node, for the shapes a oneDNN kernel declines
+ * at run time. mcp__dnnl_fallback_run makes the inputs plain (in place, as
+ * the executor would) and runs it.
+ */
+typedef struct mcp_dnnl_fallback {
+    const mcp_kernel_def *k;
+    void *state;
+} mcp_dnnl_fallback;
+
+mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,
+                                   const mcp_graph *graph, mcp_err *err);
+void mcp__dnnl_fallback_release(mcp_dnnl_fallback *fb);
+mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *fb);
+
+/*
+ * Weights from an initializer, reordered once per node into the layout the
+ * first primitive built for the node preferred. Primitives built later (other
+ * input shapes) ask for that layout explicitly, so a node holds one copy.
+ */
+typedef struct mcp_dnnl_packed {
+    bool have;
+    dnnl_memory_desc_t md;
+    void *data; /* owned */
+} mcp_dnnl_packed;
+
+/* Reorders the weights (plain_md over plain) into a new buffer laid out as
+ * `want`, and records it in pk. */
+mcp_status mcp__dnnl_pack(mcp_dnnl_packed *pk, const dnnl_memory_desc_t *plain_md, const void *plain,
+                          const dnnl_memory_desc_t *want, mcp_err *err);
+void mcp__dnnl_packed_release(mcp_dnnl_packed *pk);
+
+/* Post-ops for an internal op's `activation` / `activation_params`
+ * (see graph.h). Returns false when the activation is not one oneDNN runs;
+ * with po NULL it only checks. */
+bool mcp__dnnl_append_activation(const mcp_node *node, dnnl_post_ops_t po);
 
 /* Kernels and their capability checks (dnnl_conv.c, dnnl_matmul.c). */
 extern const mcp_kernel_def mcp__dnnl_conv_kernel;
 extern const mcp_kernel_def mcp__dnnl_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_matmul_kernel;
+extern const mcp_kernel_def mcp__dnnl_fused_conv_kernel;
+extern const mcp_kernel_def mcp__dnnl_fused_gemm_kernel;
+extern const mcp_kernel_def mcp__dnnl_pool_kernel;
+extern const mcp_kernel_def mcp__dnnl_binary_kernel;
+extern const mcp_kernel_def mcp__dnnl_concat_kernel;
+bool mcp__dnnl_pool_supported(const mcp_node *node, const mcp_graph *graph);
+bool mcp__dnnl_binary_supported(const mcp_node *node, const mcp_graph *graph);
+bool mcp__dnnl_concat_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_gemm_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_matmul_supported(const mcp_node *node, const mcp_graph *graph);

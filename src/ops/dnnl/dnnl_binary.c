@@ -1,0 +1,241 @@
+/*
+ * oneDNN binary arithmetic (Add, Sub, Mul, Div, Max/Min with two inputs)
+ * and Concat on 4-D fp32 tensors. Both read their inputs in whatever layout
+ * they arrive in and write the layout oneDNN picks, so a squeeze-excitation
+ * Mul or a channel Concat between convolutions stays in the blocked layout.
+ *
+ * Binary ops need the first operand at the output's full shape (oneDNN
+ * broadcasts only the second); commutative ops swap their operands for
+ * that, and the remaining cases run on the reference kernel, as do other
+ * ranks and dtypes met at run time.
+ */
+#include <string.h>
+
+#include "ops/dnnl/dnnl_util.h"
+
+typedef struct binary_state {
+    dnnl_alg_kind_t alg;
+    bool commutative;
+    int axis; /* Concat */
+    mcp_dnnl_cache cache;
+    mcp_dnnl_fallback fb;
+} binary_state;
+
+static const struct {
+    const char *op;
+    dnnl_alg_kind_t alg;
+    bool commutative;
+} binary_ops[] = {
+    {"Add", dnnl_binary_add, true}, {"Sub", dnnl_binary_sub, false}, {"Mul", dnnl_binary_mul, true},
+    {"Div", dnnl_binary_div, false}, {"Max", dnnl_binary_max, true},  {"Min", dnnl_binary_min, true},
+};
+
+static int binary_index(const mcp_node *node)
+{
+    for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
+        if (strcmp(node->op_type, binary_ops[i].op) == 0) return (int)i;
+    return -1;
+}
+
+bool mcp__dnnl_binary_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    int i = binary_index(node);
+    /* Broadcasting Add/Sub/Mul/Div arrived in opset 7, Max/Min in 8. */
+    if (i < 0 || node->n_inputs != 2 || node->n_outputs != 1 || node->n_attrs != 0) return false;
+    if (node->opset < (binary_ops[i].alg == dnnl_binary_max || binary_ops[i].alg == dnnl_binary_min ? 8 : 7))
+        return false;
+    return mcp__dnnl_f32_rank(node, graph, 0) == 4 && mcp__dnnl_f32_rank(node, graph, 1) == 4;
+}
+
+bool mcp__dnnl_concat_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    if (strcmp(node->op_type, "Concat") != 0 || node->opset < 4) return false;
+    if (node->n_inputs < 1 || node->n_inputs > MCP_DNNL_KEYS || node->n_outputs != 1) return false;
+    static const char *const attrs[] = {"axis", NULL};
+    if (!mcp__dnnl_attrs_within(node, attrs)) return false;
+    int64_t axis = mcp_node_attr_int(node, "axis", 1);
+    if (axis < -4 || axis > 3) return false;
+    for (int i = 0; i < node->n_inputs; i++)
+        if (mcp__dnnl_f32_rank(node, graph, i) != 4) return false;
+    return true;
+}
+
+static mcp_status finish_build(const dnnl_status_t s0, const void *desc, mcp_dnnl_entry *e,
+                               const int64_t *ydims, const char *what, mcp_err *err)
+{
+    dnnl_status_t s = s0;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, desc, attr, mcp__dnnl_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    if (s != dnnl_success) e->prim = NULL;
+    mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, what);
+    if (st == MCP_STATUS_OK)
+        st = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 4, ydims, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
+static mcp_status binary_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
+{
+    const binary_state *st = state;
+    const dnnl_memory_desc_t *a = &e->keys[0], *b = &e->keys[1];
+    dnnl_dims_t y = {0};
+    for (int d = 0; d < 4; d++) y[d] = a->dims[d] > b->dims[d] ? a->dims[d] : b->dims[d];
+    dnnl_memory_desc_t dst_any;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, y, dnnl_f32, dnnl_format_tag_any);
+    dnnl_binary_desc_t bd;
+    if (s == dnnl_success) s = dnnl_binary_desc_init(&bd, st->alg, a, b, &dst_any);
+    return finish_build(s, &bd, e, y, "binary primitive", err);
+}
+
+static mcp_status concat_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
+{
+    const binary_state *st = state;
+    int64_t y[4];
+    memcpy(y, e->keys[0].dims, sizeof y);
+    for (int i = 1; i < e->n_keys; i++) y[st->axis] += e->keys[i].dims[st->axis];
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success)
+        s = dnnl_concat_primitive_desc_create(&pd, NULL, e->n_keys, st->axis, e->keys, attr, mcp__dnnl_engine());
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    if (s != dnnl_success) e->prim = NULL;
+    mcp_status rs = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "concat primitive");
+    if (rs == MCP_STATUS_OK)
+        rs = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 4, y, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return rs;
+}
+
+static void binary_release(void *state)
+{
+    binary_state *st = state;
+    if (!st) return;
+    mcp__dnnl_cache_release(&st->cache);
+    mcp__dnnl_fallback_release(&st->fb);
+    mcp_free(st);
+}
+
+static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    *state = NULL;
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
+    binary_state *st = mcp_calloc(1, sizeof *st);
+    if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp__dnnl_cache_init(&st->cache);
+    int i = binary_index(node);
+    if (i >= 0) {
+        st->alg = binary_ops[i].alg;
+        st->commutative = binary_ops[i].commutative;
+    } else {
+        int64_t axis = mcp_node_attr_int(node, "axis", 1);
+        st->axis = (int)(axis < 0 ? axis + 4 : axis);
+    }
+    mcp_status rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
+    if (rs != MCP_STATUS_OK) {
+        binary_release(st);
+        return rs;
+    }
+    *state = st;
+    return MCP_STATUS_OK;
+}
+
+/* Runs e over the n inputs `in` (descriptors md) into a new output 0. */
+static mcp_status run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, int n, const mcp_tensor *const *in,
+                            const dnnl_memory_desc_t *md, const int *arg_ids)
+{
+    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, e->dst.plain_md.dims, mcp__dnnl_format_of(&e->dst));
+    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+    dnnl_memory_t m[MCP_DNNL_KEYS + 1] = {NULL};
+    dnnl_exec_arg_t args[MCP_DNNL_KEYS + 1];
+    mcp_status rs = MCP_STATUS_OK;
+    for (int i = 0; i < n && rs == MCP_STATUS_OK; i++) {
+        rs = mcp__dnnl_wrap(ctx, &md[i], in[i]->data, &m[i]);
+        args[i] = (dnnl_exec_arg_t){arg_ids[i], m[i]};
+    }
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[n]);
+    args[n] = (dnnl_exec_arg_t){DNNL_ARG_DST, m[n]};
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, e->prim, n + 1, args);
+    for (int i = 0; i <= n; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    return rs;
+}
+
+static bool all_f32_4d(const mcp_kernel_ctx *ctx, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const mcp_tensor *t = mcp_kin(ctx, i);
+        if (!t || t->dtype != MCP_DTYPE_FLOAT || t->rank != 4 || mcp_tensor_numel(t) == 0) return false;
+    }
+    return true;
+}
+
+static mcp_status binary_run(mcp_kernel_ctx *ctx)
+{
+    binary_state *st = ctx->state;
+    if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    if (!all_f32_4d(ctx, 2)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    const mcp_tensor *in[2] = {mcp_kin(ctx, 0), mcp_kin(ctx, 1)};
+    bool a_full = true, b_full = true;
+    for (int d = 0; d < 4; d++) {
+        int64_t x = in[0]->dims[d], y = in[1]->dims[d];
+        if (x != y && x != 1 && y != 1) return mcp__dnnl_fallback_run(ctx, &st->fb); /* reports the mismatch */
+        a_full &= x >= y;
+        b_full &= y >= x;
+    }
+    if (!a_full) {
+        if (!b_full && !st->commutative) return mcp__dnnl_fallback_run(ctx, &st->fb);
+        if (!st->commutative || !b_full) return mcp__dnnl_fallback_run(ctx, &st->fb);
+        const mcp_tensor *t = in[0];
+        in[0] = in[1];
+        in[1] = t;
+    }
+    dnnl_memory_desc_t md[2];
+    if (!mcp__dnnl_tensor_md(in[0], &md[0]) || !mcp__dnnl_tensor_md(in[1], &md[1]))
+        return mcp__dnnl_fallback_run(ctx, &st->fb);
+    mcp_dnnl_entry local;
+    const mcp_dnnl_entry *e = NULL;
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, md, 2, binary_build, &local, &e);
+    if (rs != MCP_STATUS_OK) return rs;
+    static const int ids[2] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1};
+    rs = run_entry(ctx, e, 2, in, md, ids);
+    if (e == &local) mcp__dnnl_entry_release(&local);
+    return rs;
+}
+
+static mcp_status concat_run(mcp_kernel_ctx *ctx)
+{
+    binary_state *st = ctx->state;
+    if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    int n = ctx->n_inputs;
+    if (n < 1 || n > MCP_DNNL_KEYS || !all_f32_4d(ctx, n)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    const mcp_tensor *in[MCP_DNNL_KEYS];
+    dnnl_memory_desc_t md[MCP_DNNL_KEYS];
+    int ids[MCP_DNNL_KEYS];
+    for (int i = 0; i < n; i++) {
+        in[i] = mcp_kin(ctx, i);
+        for (int d = 0; d < 4; d++)
+            if (d != st->axis && in[i]->dims[d] != in[0]->dims[d]) return mcp__dnnl_fallback_run(ctx, &st->fb);
+        if (!mcp__dnnl_tensor_md(in[i], &md[i])) return mcp__dnnl_fallback_run(ctx, &st->fb);
+        ids[i] = DNNL_ARG_MULTIPLE_SRC + i;
+    }
+    mcp_dnnl_entry local;
+    const mcp_dnnl_entry *e = NULL;
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, md, n, concat_build, &local, &e);
+    if (rs != MCP_STATUS_OK) return rs;
+    rs = run_entry(ctx, e, n, in, md, ids);
+    if (e == &local) mcp__dnnl_entry_release(&local);
+    return rs;
+}
+
+const mcp_kernel_def mcp__dnnl_binary_kernel = {
+    "", "Binary", 7, 0, binary_run, NULL, binary_prepare, binary_release,
+};
+const mcp_kernel_def mcp__dnnl_concat_kernel = {
+    "", "Concat", 4, 0, concat_run, NULL, binary_prepare, binary_release,
+};

@@ -1,0 +1,229 @@
+/*
+ * oneDNN pooling: MaxPool (one output), AveragePool, GlobalAveragePool and
+ * GlobalMaxPool on 4-D fp32 tensors, reading X in whatever layout it
+ * arrives in and writing Y in the layout oneDNN picks for it (the blocked
+ * layout of the producing convolution, typically), so pooling between
+ * convolutions costs no reorders.
+ *
+ * Output sizes follow the reference kernels (src/graph/shape_infer.c): SAME
+ * pads to ceil(in / stride); with ceil_mode the last window must start
+ * inside the input or the leading padding, and the extra trailing padding
+ * that ceil_mode adds is expressed as right padding. AveragePool with
+ * count_include_pad must not count that extra padding, which oneDNN would;
+ * such shapes run on the reference kernel.
+ */
+#include <string.h>
+
+#include "ops/dnnl/dnnl_util.h"
+
+typedef struct pool_params {
+    bool global, max, include_pad, ceil_mode;
+    int auto_pad; /* 0 NOTSET, 1 VALID, 2 SAME_UPPER, 3 SAME_LOWER */
+    int64_t kernel[2], stride[2], dil[2], pads[4];
+} pool_params;
+
+typedef struct pool_state {
+    pool_params p;
+    mcp_dnnl_cache cache;
+    mcp_dnnl_fallback fb;
+} pool_state;
+
+/* Geometry for one input shape, the pooling key besides the layout. */
+typedef struct pool_geom {
+    int64_t out[4], pl[2], pr[2], kernel[2];
+    bool extra_pad; /* ceil_mode padding past the declared pads */
+} pool_geom;
+
+static const char *const maxpool_attrs[] = {"auto_pad", "ceil_mode", "dilations", "kernel_shape",
+                                            "pads", "storage_order", "strides", NULL};
+static const char *const avgpool_attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
+                                            "kernel_shape", "pads", "strides", NULL};
+
+static bool read_ints(const mcp_node *node, const char *name, int want, int64_t min, int64_t *out)
+{
+    int64_t count = 0;
+    const int64_t *v = mcp_node_attr_ints(node, name, &count);
+    if (!v) return mcp_node_attr(node, name) == NULL;
+    if (count != want) return false;
+    for (int i = 0; i < want; i++) {
+        if (v[i] < min || v[i] > INT32_MAX) return false;
+        out[i] = v[i];
+    }
+    return true;
+}
+
+static bool parse_params(const mcp_node *node, pool_params *p)
+{
+    memset(p, 0, sizeof *p);
+    const char *op = node->op_type;
+    p->global = strncmp(op, "Global", 6) == 0;
+    p->max = strcmp(op, "MaxPool") == 0 || strcmp(op, "GlobalMaxPool") == 0;
+    for (int i = 0; i < 2; i++) p->stride[i] = p->dil[i] = 1;
+    if (p->global) return node->n_attrs == 0;
+    if (!mcp__dnnl_attrs_within(node, p->max ? maxpool_attrs : avgpool_attrs)) return false;
+    if (!mcp_node_attr(node, "kernel_shape") || !read_ints(node, "kernel_shape", 2, 1, p->kernel)) return false;
+    if (!read_ints(node, "strides", 2, 1, p->stride) || !read_ints(node, "dilations", 2, 1, p->dil) ||
+        !read_ints(node, "pads", 4, 0, p->pads))
+        return false;
+    p->ceil_mode = mcp_node_attr_int(node, "ceil_mode", 0) != 0;
+    p->include_pad = mcp_node_attr_int(node, "count_include_pad", 0) != 0;
+    const char *ap = mcp_node_attr_string(node, "auto_pad", "NOTSET");
+    if (strcmp(ap, "NOTSET") == 0) p->auto_pad = 0;
+    else if (strcmp(ap, "VALID") == 0) p->auto_pad = 1;
+    else if (strcmp(ap, "SAME_UPPER") == 0) p->auto_pad = 2;
+    else if (strcmp(ap, "SAME_LOWER") == 0) p->auto_pad = 3;
+    else return false;
+    return true;
+}
+
+bool mcp__dnnl_pool_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    const char *op = node->op_type;
+    if (strcmp(op, "MaxPool") != 0 && strcmp(op, "AveragePool") != 0 && strcmp(op, "GlobalAveragePool") != 0 &&
+        strcmp(op, "GlobalMaxPool") != 0)
+        return false;
+    if (node->n_inputs != 1 || node->n_outputs < 1) return false;
+    /* MaxPool's Indices output is the reference kernel's. */
+    for (int i = 1; i < node->n_outputs; i++)
+        if (node->outputs[i] >= 0) return false;
+    pool_params p;
+    return parse_params(node, &p) && mcp__dnnl_f32_rank(node, graph, 0) == 4;
+}
+
+static bool pool_geometry(const pool_params *p, const int64_t *in, pool_geom *g)
+{
+    memset(g, 0, sizeof *g);
+    g->out[0] = in[0];
+    g->out[1] = in[1];
+    for (int i = 0; i < 2; i++) {
+        int64_t n = in[i + 2];
+        if (p->global) {
+            g->kernel[i] = n;
+            g->out[i + 2] = 1;
+            if (n < 1) return false;
+            continue;
+        }
+        int64_t k = p->kernel[i], s = p->stride[i], eff = (k - 1) * p->dil[i] + 1;
+        g->kernel[i] = k;
+        int64_t pb = p->pads[i], pe = p->pads[i + 2], o;
+        if (p->auto_pad >= 2) {
+            o = (n + s - 1) / s;
+            int64_t total = (o - 1) * s + eff - n;
+            if (total < 0) total = 0;
+            pb = p->auto_pad == 2 ? total / 2 : total - total / 2;
+            pe = total - pb;
+        } else {
+            if (p->auto_pad == 1) pb = pe = 0;
+            int64_t span = n + pb + pe - eff;
+            if (span < 0) return false;
+            o = span / s + 1;
+            if (p->ceil_mode) {
+                o = (span + s - 1) / s + 1;
+                if ((o - 1) * s >= n + pb) o--;
+            }
+        }
+        /* Right padding that makes oneDNN produce exactly o windows. */
+        int64_t need = (o - 1) * s + eff - n - pb;
+        if (need > pe) g->extra_pad = true;
+        g->pl[i] = pb;
+        g->pr[i] = need > 0 ? need : 0;
+        if (g->pr[i] < 0 || o < 1) return false;
+        g->out[i + 2] = o;
+    }
+    return true;
+}
+
+static mcp_status pool_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
+{
+    const pool_state *st = state;
+    const dnnl_memory_desc_t *xmd = &e->keys[0];
+    pool_geom g;
+    if (!pool_geometry(&st->p, xmd->dims, &g))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is smaller than the pooling window");
+    dnnl_memory_desc_t dst_any;
+    dnnl_dims_t od = {g.out[0], g.out[1], g.out[2], g.out[3]};
+    dnnl_dims_t strides = {st->p.stride[0], st->p.stride[1]}, kernel = {g.kernel[0], g.kernel[1]};
+    dnnl_dims_t dil = {st->p.dil[0] - 1, st->p.dil[1] - 1}, pl = {g.pl[0], g.pl[1]}, pr = {g.pr[0], g.pr[1]};
+    if (st->p.global) strides[0] = strides[1] = 1;
+    dnnl_alg_kind_t alg = st->p.max           ? dnnl_pooling_max
+                          : st->p.include_pad ? dnnl_pooling_avg_include_padding
+                                              : dnnl_pooling_avg_exclude_padding;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, od, dnnl_f32, dnnl_format_tag_any);
+    dnnl_pooling_v2_desc_t pdesc;
+    if (s == dnnl_success)
+        s = dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, xmd, &dst_any, strides, kernel,
+                                              dil, pl, pr);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &pdesc, attr, mcp__dnnl_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    mcp_status st2 = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "pooling primitive");
+    if (st2 == MCP_STATUS_OK)
+        st2 = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 4, g.out, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (s != dnnl_success) e->prim = NULL;
+    return st2;
+}
+
+static void pool_release(void *state)
+{
+    pool_state *st = state;
+    if (!st) return;
+    mcp__dnnl_cache_release(&st->cache);
+    mcp__dnnl_fallback_release(&st->fb);
+    mcp_free(st);
+}
+
+static mcp_status pool_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    *state = NULL;
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
+    pool_state *st = mcp_calloc(1, sizeof *st);
+    if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp__dnnl_cache_init(&st->cache);
+    mcp_status rs = parse_params(node, &st->p) ? MCP_STATUS_OK
+                                               : mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN pooling: node is not supported");
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
+    if (rs != MCP_STATUS_OK) {
+        pool_release(st);
+        return rs;
+    }
+    *state = st;
+    return MCP_STATUS_OK;
+}
+
+static mcp_status pool_run(mcp_kernel_ctx *ctx)
+{
+    pool_state *st = ctx->state;
+    if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    const mcp_tensor *x = mcp_kin(ctx, 0);
+    pool_geom g;
+    if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank != 4 || mcp_tensor_numel(x) == 0 ||
+        !pool_geometry(&st->p, x->dims, &g) || (g.extra_pad && st->p.include_pad && !st->p.max))
+        return mcp__dnnl_fallback_run(ctx, &st->fb);
+    dnnl_memory_desc_t xmd;
+    if (!mcp__dnnl_tensor_md(x, &xmd)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    mcp_dnnl_entry local;
+    const mcp_dnnl_entry *e = NULL;
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &xmd, 1, pool_build, &local, &e);
+    if (rs != MCP_STATUS_OK) return rs;
+    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, g.out, mcp__dnnl_format_of(&e->dst));
+    dnnl_memory_t m[2] = {NULL, NULL};
+    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[1]);
+    if (rs == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}};
+        rs = mcp__dnnl_execute(ctx, e->prim, 2, args);
+    }
+    for (int i = 0; i < 2; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (e == &local) mcp__dnnl_entry_release(&local);
+    return rs;
+}
+
+const mcp_kernel_def mcp__dnnl_pool_kernel = {
+    "", "*Pool", 1, 0, pool_run, NULL, pool_prepare, pool_release,
+};
