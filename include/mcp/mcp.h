@@ -50,6 +50,11 @@ mcp_status mcp_session_create_from_memory(const void *buf, size_t len, const cha
                                           const mcp_session_options *opts, mcp_session **out,
                                           char *err, size_t err_len);
 void mcp_session_destroy(mcp_session *s);
+/* Frees the session's idle run contexts (their arenas, scratch buffers and
+ * memory plans; see docs/architecture.md). The next runs rebuild them: the
+ * first run of each input shape plans again. Safe at any time, from any
+ * thread; runs in flight keep theirs. */
+void mcp_session_trim(mcp_session *s);
 
 typedef enum mcp_value_kind_public {
     MCP_KIND_TENSOR = 0,

@@ -276,7 +276,11 @@ int mcpctl_cmd_perf(int argc, char **argv)
     for (int i = 0; rc == 0 && i < g->n_outputs; i++)
         if (!(outs[i] = mcp_value_new())) rc = perf_fail("out of memory", NULL);
 
+    /* Outputs are kept between runs: the engine copies into tensors of the
+     * right shape, as a serving loop reusing its buffers would. */
+    int64_t allocs = 0;
     for (int it = 0; rc == 0 && it < a.warmup + a.iterations; it++) {
+        if (it == a.warmup) allocs = mcp_alloc_total_count();
         double r0 = now_ms();
         st = mcp__session_run(s, ins, outs, &err);
         double dt = now_ms() - r0;
@@ -285,8 +289,8 @@ int mcpctl_cmd_perf(int argc, char **argv)
             break;
         }
         if (it >= a.warmup) lat[it - a.warmup] = dt;
-        for (int i = 0; i < g->n_outputs; i++) mcp_value_clear(outs[i]);
     }
+    double allocs_per_run = a.iterations > 0 ? (double)(mcp_alloc_total_count() - allocs) / a.iterations : 0.0;
 
     if (rc == 0) {
         double sum = 0;
@@ -297,9 +301,9 @@ int mcpctl_cmd_perf(int argc, char **argv)
         if (a.json) {
             printf("{\"load_ms\": %.6g, \"median_ms\": %.6g, \"p90_ms\": %.6g, \"peak_rss_mb\": %.6g, "
                    "\"min_ms\": %.6g, \"mean_ms\": %.6g, \"max_ms\": %.6g, \"iterations\": %d, \"warmup\": %d, "
-                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\"}\n",
+                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g}\n",
                    load_ms, median, p90, rss, lat[0], mean, lat[a.iterations - 1], a.iterations, a.warmup, a.batch,
-                   s->threads, s->backend);
+                   s->threads, s->backend, allocs_per_run);
         } else {
             printf("model: %s\n", a.model);
             printf("backend: %s  threads: %d  batch: %d  warmup: %d  iterations: %d\n", s->backend, s->threads,
@@ -308,6 +312,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
             printf("latency: median %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  max %.3f ms\n", median, p90,
                    lat[0], mean, lat[a.iterations - 1]);
             printf("peak RSS: %.1f MB\n", rss);
+            printf("heap allocations per run: %.1f\n", allocs_per_run);
         }
         fflush(stdout);
     }

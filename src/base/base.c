@@ -71,25 +71,32 @@ void mcp_err_prefix(mcp_err *err, const char *fmt, ...)
     free(msg);
 }
 
-static atomic_llong alloc_live;
+static atomic_llong alloc_live, alloc_total;
 
 void *mcp_malloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
-    if (p) atomic_fetch_add(&alloc_live, 1);
+    if (p) {
+        atomic_fetch_add(&alloc_live, 1);
+        atomic_fetch_add(&alloc_total, 1);
+    }
     return p;
 }
 
 void *mcp_calloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (p) atomic_fetch_add(&alloc_live, 1);
+    if (p) {
+        atomic_fetch_add(&alloc_live, 1);
+        atomic_fetch_add(&alloc_total, 1);
+    }
     return p;
 }
 
 void *mcp_realloc(void *p, size_t n)
 {
     void *q = realloc(p, n ? n : 1);
+    if (q) atomic_fetch_add(&alloc_total, 1);
     if (q && !p) atomic_fetch_add(&alloc_live, 1);
     return q;
 }
@@ -110,6 +117,7 @@ char *mcp_strdup(const char *s)
 }
 
 int64_t mcp_alloc_live_count(void) { return atomic_load(&alloc_live); }
+int64_t mcp_alloc_total_count(void) { return atomic_load(&alloc_total); }
 
 int mcp_mul_overflow_size(size_t a, size_t b, size_t *out)
 {

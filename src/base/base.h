@@ -48,6 +48,8 @@ void mcp_free(void *p);
 char *mcp_strdup(const char *s);
 /* Number of live allocations made through these wrappers (for tests). */
 int64_t mcp_alloc_live_count(void);
+/* Allocations (and reallocations) made so far, freed or not. */
+int64_t mcp_alloc_total_count(void);
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int mcp_mul_overflow_size(size_t a, size_t b, size_t *out);

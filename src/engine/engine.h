@@ -6,10 +6,15 @@
 #ifndef MCP_ENGINE_H
 #define MCP_ENGINE_H
 
+#include <pthread.h>
+
 #include "graph/graph.h"
 #include "mcp/mcp.h"
 #include "ops/ops.h"
 #include "tensor/tensor.h"
+
+/* A top-level run's reusable storage and memory plans (exec.c). */
+typedef struct mcp__runctx mcp__runctx;
 
 struct mcp_session {
     mcp_graph *graph; /* owned; nodes carry their resolved kernels */
@@ -17,7 +22,18 @@ struct mcp_session {
     char backend[16];
     mcp_io_info *inputs;  /* one per graph input */
     mcp_io_info *outputs; /* one per graph output */
+    /* Idle run contexts: a run takes one (or makes one) and gives it back,
+     * so there are as many as the most runs ever in flight at once. The
+     * only state a session changes after load; guarded by ctx_lock. */
+    pthread_mutex_t ctx_lock;
+    mcp__runctx *idle;
 };
+
+/* Takes an idle run context from the session (making one when there is
+ * none and `make`), and gives it back after the run. */
+mcp__runctx *mcp__runctx_take(mcp_session *s, bool make);
+void mcp__runctx_give(mcp_session *s, mcp__runctx *rc);
+void mcp__runctx_free(mcp__runctx *rc);
 
 mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
                                const mcp_session_options *opts, mcp_session **out, mcp_err *err);
@@ -27,6 +43,10 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
  * every graph output; it receives the result (the caller frees it). */
 mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_value **outputs,
                             mcp_err *err);
+
+/* Runs the session's graph in run context rc (see exec.c for plans). */
+mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const *inputs,
+                         mcp_value **outputs, mcp_err *err);
 
 /* Executes graph g in a new frame whose parent is `parent` (NULL for the
  * top graph). Used by the session and by mcp_kernel_run_subgraph. */

@@ -2,45 +2,368 @@
  * The executor: runs a graph's nodes in topological order in a frame that
  * holds this run's values. A frame borrows graph inputs from its caller and
  * captured outer values from its parent frame; everything else it owns.
+ *
+ * Top-level runs use a run context (mcp__runctx) taken from the session's
+ * pool: it keeps the frame's arrays and one mcp_value slot per graph value
+ * between runs, scratch buffers for kernels, and memory plans. The first
+ * run with a given input-shape signature records the bytes every node output
+ * takes; from those sizes and the value lifetimes a plan assigns each
+ * intermediate tensor an offset in one arena (greedy by size, best fit among
+ * the gaps of values alive at the same time). Later runs with that signature
+ * place node outputs in the arena, so a steady-state run makes no heap
+ * allocations of its own. Graph outputs are copied out of the arena: into
+ * the caller's output values when they already hold tensors of the right
+ * dtype and shape (so a caller reusing its outputs allocates nothing
+ * either), else into new tensors. A kernel asking for more than its planned
+ * size falls back to the heap. Subgraph frames (Loop, If, Scan bodies)
+ * allocate as they go.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
+
+#define RC_PLANS 4        /* input-shape signatures planned per context */
+#define RC_DISCARD 16     /* slots for omitted outputs of one node */
+#define ARENA_ALIGN 64
+
+typedef struct rc_plan {
+    bool valid;
+    int64_t *sig; /* input signature: for each input, dtype, rank, dims */
+    int sig_len;
+    int64_t *off;  /* per value (2 * n_values: then plain shadows); -1 unplanned */
+    size_t *bytes; /* planned capacity per entry */
+    size_t arena_bytes;
+    uint64_t used; /* tick of last use, for replacement */
+} rc_plan;
+
+struct mcp__runctx {
+    mcp__runctx *next; /* the session's free list */
+    const mcp_graph *graph;
+    int n_values;
+    mcp_value *slots; /* n_values + RC_DISCARD */
+    mcp_value **vals;
+    bool *owned;
+    size_t *rec;  /* bytes recorded this run per entry (2 * n_values) */
+    int *rec_birth; /* node that allocated each shadow entry */
+    rc_plan plans[RC_PLANS];
+    rc_plan *cur; /* the plan this run follows, or NULL while recording */
+    uint64_t tick;
+    uint8_t *arena;
+    size_t arena_cap;
+    void *scratch[MCP_KSCRATCH_SLOTS];
+    size_t scratch_cap[MCP_KSCRATCH_SLOTS];
+};
 
 struct mcp_exec {
     const mcp_session *session;
     const mcp_graph *graph;
     mcp_exec *parent;
+    mcp__runctx *rc;   /* top-level frames only */
+    mcp__runctx *root; /* the run's context, for scratch (any frame) */
+    int node;          /* index of the running node */
     mcp_value **vals;
     bool *owned;
     mcp_err *err;
 };
 
+/* ---- run contexts ---- */
+
+static mcp__runctx *runctx_new(const mcp_graph *g)
+{
+    mcp__runctx *rc = mcp_calloc(1, sizeof *rc);
+    if (!rc) return NULL;
+    rc->graph = g;
+    rc->n_values = g->n_values;
+    size_t n = (size_t)g->n_values;
+    rc->slots = mcp_calloc(n + RC_DISCARD, sizeof *rc->slots);
+    rc->vals = mcp_calloc(n + 1, sizeof *rc->vals);
+    rc->owned = mcp_calloc(n + 1, sizeof *rc->owned);
+    rc->rec = mcp_calloc(2 * n + 1, sizeof *rc->rec);
+    rc->rec_birth = mcp_calloc(n + 1, sizeof *rc->rec_birth);
+    if (!rc->slots || !rc->vals || !rc->owned || !rc->rec || !rc->rec_birth) {
+        mcp__runctx_free(rc);
+        return NULL;
+    }
+    return rc;
+}
+
+static void plan_clear(rc_plan *p)
+{
+    mcp_free(p->sig);
+    mcp_free(p->off);
+    mcp_free(p->bytes);
+    memset(p, 0, sizeof *p);
+}
+
+void mcp__runctx_free(mcp__runctx *rc)
+{
+    if (!rc) return;
+    for (int i = 0; i < RC_PLANS; i++) plan_clear(&rc->plans[i]);
+    mcp_free(rc->slots);
+    mcp_free(rc->vals);
+    mcp_free(rc->owned);
+    mcp_free(rc->rec);
+    mcp_free(rc->rec_birth);
+    mcp_free(rc->arena);
+    for (int i = 0; i < MCP_KSCRATCH_SLOTS; i++) mcp_free(rc->scratch[i]);
+    mcp_free(rc);
+}
+
+mcp__runctx *mcp__runctx_take(mcp_session *s, bool make)
+{
+    pthread_mutex_lock(&s->ctx_lock);
+    mcp__runctx *rc = s->idle;
+    if (rc) s->idle = rc->next;
+    pthread_mutex_unlock(&s->ctx_lock);
+    if (!rc && make) rc = runctx_new(s->graph);
+    return rc;
+}
+
+void mcp__runctx_give(mcp_session *s, mcp__runctx *rc)
+{
+    pthread_mutex_lock(&s->ctx_lock);
+    rc->next = s->idle;
+    s->idle = rc;
+    pthread_mutex_unlock(&s->ctx_lock);
+}
+
+/* Writes the signature of the inputs into sig (NULL: length only). */
+static int signature(const mcp_graph *g, mcp_value *const *inputs, int64_t *sig)
+{
+    int n = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+        const mcp_value *v = inputs[i];
+        if (sig) {
+            sig[n] = v->kind * 1000 + (v->kind == MCP_VALUE_TENSOR ? (int64_t)v->tensor.dtype : 0);
+            sig[n + 1] = v->kind == MCP_VALUE_TENSOR ? v->tensor.rank : -1;
+        }
+        n += 2;
+        if (v->kind != MCP_VALUE_TENSOR) continue;
+        for (int d = 0; d < v->tensor.rank; d++, n++)
+            if (sig) sig[n] = v->tensor.dims[d];
+    }
+    return n;
+}
+
+static rc_plan *find_plan(mcp__runctx *rc, mcp_value *const *inputs)
+{
+    int64_t small[64];
+    int len = signature(rc->graph, inputs, NULL);
+    int64_t *sig = len <= 64 ? small : NULL;
+    if (!sig) return NULL; /* very long signatures are not planned */
+    signature(rc->graph, inputs, sig);
+    for (int i = 0; i < RC_PLANS; i++) {
+        rc_plan *p = &rc->plans[i];
+        if (p->valid && p->sig_len == len && memcmp(p->sig, sig, sizeof *sig * (size_t)len) == 0) return p;
+    }
+    return NULL;
+}
+
+typedef struct plan_item {
+    int idx;
+    int birth, death;
+    size_t bytes;
+    int64_t off;
+} plan_item;
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const plan_item *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->idx - y->idx;
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const plan_item *const *x = a, *const *y = b;
+    return (*x)->off < (*y)->off ? -1 : (*x)->off > (*y)->off;
+}
+
+static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
+
+/*
+ * Builds a plan from this run's recorded sizes and installs it (replacing
+ * the least recently used one). Failure to plan is not an error: the next
+ * run records again.
+ */
+static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
+{
+    const mcp_graph *g = rc->graph;
+    int nv = rc->n_values;
+    int *birth = mcp_calloc((size_t)2 * nv + 1, sizeof *birth);
+    int *death = mcp_calloc((size_t)2 * nv + 1, sizeof *death);
+    plan_item *items = mcp_calloc((size_t)2 * nv + 1, sizeof *items);
+    plan_item **live = mcp_calloc((size_t)2 * nv + 1, sizeof *live);
+    int len = signature(g, inputs, NULL);
+    int64_t *sig = mcp_calloc((size_t)len + 1, sizeof *sig);
+    int64_t *off = mcp_malloc(sizeof *off * (size_t)(2 * nv + 1));
+    size_t *bytes = mcp_calloc((size_t)2 * nv + 1, sizeof *bytes);
+    if (!birth || !death || !items || !live || !sig || !off || !bytes) goto done;
+    signature(g, inputs, sig);
+    for (int v = 0; v < 2 * nv; v++) {
+        birth[v] = -1;
+        death[v] = g->n_nodes;
+        off[v] = -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_outputs; k++)
+            if (g->nodes[i].outputs[k] >= 0) birth[g->nodes[i].outputs[k]] = i;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = g->free_start[i]; k < g->free_start[i + 1]; k++) {
+            death[g->free_vals[k]] = i;
+            death[g->free_vals[k] + nv] = i;
+        }
+    for (int v = 0; v < nv; v++) birth[v + nv] = rc->rec[v + nv] ? rc->rec_birth[v] : -1;
+    int n = 0;
+    for (int v = 0; v < 2 * nv; v++) {
+        if (!rc->rec[v] || birth[v] < 0) continue;
+        items[n++] = (plan_item){.idx = v, .birth = birth[v], .death = death[v], .bytes = align_up(rc->rec[v])};
+    }
+    qsort(items, (size_t)n, sizeof *items, by_size_desc);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int nl = 0;
+        for (int j = 0; j < i; j++)
+            if (items[j].birth <= items[i].death && items[i].birth <= items[j].death) live[nl++] = &items[j];
+        qsort(live, (size_t)nl, sizeof *live, by_offset);
+        /* Best fit: the smallest gap between overlapping values that holds it. */
+        int64_t best = -1, best_gap = -1, at = 0;
+        for (int j = 0; j <= nl; j++) {
+            int64_t end = j < nl ? live[j]->off : INT64_MAX;
+            int64_t gap = end - at;
+            if (gap >= (int64_t)items[i].bytes && (best_gap < 0 || gap < best_gap)) {
+                best = at;
+                best_gap = gap;
+            }
+            if (j < nl && live[j]->off + (int64_t)live[j]->bytes > at) at = live[j]->off + (int64_t)live[j]->bytes;
+        }
+        items[i].off = best;
+        off[items[i].idx] = best;
+        bytes[items[i].idx] = items[i].bytes;
+        if ((size_t)best + items[i].bytes > total) total = (size_t)best + items[i].bytes;
+    }
+    rc_plan *slot = &rc->plans[0];
+    for (int i = 0; i < RC_PLANS; i++) {
+        if (!rc->plans[i].valid) {
+            slot = &rc->plans[i];
+            break;
+        }
+        if (rc->plans[i].used < slot->used) slot = &rc->plans[i];
+    }
+    if (total > rc->arena_cap) {
+        mcp_free(rc->arena);
+        rc->arena = mcp_malloc(total + ARENA_ALIGN);
+        rc->arena_cap = rc->arena ? total : 0;
+        if (!rc->arena) goto done;
+    }
+    plan_clear(slot);
+    *slot = (rc_plan){.valid = true, .sig = sig, .sig_len = len, .off = off, .bytes = bytes,
+                      .arena_bytes = total, .used = rc->tick};
+    sig = NULL;
+    off = NULL;
+    bytes = NULL;
+done:
+    mcp_free(birth);
+    mcp_free(death);
+    mcp_free(items);
+    mcp_free(live);
+    mcp_free(sig);
+    mcp_free(off);
+    mcp_free(bytes);
+}
+
+/* The arena base, aligned. */
+static uint8_t *arena_base(const mcp__runctx *rc)
+{
+    uintptr_t p = (uintptr_t)rc->arena;
+    return (uint8_t *)((p + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN);
+}
+
+/* Planned storage for entry e (a value, or a value's plain shadow at
+ * n_values + v); records the size while recording. */
+static void *planned(mcp_exec *f, int e, size_t nbytes)
+{
+    mcp__runctx *rc = f->rc;
+    if (!rc || e < 0) return NULL;
+    if (!rc->cur) {
+        if (nbytes > rc->rec[e]) rc->rec[e] = nbytes;
+        if (e >= rc->n_values) rc->rec_birth[e - rc->n_values] = f->node;
+        return NULL;
+    }
+    int64_t off = rc->cur->off[e];
+    if (off < 0 || nbytes > rc->cur->bytes[e]) return NULL;
+    return arena_base(rc) + off;
+}
+
+void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbytes)
+{
+    if (!f || i < 0 || i >= n->n_outputs) return NULL;
+    return planned(f, n->outputs[i], nbytes);
+}
+
+void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes)
+{
+    if (!f || slot < 0 || slot >= MCP_KSCRATCH_SLOTS) return NULL;
+    mcp__runctx *rc = f->root;
+    if (!rc) return NULL;
+    if (nbytes > rc->scratch_cap[slot]) {
+        size_t cap = align_up(nbytes);
+        void *p = mcp_realloc(rc->scratch[slot], cap);
+        if (!p) return NULL;
+        rc->scratch[slot] = p;
+        rc->scratch_cap[slot] = cap;
+    }
+    return rc->scratch[slot];
+}
+
+/* ---- frames ---- */
+
+/* Releases a frame-owned value: slots are cleared, others freed. */
+static void drop_value(mcp_exec *f, mcp_value *v)
+{
+    if (f->rc) mcp_value_clear(v);
+    else mcp_value_free(v);
+}
+
 static void frame_free(mcp_exec *f)
 {
     if (f->vals)
         for (int i = 0; i < f->graph->n_values; i++)
-            if (f->owned[i]) mcp_value_free(f->vals[i]);
+            if (f->owned[i]) drop_value(f, f->vals[i]);
+    if (f->rc) {
+        for (int i = 0; i < f->graph->n_values; i++) f->vals[i] = NULL;
+        memset(f->owned, 0, sizeof *f->owned * (size_t)f->graph->n_values);
+        return;
+    }
     mcp_free(f->vals);
     mcp_free(f->owned);
 }
 
 static mcp_status frame_init(mcp_exec *f, const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
-                             mcp_value *const *inputs, mcp_err *err)
+                             mcp__runctx *rc, mcp_value *const *inputs, mcp_err *err)
 {
     memset(f, 0, sizeof *f);
     f->session = s;
     f->graph = g;
     f->parent = parent;
+    f->rc = rc;
+    f->root = rc ? rc : parent ? parent->root : NULL;
     f->err = err;
-    f->vals = mcp_calloc((size_t)g->n_values + 1, sizeof(mcp_value *));
-    f->owned = mcp_calloc((size_t)g->n_values + 1, sizeof(bool));
-    if (!f->vals || !f->owned) {
-        frame_free(f);
-        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory creating a run frame");
+    if (rc) {
+        f->vals = rc->vals;
+        f->owned = rc->owned;
+    } else {
+        f->vals = mcp_calloc((size_t)g->n_values + 1, sizeof(mcp_value *));
+        f->owned = mcp_calloc((size_t)g->n_values + 1, sizeof(bool));
+        if (!f->vals || !f->owned) {
+            frame_free(f);
+            return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory creating a run frame");
+        }
     }
     for (int i = 0; i < g->n_initializers; i++) {
-        mcp_value *v = mcp_value_new();
+        int idx = g->initializer_values[i];
+        mcp_value *v = rc ? &rc->slots[idx] : mcp_value_new();
         if (!v) {
             frame_free(f);
             return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
@@ -49,7 +372,6 @@ static mcp_status frame_init(mcp_exec *f, const mcp_session *s, const mcp_graph 
         v->kind = MCP_VALUE_TENSOR;
         v->tensor = g->initializers[i];
         v->tensor.owns_data = false;
-        int idx = g->initializer_values[i];
         f->vals[idx] = v;
         f->owned[idx] = true;
     }
@@ -61,6 +383,25 @@ static mcp_status frame_init(mcp_exec *f, const mcp_session *s, const mcp_graph 
     }
     for (int i = 0; i < g->n_inputs; i++)
         if (inputs && inputs[i]) f->vals[g->inputs[i]] = inputs[i];
+    return MCP_STATUS_OK;
+}
+
+/* Converts frame value idx from a backend format to plain, in place, into
+ * planned memory when there is a plan for it. */
+static mcp_status make_plain(mcp_exec *f, int idx, mcp_value *v)
+{
+    mcp_tensor *t = &v->tensor;
+    mcp_tensor plain = {.dtype = t->dtype, .rank = t->rank};
+    memcpy(plain.dims, t->dims, sizeof plain.dims);
+    size_t nbytes = mcp_tensor_nbytes(&plain);
+    void *p = f->rc ? planned(f, f->rc->n_values + idx, nbytes) : NULL;
+    if (!p) return mcp_tensor_make_plain(t, f->err);
+    mcp_status st = t->format->to_plain(t->format, t->data, p, f->err);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_tensor_release(t);
+    plain.data = p;
+    plain.owns_data = false;
+    *t = plain;
     return MCP_STATUS_OK;
 }
 
@@ -91,14 +432,18 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
     if (!mcp_kernel_accepts_formats(n->kernel))
         for (int i = 0; i < n->n_inputs && st == MCP_STATUS_OK; i++)
             if (ins[i] && ins[i]->kind == MCP_VALUE_TENSOR && ins[i]->tensor.format) {
-                st = mcp_tensor_make_plain(&ins[i]->tensor, f->err);
+                st = make_plain(f, n->inputs[i], ins[i]);
                 if (st != MCP_STATUS_OK)
                     mcp_err_prefix(f->err, "node '%s' (%s): input '%s'", n->name, n->op_type,
                                    f->graph->values[n->inputs[i]].name);
             }
     if (st != MCP_STATUS_OK) goto done;
+    int discard = 0;
     for (int i = 0; i < n->n_outputs; i++) {
-        outs[i] = mcp_value_new();
+        int idx = n->outputs[i];
+        if (f->rc && idx >= 0) outs[i] = &f->rc->slots[idx];
+        else if (f->rc && discard < RC_DISCARD) outs[i] = &f->rc->slots[f->rc->n_values + discard++];
+        else outs[i] = mcp_value_new();
         if (!outs[i]) {
             st = mcp_err_set(f->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
             goto done;
@@ -121,7 +466,7 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
         for (int i = 0; i < n->n_outputs; i++) {
             int idx = n->outputs[i];
             if (idx < 0) continue;
-            if (f->owned[idx]) mcp_value_free(f->vals[idx]);
+            if (f->owned[idx] && f->vals[idx] != outs[i]) drop_value(f, f->vals[idx]);
             f->vals[idx] = outs[i];
             f->owned[idx] = true;
             outs[i] = NULL;
@@ -129,25 +474,46 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
     }
 done:
     if (outs)
-        for (int i = 0; i < n->n_outputs; i++) mcp_value_free(outs[i]);
+        for (int i = 0; i < n->n_outputs; i++) {
+            if (!outs[i]) continue;
+            bool slot = f->rc && outs[i] >= f->rc->slots && outs[i] < f->rc->slots + f->rc->n_values + RC_DISCARD;
+            if (slot) mcp_value_clear(outs[i]);
+            else mcp_value_free(outs[i]);
+        }
     if (ins != in_small) mcp_free(ins);
     if (outs != out_small) mcp_free(outs);
     return st;
 }
 
-mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
-                           mcp_value *const *inputs, mcp_value **outputs, mcp_err *err)
+/* Copies tensor v into dst when dst already holds an owned plain tensor of
+ * the same dtype and shape (a caller reusing its output values across
+ * runs); false otherwise. */
+static bool copy_into(mcp_value *dst, const mcp_value *v)
+{
+    const mcp_tensor *a = &dst->tensor, *b = &v->tensor;
+    if (dst->kind != MCP_VALUE_TENSOR || v->kind != MCP_VALUE_TENSOR || !a->owns_data || a->format ||
+        b->format || a->dtype != b->dtype || a->dtype == MCP_DTYPE_STRING || a->rank != b->rank ||
+        memcmp(a->dims, b->dims, sizeof *a->dims * (size_t)a->rank) != 0)
+        return false;
+    size_t n = mcp_tensor_nbytes(b);
+    if (n) memcpy(a->data, b->data, n);
+    return true;
+}
+
+static mcp_status exec_frame(const mcp_session *s, const mcp_graph *g, mcp_exec *parent, mcp__runctx *rc,
+                             mcp_value *const *inputs, mcp_value **outputs, mcp_err *err)
 {
     mcp_exec f;
-    mcp_status st = frame_init(&f, s, g, parent, inputs, err);
+    mcp_status st = frame_init(&f, s, g, parent, rc, inputs, err);
     if (st != MCP_STATUS_OK) return st;
     for (int i = 0; i < g->n_nodes && st == MCP_STATUS_OK; i++) {
+        f.node = i;
         st = run_node(&f, &g->nodes[i]);
         /* Release what no later node reads. */
         for (int k = g->free_start[i]; st == MCP_STATUS_OK && k < g->free_start[i + 1]; k++) {
             int idx = g->free_vals[k];
             if (!f.owned[idx]) continue;
-            mcp_value_free(f.vals[idx]);
+            drop_value(&f, f.vals[idx]);
             f.vals[idx] = NULL;
             f.owned[idx] = false;
         }
@@ -163,18 +529,44 @@ mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *p
             st = mcp_tensor_make_plain(&v->tensor, err);
             if (st != MCP_STATUS_OK) break;
         }
-        /* Move on the last listing of a value; copy on earlier ones. */
+        /* Move on the last listing of a value; copy on earlier ones and
+         * when the data is not the frame's to give (weights, arena). */
         bool listed_later = false;
         for (int j = i + 1; j < g->n_outputs; j++) listed_later |= g->outputs[j] == idx;
-        if (f.owned[idx] && !listed_later && g->values[idx].initializer < 0) {
+        bool movable = v->kind != MCP_VALUE_TENSOR || v->tensor.owns_data || v->tensor.data == NULL;
+        if (copy_into(outputs[i], v)) {
+            /* The caller's tensor of this dtype and shape took the data. */
+        } else if (f.owned[idx] && !listed_later && g->values[idx].initializer < 0 && movable) {
             /* Move: the frame gives up the value. */
+            mcp_value_clear(outputs[i]);
             *outputs[i] = *v;
             memset(v, 0, sizeof *v);
         } else {
+            mcp_value_clear(outputs[i]);
             st = mcp_value_copy(outputs[i], v, err);
         }
     }
     frame_free(&f);
+    return st;
+}
+
+mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
+                           mcp_value *const *inputs, mcp_value **outputs, mcp_err *err)
+{
+    return exec_frame(s, g, parent, NULL, inputs, outputs, err);
+}
+
+mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const *inputs,
+                         mcp_value **outputs, mcp_err *err)
+{
+    const mcp_graph *g = s->graph;
+    rc->tick++;
+    rc->cur = find_plan(rc, inputs);
+    if (rc->cur) rc->cur->used = rc->tick;
+    else memset(rc->rec, 0, sizeof *rc->rec * (size_t)(2 * rc->n_values));
+    mcp_status st = exec_frame(s, g, NULL, rc, inputs, outputs, err);
+    if (st == MCP_STATUS_OK && !rc->cur) make_plan(rc, inputs);
+    rc->cur = NULL;
     return st;
 }
 

@@ -76,6 +76,7 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto, ref or dnnl)", backend);
     mcp_session *s = mcp_calloc(1, sizeof *s);
     if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    pthread_mutex_init(&s->ctx_lock, NULL);
     /* The default intra-op budget is every online core (as ONNX Runtime's);
      * servers running several instances pass their share. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -114,6 +115,12 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     return MCP_STATUS_OK;
 }
 
+void mcp_session_trim(mcp_session *s)
+{
+    mcp__runctx *rc;
+    while ((rc = mcp__runctx_take(s, false)) != NULL) mcp__runctx_free(rc);
+}
+
 void mcp_session_destroy(mcp_session *s)
 {
     if (!s) return;
@@ -121,6 +128,8 @@ void mcp_session_destroy(mcp_session *s)
         release_kernel_state(s->graph);
         mcp_graph_free(s->graph);
     }
+    mcp_session_trim(s);
+    pthread_mutex_destroy(&s->ctx_lock);
     mcp_free(s->inputs);
     mcp_free(s->outputs);
     mcp_free(s);
@@ -183,7 +192,12 @@ mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_
      * regions, ours and oneDNN's, for the length of the run. */
     int prev_threads = omp_get_max_threads();
     if (prev_threads != s->threads) omp_set_num_threads(s->threads);
-    mcp_status st = mcp__exec_graph(s, g, NULL, inputs, outputs, err);
+    /* The idle list lives in a session that is otherwise read-only. */
+    mcp_session *ms = (mcp_session *)s;
+    mcp__runctx *rc = mcp__runctx_take(ms, true);
+    mcp_status st = rc ? mcp__exec_top(s, rc, inputs, outputs, err)
+                       : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for a run context");
+    if (rc) mcp__runctx_give(ms, rc);
     if (prev_threads != s->threads) omp_set_num_threads(prev_threads);
     return st;
 }

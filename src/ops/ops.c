@@ -101,12 +101,36 @@ mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, cons
     mcp_value *v = ctx->outputs[i];
     mcp_value_clear(v);
     v->kind = MCP_VALUE_TENSOR;
-    mcp_status st = mcp_tensor_alloc(&v->tensor, dtype, rank, dims, ctx->err);
+    mcp_tensor *t = &v->tensor;
+    if (dtype != MCP_DTYPE_STRING && rank >= 0 && rank <= MCP_MAX_RANK && ctx->exec) {
+        bool ok = true;
+        for (int d = 0; d < rank; d++) ok &= dims[d] >= 0;
+        if (ok) {
+            t->dtype = dtype;
+            t->rank = rank;
+            memcpy(t->dims, dims, sizeof *dims * (size_t)rank);
+            size_t nbytes = mcp_tensor_nbytes(t);
+            void *p = nbytes ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes) : NULL;
+            if (p) {
+                memset(p, 0, nbytes);
+                t->data = p;
+                t->owns_data = false;
+                return t;
+            }
+            memset(t, 0, sizeof *t);
+        }
+    }
+    mcp_status st = mcp_tensor_alloc(t, dtype, rank, dims, ctx->err);
     if (st != MCP_STATUS_OK) {
         mcp_err_prefix(ctx->err, "node '%s' (%s): output #%d", ctx->node->name, ctx->node->op_type, i);
         return NULL;
     }
-    return &v->tensor;
+    return t;
+}
+
+void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes)
+{
+    return ctx->exec ? mcp__exec_scratch(ctx->exec, slot, nbytes) : NULL;
 }
 
 bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
@@ -134,13 +158,15 @@ mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int ran
     t->dtype = dtype;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
+    t->format = f;
+    t->data = ctx->exec ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, f->nbytes) : NULL;
+    if (t->data) return t;
     t->data = mcp_malloc(f->nbytes ? f->nbytes : 1);
     if (!t->data) {
         mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for output #%d (%zu bytes)", i, f->nbytes);
         return NULL;
     }
     t->owns_data = true;
-    t->format = f;
     return t;
 }
 

@@ -90,9 +90,23 @@ bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k);
 
 /* Input i as a tensor; NULL when omitted (or when it is not a tensor). */
 const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i);
-/* Allocates output i as a zero-filled tensor of the given type and shape.
- * Returns NULL with the error set on failure. */
+/* Allocates output i as a zero-filled tensor of the given type and shape
+ * (in the run's planned memory when there is a plan for it). Returns NULL
+ * with the error set on failure. */
 mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims);
+/* Temporary memory for the running kernel, valid until it returns; slots
+ * 0 .. MCP_KSCRATCH_SLOTS-1 are distinct buffers. The buffers live in the
+ * run's context and are reused by later runs, so steady-state runs do not
+ * allocate. NULL when out of memory or outside a run (the caller then
+ * allocates itself). */
+#define MCP_KSCRATCH_SLOTS 2
+void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes);
+
+/* Engine hooks behind mcp_kout / mcp_kscratch (src/engine/exec.c): planned
+ * memory for output i of node n, or NULL to allocate; scratch buffers. */
+void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbytes);
+void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes);
+
 /* Allocates output i in backend format f (f->nbytes bytes, not zeroed);
  * the logical shape is (rank, dims). NULL with the error set on failure. */
 mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank,

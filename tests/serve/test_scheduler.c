@@ -167,6 +167,7 @@ static void test_batch_and_split(void)
     }
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -273,6 +274,7 @@ static void run_clients(tv_model *m, int instances, int prefetch)
     mcp_scheduler_destroy(s);
     mcp_request_release(held);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
 }
 
@@ -328,6 +330,7 @@ static void test_preferred(void)
     mcp_request_release(a);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -370,6 +373,7 @@ static void test_priority(void)
     mcp_request_release(a);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -424,6 +428,7 @@ static void test_timeout(void)
         tv_tracker_destroy(&t);
         tv_gate_destroy(&g);
     }
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -463,6 +468,7 @@ static void test_cancel(void)
     mcp_request_release(a);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -510,6 +516,7 @@ static void test_queue_full(void)
     for (int i = 0; i < 5; i++) mcp_request_release(all[i]);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -585,6 +592,7 @@ static void test_drain(void)
     mcp_request_release(a);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -614,6 +622,7 @@ static void test_destroy_drains(void)
         mcp_request_release(r[i]);
     }
     tv_tracker_destroy(&t);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -656,6 +665,7 @@ static void cache_rounds(bool enabled, int64_t *hits, int64_t *misses)
     mcp_scheduler_drain(s);
     mcp__scheduler_cache_counts(s, hits, misses);
     mcp_scheduler_destroy(s);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -700,6 +710,7 @@ static void test_run_failure(void)
     TU_CHECK_INT(r->n_outputs, 0);
     mcp_request_release(r);
     tv_tracker_destroy(&t);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -738,6 +749,7 @@ static void test_create_errors(void)
     mcp_scheduler_destroy(s);
     mcp_scheduler_destroy(NULL);
     mcp_request_release(r);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }
@@ -812,6 +824,7 @@ static void test_no_batch_dim(void)
     mcp_request_release(a);
     tv_tracker_destroy(&t);
     tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
 }

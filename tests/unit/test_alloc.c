@@ -4,7 +4,11 @@
  * where it started, so nothing leaks through mcp_malloc and friends.
  * (ASan's leak checker covers allocations made outside the counter.)
  */
+#include <math.h>
+#include <string.h>
+
 #include "base/base.h"
+#include "engine/engine.h"
 #include "graph/graph.h"
 #include "mcp/mcp.h"
 #include "model_builder.h"
@@ -83,7 +87,9 @@ static void test_session_lifecycle(void)
     }
     mcp_value_destroy(xv);
     mcp_value_destroy(bv);
-    /* Runs leave nothing behind in the session. */
+    /* Runs leave nothing behind in the session but its run contexts,
+     * which trimming frees. */
+    mcp_session_trim(s);
     TU_CHECK_INT(mcp_alloc_live_count(), with_session);
     mcp_session_destroy(s);
     TU_CHECK_INT(mcp_alloc_live_count(), base);
@@ -276,6 +282,120 @@ static void test_npy_and_values(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/*
+ * A small CNN: Conv+Relu, MaxPool, Conv + residual Add + Relu,
+ * GlobalAveragePool, Flatten, Gemm; X is float [batch, 2, 8, 8].
+ */
+static mb_model *small_cnn(void)
+{
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {-1, 2, 8, 8}, yd[] = {-1, 3};
+    const char *const params[] = {"batch", NULL, NULL, NULL};
+    const int64_t w1d[] = {4, 2, 3, 3}, w2d[] = {4, 4, 3, 3}, bd[] = {4}, gd[] = {3, 4}, gbd[] = {3};
+    float w1[72], w2[144], b[4], g[12], gb[3];
+    for (int i = 0; i < 72; i++) w1[i] = (float)((i * 7) % 11 - 5) / 8.0f;
+    for (int i = 0; i < 144; i++) w2[i] = (float)((i * 5) % 13 - 6) / 16.0f;
+    for (int i = 0; i < 4; i++) b[i] = (float)i / 4.0f - 0.25f;
+    for (int i = 0; i < 12; i++) g[i] = (float)(i % 5) / 4.0f - 0.5f;
+    for (int i = 0; i < 3; i++) gb[i] = (float)i;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
+    mb_add_initializer(m, NULL, "W1", MCP_DTYPE_FLOAT, 4, w1d, w1, sizeof w1);
+    mb_add_initializer(m, NULL, "W2", MCP_DTYPE_FLOAT, 4, w2d, w2, sizeof w2);
+    mb_add_initializer(m, NULL, "B", MCP_DTYPE_FLOAT, 1, bd, b, sizeof b);
+    mb_add_initializer(m, NULL, "G", MCP_DTYPE_FLOAT, 2, gd, g, sizeof g);
+    mb_add_initializer(m, NULL, "GB", MCP_DTYPE_FLOAT, 1, gbd, gb, sizeof gb);
+    const int64_t pads[] = {1, 1, 1, 1}, k2[] = {2, 2};
+    Onnx__NodeProto *c1 = mb_add_node(m, NULL, "Conv", "conv1", "X,W1,B", "C1");
+    mb_attr_ints(m, c1, "pads", pads, 4);
+    mb_add_node(m, NULL, "Relu", "relu1", "C1", "R1");
+    Onnx__NodeProto *mp = mb_add_node(m, NULL, "MaxPool", "pool", "R1", "P");
+    mb_attr_ints(m, mp, "kernel_shape", k2, 2);
+    mb_attr_ints(m, mp, "strides", k2, 2);
+    Onnx__NodeProto *c2 = mb_add_node(m, NULL, "Conv", "conv2", "P,W2,B", "C2");
+    mb_attr_ints(m, c2, "pads", pads, 4);
+    mb_add_node(m, NULL, "Add", "residual", "C2,P", "S");
+    mb_add_node(m, NULL, "Relu", "relu2", "S", "R2");
+    mb_add_node(m, NULL, "GlobalAveragePool", "gap", "R2", "GAP");
+    mb_add_node(m, NULL, "Flatten", "flatten", "GAP", "F");
+    Onnx__NodeProto *gm = mb_add_node(m, NULL, "Gemm", "fc", "F,G,GB", "Y");
+    mb_attr_int(m, gm, "transB", 1);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, yd, params);
+    return m;
+}
+
+/* Runs s on a fresh float input of shape (rank, dims) filled from seed,
+ * into outs (kept between calls). */
+static mcp_status run_into(mcp_session *s, int rank, const int64_t *dims, int seed, mcp_value **outs, char *msg,
+                           size_t cap)
+{
+    mcp_err err = {msg, cap};
+    mcp_value x = {0};
+    x.kind = MCP_VALUE_TENSOR;
+    if (mcp_tensor_alloc(&x.tensor, MCP_DTYPE_FLOAT, rank, dims, &err) != MCP_STATUS_OK) return MCP_STATUS_OUT_OF_MEMORY;
+    float *xv = x.tensor.data;
+    for (int64_t i = 0; i < mcp_tensor_numel(&x.tensor); i++) xv[i] = (float)((i * 31 + seed) % 17) / 8.0f - 1.0f;
+    mcp_value *ins[1] = {&x};
+    mcp_status st = mcp__session_run(s, ins, outs, &err);
+    mcp_value_clear(&x);
+    return st;
+}
+
+/*
+ * Memory plans: once a shape has run, later runs of it make no heap
+ * allocations (the counted allocator sees none), give the same results as
+ * the first run and as the reference backend, and a second shape gets its
+ * own plan without disturbing the first.
+ */
+static void test_steady_state_allocations(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    mb_model *m = small_cnn();
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *s = NULL, *ref = NULL;
+    mcp_session_options o = mcp_session_options_default(), ro = o;
+    ro.backend = "ref";
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg), msg);
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &ro, &ref, msg, sizeof msg), msg);
+    free(buf);
+    const int64_t d1[] = {1, 2, 8, 8}, d3[] = {3, 2, 8, 8};
+    mcp_value *out[1] = {mcp_value_new()}, *first[1] = {mcp_value_new()}, *want[1] = {mcp_value_new()};
+    TU_REQUIRE(out[0] && first[0] && want[0]);
+    /* The first run of a shape records sizes and plans. */
+    TU_CHECK_STATUS(run_into(s, 4, d1, 1, first, msg, sizeof msg), MCP_STATUS_OK, msg);
+    TU_CHECK_STATUS(run_into(ref, 4, d1, 1, want, msg, sizeof msg), MCP_STATUS_OK, msg);
+    TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
+    int64_t before = mcp_alloc_total_count();
+    for (int i = 0; i < 5; i++)
+        TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
+    /* The input tensor run_into makes is the only allocation. */
+    TU_CHECK_INT(mcp_alloc_total_count() - before, 5);
+    const float *a = first[0]->tensor.data, *b = out[0]->tensor.data, *r = want[0]->tensor.data;
+    TU_REQUIRE(out[0]->tensor.rank == 2 && out[0]->tensor.dims[0] == 1 && out[0]->tensor.dims[1] == 3);
+    for (int i = 0; i < 3; i++) {
+        TU_CHECK(a[i] == b[i]);
+        TU_CHECK(fabsf(a[i] - r[i]) <= 1e-4f * (1.0f + fabsf(r[i])));
+    }
+    /* Another batch size plans once; the first shape's plan stays. */
+    mcp_value *out3[1] = {mcp_value_new()};
+    TU_CHECK_STATUS(run_into(s, 4, d3, 2, out3, msg, sizeof msg), MCP_STATUS_OK, msg);
+    TU_CHECK_STATUS(run_into(s, 4, d3, 2, out3, msg, sizeof msg), MCP_STATUS_OK, msg);
+    before = mcp_alloc_total_count();
+    TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
+    TU_CHECK_STATUS(run_into(s, 4, d3, 2, out3, msg, sizeof msg), MCP_STATUS_OK, msg);
+    TU_CHECK_INT(mcp_alloc_total_count() - before, 2);
+    TU_CHECK(memcmp(out[0]->tensor.data, first[0]->tensor.data, 3 * sizeof(float)) == 0);
+    mcp_value_free(out[0]);
+    mcp_value_free(out3[0]);
+    mcp_value_free(first[0]);
+    mcp_value_free(want[0]);
+    mcp_session_destroy(s);
+    mcp_session_destroy(ref);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "alloc") != 0) {
@@ -285,6 +405,7 @@ int main(void)
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_counter_itself);
     TU_RUN(test_session_lifecycle);
+    TU_RUN(test_steady_state_allocations);
     TU_RUN(test_kernel_failure_and_subgraphs);
     TU_RUN(test_failed_loads);
     TU_RUN(test_npy_and_values);

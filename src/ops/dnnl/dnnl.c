@@ -112,8 +112,10 @@ dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr)
     return s;
 }
 
-mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
-                         mcp_err *err)
+/* Runs prim with a scratchpad from `scratch` (a kernel context's scratch
+ * slot 0) or, without one, from the heap. */
+static mcp_status run_prim(mcp_kernel_ctx *scratch, dnnl_primitive_t prim, int nargs,
+                           const dnnl_exec_arg_t *args, mcp_err *err)
 {
     dnnl_exec_arg_t all[8];
     MCP_ASSERT(nargs >= 0 && nargs < 8);
@@ -124,14 +126,15 @@ mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "primitive query");
     const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t ssize = smd ? dnnl_memory_desc_get_size(smd) : 0;
-    void *sbuf = NULL;
+    void *sbuf = NULL, *heap = NULL;
     dnnl_memory_t smem = NULL;
     if (ssize) {
-        sbuf = mcp_malloc(ssize);
+        sbuf = scratch ? mcp_kscratch(scratch, 0, ssize) : NULL;
+        if (!sbuf) sbuf = heap = mcp_malloc(ssize);
         if (!sbuf) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for oneDNN scratchpad");
         s = dnnl_memory_create(&smem, smd, eng, sbuf);
         if (s != dnnl_success) {
-            mcp_free(sbuf);
+            mcp_free(heap);
             return mcp__dnnl_fail(err, s, "memory creation");
         }
         all[nargs].arg = DNNL_ARG_SCRATCHPAD;
@@ -143,15 +146,21 @@ mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t
     if (s == dnnl_success) s = dnnl_stream_wait(stream);
     if (stream) dnnl_stream_destroy(stream);
     if (smem) dnnl_memory_destroy(smem);
-    mcp_free(sbuf);
+    mcp_free(heap);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "execution");
     return MCP_STATUS_OK;
+}
+
+mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
+                         mcp_err *err)
+{
+    return run_prim(NULL, prim, nargs, args, err);
 }
 
 mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_primitive_t prim, int nargs,
                              const dnnl_exec_arg_t *args)
 {
-    mcp_status st = mcp__dnnl_run(prim, nargs, args, ctx->err);
+    mcp_status st = run_prim(ctx, prim, nargs, args, ctx->err);
     if (st != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
     return st;
 }

@@ -367,12 +367,14 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 
     /* X as the primitive reads it: in place, or reordered into sbuf. */
     const void *src = x->data;
-    void *sbuf = NULL;
+    void *sbuf = NULL, *heap = NULL;
     dnnl_memory_desc_t xmd;
     if (rs == MCP_STATUS_OK && !mcp__dnnl_tensor_md(x, &xmd))
         rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "input 'X' is in a format oneDNN cannot read");
     if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&xmd, &cp->smd)) {
-        sbuf = mcp_malloc(dnnl_memory_desc_get_size(&cp->smd));
+        size_t ssize = dnnl_memory_desc_get_size(&cp->smd);
+        sbuf = mcp_kscratch(ctx, 1, ssize);
+        if (!sbuf) sbuf = heap = mcp_malloc(ssize);
         if (!sbuf) rs = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
         else if (!x->format && cp->src_reorder) {
             dnnl_memory_t m[2] = {NULL, NULL};
@@ -408,7 +410,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
     }
     for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
-    mcp_free(sbuf);
+    mcp_free(heap);
     if (cp == &local) conv_prim_release(&local);
     return rs;
 }

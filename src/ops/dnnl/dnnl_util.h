@@ -56,7 +56,8 @@ dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
  * with a scratchpad allocated for this call, and waits for it. */
 mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
                          mcp_err *err);
-/* mcp__dnnl_run with the error prefixed by the kernel's node. */
+/* mcp__dnnl_run with the scratchpad in the kernel's scratch slot 0 and the
+ * error prefixed by the kernel's node. */
 mcp_status mcp__dnnl_execute(mcp_kernel_ctx *ctx, dnnl_primitive_t prim, int nargs,
                              const dnnl_exec_arg_t *args);
 /* Makes a memory object of md over caller-owned data (read-only use allowed). */
