@@ -1,0 +1,213 @@
+/*
+ * oneDNN LayerNormalization (ONNX opset 17 and the graph passes' internal
+ * op, last axis only, Y output only) and elementwise activations (Relu,
+ * LeakyRelu, Sigmoid, Tanh, and Gelu: ONNX opset 20 and the internal op) on
+ * fp32 tensors.
+ *
+ * The activations read any layout and write the same one, so they stay in
+ * a convolution's blocked layout; LayerNorm reads plain [rows, last] data.
+ * Primitives are cached per input descriptor.
+ */
+#include <string.h>
+
+#include "ops/dnnl/dnnl_util.h"
+
+typedef struct elt_state {
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+    float epsilon;   /* LayerNorm */
+    bool has_shift;  /* LayerNorm */
+    mcp_dnnl_cache cache;
+    mcp_dnnl_fallback fb;
+} elt_state;
+
+static bool is_internal(const mcp_node *node) { return strcmp(node->domain, MCP_DOMAIN_INTERNAL) == 0; }
+
+/* The eltwise algorithm for node, or 0 when it is not one we run. */
+static dnnl_alg_kind_t elt_alg(const mcp_node *node, float *alpha)
+{
+    const char *op = node->op_type;
+    *alpha = 0.0f;
+    if (is_internal(node)) return strcmp(op, "Gelu") == 0 && node->n_attrs == 0 ? dnnl_eltwise_gelu_erf : 0;
+    if (strcmp(node->domain, "") != 0) return 0;
+    if (strcmp(op, "Relu") == 0 && node->opset >= 6 && node->n_attrs == 0) return dnnl_eltwise_relu;
+    if (strcmp(op, "Sigmoid") == 0 && node->opset >= 6 && node->n_attrs == 0) return dnnl_eltwise_logistic;
+    if (strcmp(op, "Tanh") == 0 && node->opset >= 6 && node->n_attrs == 0) return dnnl_eltwise_tanh;
+    static const char *const leaky[] = {"alpha", NULL};
+    if (strcmp(op, "LeakyRelu") == 0 && node->opset >= 6 && mcp__dnnl_attrs_within(node, leaky)) {
+        *alpha = mcp_node_attr_float(node, "alpha", 0.01f);
+        return dnnl_eltwise_relu;
+    }
+    static const char *const gelu[] = {"approximate", NULL};
+    if (strcmp(op, "Gelu") == 0 && node->opset >= 20 && mcp__dnnl_attrs_within(node, gelu)) {
+        const char *a = mcp_node_attr_string(node, "approximate", "none");
+        return strcmp(a, "none") == 0 ? dnnl_eltwise_gelu_erf : strcmp(a, "tanh") == 0 ? dnnl_eltwise_gelu_tanh : 0;
+    }
+    return 0;
+}
+
+bool mcp__dnnl_eltwise_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    float alpha;
+    if (!elt_alg(node, &alpha) || node->n_inputs != 1 || node->n_outputs != 1) return false;
+    int r = mcp__dnnl_f32_rank(node, graph, 0);
+    return r >= 1 && r <= 6;
+}
+
+bool mcp__dnnl_layernorm_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    if (strcmp(node->op_type, "LayerNormalization") != 0) return false;
+    if (!is_internal(node) && (strcmp(node->domain, "") != 0 || node->opset < 17)) return false;
+    static const char *const attrs[] = {"axis", "epsilon", "stash_type", NULL};
+    if (!mcp__dnnl_attrs_within(node, attrs) || mcp_node_attr_int(node, "stash_type", 1) != 1) return false;
+    if (node->n_inputs < 2 || node->n_inputs > 3 || node->n_outputs < 1) return false;
+    for (int i = 1; i < node->n_outputs; i++)
+        if (node->outputs[i] >= 0) return false; /* Mean / InvStdDev are the reference kernel's */
+    int r = mcp__dnnl_f32_rank(node, graph, 0);
+    if (r < 2 || r > 6) return false;
+    int64_t axis = mcp_node_attr_int(node, "axis", -1);
+    if (axis != -1 && axis != r - 1) return false;
+    if (mcp__dnnl_f32_rank(node, graph, 1) != 1) return false;
+    return !mcp__dnnl_input(node, graph, 2) || mcp__dnnl_f32_rank(node, graph, 2) == 1;
+}
+
+static mcp_status elt_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
+{
+    const elt_state *st = state;
+    dnnl_eltwise_desc_t d;
+    dnnl_status_t s = dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, st->alg, &e->keys[0], st->alpha,
+                                                     st->beta);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, mcp__dnnl_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    if (s != dnnl_success) e->prim = NULL;
+    mcp_status rs = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "eltwise primitive");
+    if (rs == MCP_STATUS_OK)
+        rs = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
+                                   e->keys[0].ndims, e->keys[0].dims, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return rs;
+}
+
+static mcp_status ln_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
+{
+    const elt_state *st = state;
+    dnnl_layer_normalization_desc_t d;
+    unsigned flags = dnnl_use_scale | (st->has_shift ? dnnl_use_shift : 0u);
+    dnnl_status_t s = dnnl_layer_normalization_forward_desc_init(&d, dnnl_forward_inference, &e->keys[0], NULL,
+                                                                 st->epsilon, flags);
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, mcp__dnnl_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    if (s != dnnl_success) e->prim = NULL;
+    mcp_status rs = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "layer normalization primitive");
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_format_init(&e->dst, &e->keys[0], 2, e->keys[0].dims, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return rs;
+}
+
+static void elt_release(void *state)
+{
+    elt_state *st = state;
+    if (!st) return;
+    mcp__dnnl_cache_release(&st->cache);
+    mcp__dnnl_fallback_release(&st->fb);
+    mcp_free(st);
+}
+
+static mcp_status elt_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    *state = NULL;
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
+    elt_state *st = mcp_calloc(1, sizeof *st);
+    if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp__dnnl_cache_init(&st->cache);
+    st->alg = elt_alg(node, &st->alpha);
+    st->epsilon = mcp_node_attr_float(node, "epsilon", 1e-5f);
+    st->has_shift = mcp__dnnl_input(node, graph, 2) != NULL;
+    mcp_status rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
+    if (rs != MCP_STATUS_OK) {
+        elt_release(st);
+        return rs;
+    }
+    *state = st;
+    return MCP_STATUS_OK;
+}
+
+static mcp_status elt_run(mcp_kernel_ctx *ctx)
+{
+    elt_state *st = ctx->state;
+    if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    const mcp_tensor *x = mcp_kin(ctx, 0);
+    dnnl_memory_desc_t md;
+    if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank < 1 || x->rank > 6 || mcp_tensor_numel(x) == 0 ||
+        !mcp__dnnl_tensor_md(x, &md))
+        return mcp__dnnl_fallback_run(ctx, &st->fb);
+    mcp_dnnl_entry local;
+    const mcp_dnnl_entry *e = NULL;
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &md, 1, elt_build, &local, &e);
+    if (rs != MCP_STATUS_OK) return rs;
+    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims, mcp__dnnl_format_of(&e->dst));
+    dnnl_memory_t m[2] = {NULL, NULL};
+    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, x->data, &m[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[1]);
+    if (rs == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}};
+        rs = mcp__dnnl_execute(ctx, e->prim, 2, args);
+    }
+    for (int i = 0; i < 2; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (e == &local) mcp__dnnl_entry_release(&local);
+    return rs;
+}
+
+static mcp_status ln_run(mcp_kernel_ctx *ctx)
+{
+    elt_state *st = ctx->state;
+    if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    const mcp_tensor *x = mcp_kin(ctx, 0), *scale = mcp_kin(ctx, 1), *shift = mcp_kin(ctx, 2);
+    if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank < 2 || mcp_tensor_numel(x) == 0)
+        return mcp__dnnl_fallback_run(ctx, &st->fb);
+    int64_t n = x->dims[x->rank - 1], rows = mcp_tensor_numel(x) / n;
+    if (!scale || scale->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(scale) != n ||
+        (st->has_shift && (!shift || shift->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(shift) != n)))
+        return mcp__dnnl_fallback_run(ctx, &st->fb); /* reports the mismatch */
+    int64_t d2[2] = {rows, n}, d1[1] = {n};
+    dnnl_memory_desc_t md, vmd;
+    if (mcp__dnnl_plain_md(&md, 2, d2) != dnnl_success || mcp__dnnl_plain_md(&vmd, 1, d1) != dnnl_success)
+        return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
+    mcp_dnnl_entry local;
+    const mcp_dnnl_entry *e = NULL;
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &md, 1, ln_build, &local, &e);
+    if (rs != MCP_STATUS_OK) return rs;
+    mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
+    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
+    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, x->data, &m[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, y->data, &m[1]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &vmd, scale->data, &m[2]);
+    if (rs == MCP_STATUS_OK && st->has_shift) rs = mcp__dnnl_wrap(ctx, &vmd, shift->data, &m[3]);
+    if (rs == MCP_STATUS_OK) {
+        dnnl_exec_arg_t args[4] = {
+            {DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}, {DNNL_ARG_SCALE, m[2]}, {DNNL_ARG_SHIFT, m[3]}};
+        rs = mcp__dnnl_execute(ctx, e->prim, st->has_shift ? 4 : 3, args);
+    }
+    for (int i = 0; i < 4; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (e == &local) mcp__dnnl_entry_release(&local);
+    return rs;
+}
+
+const mcp_kernel_def mcp__dnnl_eltwise_kernel = {
+    "", "Eltwise", 1, 0, elt_run, NULL, elt_prepare, elt_release,
+};
+const mcp_kernel_def mcp__dnnl_layernorm_kernel = {
+    "", "LayerNormalization", 1, 0, ln_run, NULL, elt_prepare, elt_release,
+};
