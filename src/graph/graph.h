@@ -23,12 +23,16 @@ typedef struct mcp_graph mcp_graph;
  *       `activation_params` (floats). Y = act(Conv(X, W, B) + Sum).
  *   FusedGemm(A, B, [C]) -> Y
  *       Gemm's attributes plus the same two. Y = act(Gemm(A, B, C)).
+ *   FusedMatMul(A, B, [Bias]) -> Y
+ *       B 2-D, Bias 1-D of B's columns; `activation` / `activation_params`.
+ *       Y = act(MatMul(A, B) + Bias).
  *   Gelu(X) -> Y                       Y = 0.5 X (1 + erf(X / sqrt 2))
  *   LayerNormalization(X, Scale, [B]) -> Y
  *       ONNX LayerNormalization over the last axis (`axis` -1, `epsilon`).
  *
  * Activations and their params: Relu; LeakyRelu [alpha]; Clip [min, max];
- * Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu (X * sigmoid(X)).
+ * Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu (X * sigmoid(X)); Gelu
+ * (the erf form, as the Gelu op).
  */
 #define MCP_DOMAIN_INTERNAL "ai.mcp2026"
 

@@ -448,6 +448,7 @@ bool mcp__dnnl_append_activation(const mcp_node *node, dnnl_post_ops_t po)
     else if (strcmp(act, "Sigmoid") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_logistic, 0.0f, 0.0f};
     else if (strcmp(act, "Tanh") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_tanh, 0.0f, 0.0f};
     else if (strcmp(act, "Silu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_swish, 1.0f, 0.0f};
+    else if (strcmp(act, "Gelu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_gelu_erf, 0.0f, 0.0f};
     else if (strcmp(act, "HardSigmoid") == 0 && np == 2) {
         ops[n++] = (eltwise_op){dnnl_eltwise_linear, p0, p1};
         ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, 0.0f, 1.0f};
@@ -473,6 +474,8 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
             return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_fused_conv_kernel : NULL;
         if (strcmp(node->op_type, "FusedGemm") == 0)
             return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_fused_gemm_kernel : NULL;
+        if (strcmp(node->op_type, "FusedMatMul") == 0)
+            return mcp__dnnl_matmul_supported(node, graph) ? &mcp__dnnl_fused_matmul_kernel : NULL;
         if (mcp__dnnl_eltwise_supported(node, graph)) return &mcp__dnnl_eltwise_kernel;
         if (mcp__dnnl_layernorm_supported(node, graph)) return &mcp__dnnl_layernorm_kernel;
         return NULL;

@@ -5,7 +5,8 @@
  * an output scale. C goes in as the primitive's bias when it is a row
  * vector and alpha and beta are 1, else as a sum post-op over an output
  * pre-filled with the broadcast C (beta is the sum's scale).
- * FusedGemm appends its activation as eltwise post-ops.
+ * FusedGemm appends its activation as eltwise post-ops; FusedMatMul is a
+ * MatMul with a 2-D B, a bias row and an activation.
  *
  * MatMul covers A [..., M, K] x B [K, N] (A's leading dims flattened into M)
  * and operands of rank >= 2 whose batch dims broadcast numpy-style.
@@ -74,6 +75,14 @@ bool mcp__dnnl_gemm_supported(const mcp_node *node, const mcp_graph *graph)
 
 bool mcp__dnnl_matmul_supported(const mcp_node *node, const mcp_graph *graph)
 {
+    if (strcmp(node->op_type, "FusedMatMul") == 0) {
+        static const char *const attrs[] = {"activation", "activation_params", NULL};
+        if (node->n_inputs < 2 || node->n_inputs > 3 || node->n_outputs != 1) return false;
+        if (!mcp__dnnl_attrs_within(node, attrs) || !mcp__dnnl_append_activation(node, NULL)) return false;
+        int ra = mcp__dnnl_f32_rank(node, graph, 0);
+        if (ra < 2 || ra > MM_MAX_RANK + 2 || mcp__dnnl_f32_rank(node, graph, 1) != 2) return false;
+        return !mcp__dnnl_input(node, graph, 2) || mcp__dnnl_f32_rank(node, graph, 2) == 1;
+    }
     if (node->n_inputs != 2 || node->n_outputs != 1 || node->n_attrs != 0) return false;
     int ra = mcp__dnnl_f32_rank(node, graph, 0), rb = mcp__dnnl_f32_rank(node, graph, 1);
     return ra >= 2 && rb >= 2 && ra <= MM_MAX_RANK + 2 && rb <= MM_MAX_RANK + 2;
@@ -251,8 +260,8 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_init(&st->lock, NULL);
     st->node = node;
-    st->fused = strcmp(node->op_type, "FusedGemm") == 0;
-    st->gemm = st->fused || strcmp(node->op_type, "Gemm") == 0;
+    st->fused = strcmp(node->op_type, "FusedGemm") == 0 || strcmp(node->op_type, "FusedMatMul") == 0;
+    st->gemm = strcmp(node->op_type, "FusedGemm") == 0 || strcmp(node->op_type, "Gemm") == 0;
     st->alpha = 1.0f;
     st->b_init = mcp__dnnl_initializer(node, graph, 1);
     if (st->gemm) {
@@ -261,6 +270,9 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
         st->alpha = mcp_node_attr_float(node, "alpha", 1.0f);
         st->beta = mcp_node_attr_float(node, "beta", 1.0f);
         st->has_c = mcp__dnnl_input(node, graph, 2) != NULL;
+    } else {
+        st->beta = 1.0f;
+        st->has_c = mcp__dnnl_input(node, graph, 2) != NULL; /* FusedMatMul's bias */
     }
     /* Built at load for the static shapes, unknown dims taken as 1 (the
      * batch-1 problem): that also packs B. */
@@ -277,6 +289,8 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
         p.c_kind = known ? gemm_c_kind(st, &ct, &p) : -1;
         known = p.c_kind >= 0;
     }
+    if (known && !st->gemm && st->has_c) p.c_kind = p.nb == 0 ? 1 : -1;
+    known = known && p.c_kind >= 0;
     /* A shape oneDNN cannot build here is left to the run path. */
     if (known && mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK)
         st->n_prims = 1;
@@ -337,6 +351,12 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     } else {
         if (!matmul_problem(a->rank, a->dims, b->rank, b->dims, &p))
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'A' and 'B' have incompatible shapes");
+        if (st->has_c) {
+            if (!c || c->dtype != MCP_DTYPE_FLOAT || c->rank != 1 || c->dims[0] != p.n || p.nb != 0)
+                return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'Bias' must be a float vector of %lld",
+                                 (long long)p.n);
+            p.c_kind = 1;
+        }
         if (p.nb == 0) {
             yrank = a->rank;
             memcpy(ydims, a->dims, sizeof(int64_t) * (size_t)a->rank);
@@ -394,6 +414,9 @@ const mcp_kernel_def mcp__dnnl_gemm_kernel = {
 };
 const mcp_kernel_def mcp__dnnl_fused_gemm_kernel = {
     MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release,
+};
+const mcp_kernel_def mcp__dnnl_fused_matmul_kernel = {
+    MCP_DOMAIN_INTERNAL, "FusedMatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release,
 };
 const mcp_kernel_def mcp__dnnl_matmul_kernel = {
     "", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release,

@@ -174,6 +174,7 @@ extern const mcp_kernel_def mcp__dnnl_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_conv_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_gemm_kernel;
+extern const mcp_kernel_def mcp__dnnl_fused_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_pool_kernel;
 extern const mcp_kernel_def mcp__dnnl_binary_kernel;
 extern const mcp_kernel_def mcp__dnnl_concat_kernel;
