@@ -64,18 +64,26 @@ static void fill_io(mcp_io_info *info, const mcp_graph_value *v)
     info->dim_params = (const char *const *)v->type.dim_params;
 }
 
-mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
-                               const mcp_session_options *opts, mcp_session **out, mcp_err *err)
+/* Creates a session from the model bytes; with `owned_buf` the bytes are
+ * freed as soon as they are decoded (before the weights are transformed, so
+ * the file's copy does not add to the load's peak memory). */
+static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t len, const char *base_dir,
+                                 const mcp_session_options *opts, mcp_session **out, mcp_err *err)
 {
     *out = NULL;
     mcp_session_options o = opts ? *opts : mcp_session_options_default();
     const char *backend = o.backend;
     if (!backend) backend = getenv("MCP_BACKEND");
     if (!backend || !*backend) backend = "auto";
-    if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0 && strcmp(backend, "dnnl") != 0)
+    if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0 && strcmp(backend, "dnnl") != 0) {
+        mcp_free(owned_buf);
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto, ref or dnnl)", backend);
+    }
     mcp_session *s = mcp_calloc(1, sizeof *s);
-    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (!s) {
+        mcp_free(owned_buf);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     pthread_mutex_init(&s->ctx_lock, NULL);
     /* The default intra-op budget is every online core (as ONNX Runtime's);
      * servers running several instances pass their share. */
@@ -83,6 +91,7 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     s->threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
     snprintf(s->backend, sizeof s->backend, "%s", backend);
     mcp_status st = mcp_onnx_import(buf, len, base_dir, &s->graph, err);
+    mcp_free(owned_buf);
     /* Shapes first (the passes need ranks), then the graph passes, then
      * shapes again for the nodes the passes created. */
     if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
@@ -113,6 +122,12 @@ mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_
     }
     *out = s;
     return MCP_STATUS_OK;
+}
+
+mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
+                               const mcp_session_options *opts, mcp_session **out, mcp_err *err)
+{
+    return session_create(buf, NULL, len, base_dir, opts, out, err);
 }
 
 void mcp_session_trim(mcp_session *s)
@@ -232,9 +247,8 @@ mcp_status mcp_session_create_from_file(const char *path, const mcp_session_opti
         mcp_free(buf);
         return mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
-    st = mcp__session_create(buf, len, dirname(copy), opts, out, &e);
+    st = session_create(buf, buf, len, dirname(copy), opts, out, &e);
     mcp_free(copy);
-    mcp_free(buf);
     if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", path);
     return st;
 }

@@ -16,7 +16,28 @@ typedef struct import_ctx {
     const char *base_dir;
     mcp_err *err;
     int depth;
+    /* The protobuf was decoded with pb_alloc (our allocator), so large
+     * raw_data buffers can become tensor data without a copy. */
+    bool steal_raw;
 } import_ctx;
+
+/* Decoding with the counted allocator lets tensors take over raw_data. */
+static void *pb_malloc(void *unused, size_t n)
+{
+    (void)unused;
+    return mcp_malloc(n);
+}
+
+static void pb_free(void *unused, void *p)
+{
+    (void)unused;
+    mcp_free(p);
+}
+
+static ProtobufCAllocator pb_alloc = {pb_malloc, pb_free, NULL};
+
+/* raw_data at least this large is taken over rather than copied. */
+#define STEAL_MIN_BYTES 4096
 
 #define MAX_GRAPH_DEPTH 64
 
@@ -155,6 +176,16 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
             mcp_tensor_release(out);
             mcp_free(ext);
             return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': raw data has %zu bytes, shape and dtype need %zu", name, raw_len, nbytes);
+        }
+        if (!ext && ic->steal_raw && nbytes >= STEAL_MIN_BYTES) {
+            /* Take protobuf-c's copy; the decoded model is ours and is
+             * freed without it. */
+            Onnx__TensorProto *own = (Onnx__TensorProto *)tp;
+            mcp_free(out->data);
+            out->data = own->raw_data.data;
+            own->raw_data.data = NULL;
+            own->raw_data.len = 0;
+            return MCP_STATUS_OK;
         }
         if (nbytes) memcpy(out->data, raw, nbytes);
         mcp_free(ext);
@@ -599,18 +630,18 @@ static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, co
 mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir, mcp_graph **out, mcp_err *err)
 {
     *out = NULL;
-    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, buf);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_alloc, len, buf);
     if (!mp)
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "not a valid ONNX model: protobuf decoding failed (truncated or corrupt file?)");
     if (!mp->graph) {
-        onnx__model_proto__free_unpacked(mp, NULL);
+        onnx__model_proto__free_unpacked(mp, &pb_alloc);
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no graph");
     }
-    import_ctx ic = {base_dir, err, 0};
+    import_ctx ic = {base_dir, err, 0, true};
     mcp_status st = MCP_STATUS_OK;
     /* The root graph is allocated here so opsets exist before nodes import. */
     mcp_graph *root = mcp_calloc(1, sizeof *root);
-    if (!root) { onnx__model_proto__free_unpacked(mp, NULL); return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); }
+    if (!root) { onnx__model_proto__free_unpacked(mp, &pb_alloc); return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); }
     root->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     root->producer_name = dup_or_empty(mp->producer_name);
     root->opsets = mcp_calloc(mp->n_opset_import ? mp->n_opset_import : 1, sizeof(mcp_opset));
@@ -643,7 +674,7 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
         mcp_graph_free(root);
         root = g;
     }
-    onnx__model_proto__free_unpacked(mp, NULL);
+    onnx__model_proto__free_unpacked(mp, &pb_alloc);
     if (st != MCP_STATUS_OK) {
         mcp_graph_free(root);
         return st;
@@ -692,7 +723,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
-    import_ctx ic = {NULL, err, 0};
+    import_ctx ic = {NULL, err, 0, false};
     out->kind = MCP_VALUE_TENSOR;
     mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
     onnx__tensor_proto__free_unpacked(tp, NULL);
@@ -701,7 +732,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
 
 static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
 {
-    import_ctx ic = {NULL, err, 0};
+    import_ctx ic = {NULL, err, 0, false};
     out->kind = MCP_VALUE_SEQUENCE;
     if (sp->n_sequence_values || sp->n_optional_values)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
@@ -733,7 +764,7 @@ mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *o
     memset(out, 0, sizeof *out);
     Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
     if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
-    import_ctx ic = {NULL, err, 0};
+    import_ctx ic = {NULL, err, 0, false};
     mcp_status st = MCP_STATUS_OK;
     if (op->tensor_value) {
         out->kind = MCP_VALUE_TENSOR;
