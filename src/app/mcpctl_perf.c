@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app/mcpctl.h"
 #include "engine/engine.h"
@@ -243,6 +244,17 @@ static double peak_rss_mb(void)
     return (double)ru.ru_maxrss / 1024.0; /* Linux reports kilobytes */
 }
 
+/* Resident set size now, from /proc/self/statm (0 when unreadable). */
+static double current_rss_mb(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f) return 0.0;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
+}
+
 int mcpctl_cmd_perf(int argc, char **argv)
 {
     perf_args a;
@@ -260,6 +272,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);
     double load_ms = now_ms() - t0;
     if (st != MCP_STATUS_OK) return perf_fail(msg, NULL);
+    double loaded_rss = current_rss_mb();
 
     const mcp_graph *g = s->graph;
     mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
@@ -301,9 +314,9 @@ int mcpctl_cmd_perf(int argc, char **argv)
         if (a.json) {
             printf("{\"load_ms\": %.6g, \"median_ms\": %.6g, \"p90_ms\": %.6g, \"peak_rss_mb\": %.6g, "
                    "\"min_ms\": %.6g, \"mean_ms\": %.6g, \"max_ms\": %.6g, \"iterations\": %d, \"warmup\": %d, "
-                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g}\n",
+                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g, \"loaded_rss_mb\": %.6g}\n",
                    load_ms, median, p90, rss, lat[0], mean, lat[a.iterations - 1], a.iterations, a.warmup, a.batch,
-                   s->threads, s->backend, allocs_per_run);
+                   s->threads, s->backend, allocs_per_run, loaded_rss);
         } else {
             printf("model: %s\n", a.model);
             printf("backend: %s  threads: %d  batch: %d  warmup: %d  iterations: %d\n", s->backend, s->threads,
@@ -311,7 +324,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
             printf("load: %.3f ms\n", load_ms);
             printf("latency: median %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  max %.3f ms\n", median, p90,
                    lat[0], mean, lat[a.iterations - 1]);
-            printf("peak RSS: %.1f MB\n", rss);
+            printf("peak RSS: %.1f MB (%.1f MB once loaded)\n", rss, loaded_rss);
             printf("heap allocations per run: %.1f\n", allocs_per_run);
         }
         fflush(stdout);
