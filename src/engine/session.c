@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/fold.h"
 
 mcp_session_options mcp_session_options_default(void)
 {
@@ -99,7 +100,8 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
      * an op we cannot run fails at load whatever the passes remove. */
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, false, err);
     if (st == MCP_STATUS_OK && !o.no_graph_passes) {
-        st = mcp_graph_optimize(s->graph, err);
+        st = mcp__fold_constants(s->graph, err);
+        if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
     }
     /* Kernels built at load see the thread budget they will run with. */

@@ -1,8 +1,11 @@
 /*
  * Backend-independent graph passes (mcp_graph_optimize): Identity and
  * inference Dropout elimination, BatchNormalization folded into Conv,
- * MatMul + bias Add rewritten as Gemm, dead-node removal and unused
- * initializer removal.
+ * MatMul + bias Add rewritten as Gemm, the fusions into the internal ops of
+ * graph.h (FusedConv, FusedGemm, FusedMatMul, Gelu, LayerNormalization),
+ * dead-node removal and unused initializer removal. mcp_graph_optimize runs
+ * them in that order, except that Gelu and LayerNormalization come before
+ * the other fusions, which take a Gelu as their activation.
  *
  * Every pass is conservative: it rewrites only patterns whose result is the
  * same on every input, and leaves a node alone whenever a value it would
@@ -13,8 +16,17 @@
  * Removed nodes are marked during the passes and the node array is
  * compacted once at the end; value indices never change (values of removed
  * nodes stay in g->values with producer -1), so indices held by subgraph
- * captures stay valid. Producers are recomputed after compaction.
+ * captures stay valid. The passes keep `producer` exact for live nodes (the
+ * fusions follow it upstream); it is recomputed after compaction.
+ *
+ * A fusion applies only when every value inside the pattern is float32, is
+ * read only by nodes of the pattern (never by another node, a subgraph or as
+ * a graph output), and the attributes and constants are ones the fused op
+ * expresses exactly. The fused node takes the slot of the
+ * pattern's last node: every input it reads is computed by then (the Sum of
+ * a FusedConv may be computed after the Conv, as in ResNet's shortcut).
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,6 +149,25 @@ static bool extra_outputs_unused(const pass_ctx *c, const mcp_node *n)
     return true;
 }
 
+static void attr_release(mcp_attr *a)
+{
+    mcp_free(a->name);
+    mcp_free(a->s);
+    mcp_tensor_release(&a->t);
+    mcp_graph_free(a->g);
+    mcp_free(a->floats);
+    mcp_free(a->ints);
+    if (a->strings)
+        for (int64_t k = 0; k < a->count; k++) mcp_free(a->strings[k]);
+    mcp_free(a->strings);
+    if (a->tensors)
+        for (int64_t k = 0; k < a->count; k++) mcp_tensor_release(&a->tensors[k]);
+    mcp_free(a->tensors);
+    if (a->graphs)
+        for (int64_t k = 0; k < a->count; k++) mcp_graph_free(a->graphs[k]);
+    mcp_free(a->graphs);
+}
+
 static void node_release(mcp_node *n)
 {
     mcp_free(n->name);
@@ -144,24 +175,7 @@ static void node_release(mcp_node *n)
     mcp_free(n->domain);
     mcp_free(n->inputs);
     mcp_free(n->outputs);
-    for (int i = 0; i < n->n_attrs; i++) {
-        mcp_attr *a = &n->attrs[i];
-        mcp_free(a->name);
-        mcp_free(a->s);
-        mcp_tensor_release(&a->t);
-        mcp_graph_free(a->g);
-        mcp_free(a->floats);
-        mcp_free(a->ints);
-        if (a->strings)
-            for (int64_t k = 0; k < a->count; k++) mcp_free(a->strings[k]);
-        mcp_free(a->strings);
-        if (a->tensors)
-            for (int64_t k = 0; k < a->count; k++) mcp_tensor_release(&a->tensors[k]);
-        mcp_free(a->tensors);
-        if (a->graphs)
-            for (int64_t k = 0; k < a->count; k++) mcp_graph_free(a->graphs[k]);
-        mcp_free(a->graphs);
-    }
+    for (int i = 0; i < n->n_attrs; i++) attr_release(&n->attrs[i]);
     mcp_free(n->attrs);
     memset(n, 0, sizeof *n);
 }
@@ -238,7 +252,7 @@ static int add_initializer(pass_ctx *c, const char *base, mcp_tensor *t)
     return idx;
 }
 
-/* ---- pass 1: Identity and inference Dropout ---- */
+/* ---- Identity and inference Dropout ---- */
 
 /* True when Dropout node n is the identity on its first input. */
 static bool dropout_is_identity(const pass_ctx *c, const mcp_node *n)
@@ -270,7 +284,7 @@ static void pass_identity(pass_ctx *c)
     }
 }
 
-/* ---- pass 2: BatchNormalization folded into Conv ---- */
+/* ---- BatchNormalization folded into Conv ---- */
 
 static bool is_f32_vector(const mcp_tensor *t, int64_t n)
 {
@@ -339,6 +353,7 @@ static mcp_status fold_bn(pass_ctx *c, int ci, int bi)
     conv->outputs[0] = bn->outputs[0];
     remove_node(c, bi);
     g->values[old_out].producer = -1;
+    g->values[conv->outputs[0]].producer = ci;
     return MCP_STATUS_OK;
 }
 
@@ -374,7 +389,7 @@ static mcp_status pass_fold_bn(pass_ctx *c)
     return MCP_STATUS_OK;
 }
 
-/* ---- pass 3: MatMul + Add(bias) -> Gemm ---- */
+/* ---- MatMul + Add(bias) -> Gemm ---- */
 
 static bool type_is(const mcp_type *t, mcp_dtype dtype, int rank)
 {
@@ -421,11 +436,682 @@ static mcp_status pass_matmul_add(pass_ctx *c)
         c->uses[bias]++;
         remove_node(c, ai);
         g->values[out].producer = -1;
+        g->values[mm->outputs[0]].producer = i;
     }
     return MCP_STATUS_OK;
 }
 
-/* ---- pass 4: dead nodes ---- */
+/* ---- fusion helpers ---- */
+
+static bool is_f32(const pass_ctx *c, int v)
+{
+    if (v < 0 || v >= c->g->n_values) return false;
+    const mcp_type *t = &c->g->values[v].type;
+    return t->kind == MCP_VALUE_TENSOR && !t->is_optional && t->dtype == MCP_DTYPE_FLOAT;
+}
+
+static const mcp_type *type_of(const pass_ctx *c, int v) { return &c->g->values[v].type; }
+
+/* True when v is a float32 vector of n elements by its static type. */
+static bool is_f32_vec(const pass_ctx *c, int v, int64_t n)
+{
+    if (!is_f32(c, v)) return false;
+    const mcp_type *t = type_of(c, v);
+    return t->rank == 1 && t->dims[0] == n;
+}
+
+/* Equal static shapes: known rank, every dim the same static size or the
+ * same symbolic name (a batch dim called "N" on both sides). */
+static bool same_shape(const mcp_type *a, const mcp_type *b)
+{
+    if (a->rank < 0 || a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++) {
+        if (a->dims[i] >= 0 || b->dims[i] >= 0) {
+            if (a->dims[i] != b->dims[i]) return false;
+        } else if (!a->dim_params[i] || !b->dim_params[i] || strcmp(a->dim_params[i], b->dim_params[i]) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The live node producing v, or -1. */
+static int producer_of(const pass_ctx *c, int v)
+{
+    const mcp_graph *g = c->g;
+    if (v < 0 || v >= g->n_values) return -1;
+    int p = g->values[v].producer;
+    if (p < 0 || p >= g->n_nodes || c->removed[p]) return -1;
+    const mcp_node *n = &g->nodes[p];
+    for (int k = 0; k < n->n_outputs; k++)
+        if (n->outputs[k] == v) return p;
+    return -1;
+}
+
+/* The constant tensor behind v: an initializer or the `value` of a live
+ * Constant node; NULL otherwise. */
+static const mcp_tensor *const_tensor(const pass_ctx *c, int v)
+{
+    const mcp_tensor *t = init_of(c->g, v);
+    if (t) return t;
+    int p = producer_of(c, v);
+    if (p < 0 || !is_op(&c->g->nodes[p], "Constant")) return NULL;
+    const mcp_attr *a = mcp_node_attr(&c->g->nodes[p], "value");
+    return a && a->type == MCP_ATTR_TENSOR ? &a->t : NULL;
+}
+
+/*
+ * Reads v as a float32 constant of at most one element and rank at most
+ * max_rank (so that, as an operand, it cannot widen the other operand's
+ * shape). Returns 1 with *out set, 0 for an empty tensor, -1 when v is not
+ * such a constant.
+ */
+static int const_f32(const pass_ctx *c, int v, int max_rank, double *out)
+{
+    const mcp_tensor *t = const_tensor(c, v);
+    if (t) {
+        int64_t n = mcp_tensor_numel(t);
+        if (t->dtype != MCP_DTYPE_FLOAT || t->format || t->rank > max_rank || n > 1) return -1;
+        if (n == 0) return 0;
+        if (!t->data) return -1;
+        *out = ((const float *)t->data)[0];
+        return 1;
+    }
+    int p = producer_of(c, v);
+    if (p < 0 || !is_op(&c->g->nodes[p], "Constant")) return -1;
+    const mcp_attr *a = mcp_node_attr(&c->g->nodes[p], "value_float");
+    if (!a || a->type != MCP_ATTR_FLOAT) return -1;
+    *out = a->f;
+    return 1;
+}
+
+/* True when v is a one-element float32 constant within tol of want. */
+static bool const_near(const pass_ctx *c, int v, int max_rank, double want, double tol)
+{
+    double x;
+    return const_f32(c, v, max_rank, &x) == 1 && fabs(x - want) <= tol;
+}
+
+/* Rank of v usable as max_rank for its constant operands: a constant of
+ * rank 0 never widens anything, higher ranks only up to v's known rank. */
+static int rank_bound(const pass_ctx *c, int v)
+{
+    int r = type_of(c, v)->rank;
+    return r > 0 ? r : 0;
+}
+
+/* A default-domain node of op type `op` with one output; binary ops from
+ * opset 7 (numpy broadcasting, no legacy broadcast attributes). */
+static bool node_is(const mcp_node *n, const char *op, int n_inputs)
+{
+    if (!is_op(n, op) || n->n_inputs != n_inputs || n->n_outputs != 1 || n->outputs[0] < 0) return false;
+    for (int k = 0; k < n_inputs; k++)
+        if (n->inputs[k] < 0) return false;
+    return n_inputs != 2 || n->opset >= 7;
+}
+
+/* The operand of binary node n that is not v; -1 when n does not read v or
+ * reads it twice. */
+static int other_input(const mcp_node *n, int v)
+{
+    if (n->n_inputs != 2) return -1;
+    if (n->inputs[0] == v && n->inputs[1] != v) return n->inputs[1];
+    if (n->inputs[1] == v && n->inputs[0] != v) return n->inputs[0];
+    return -1;
+}
+
+/* The single live reader of v when it is node `op` (checked by node_is with
+ * n_inputs), or -1. v must have exactly one use (only_node_uses). */
+static int sole_reader(const pass_ctx *c, int v, int after, const char *op, int n_inputs)
+{
+    if (!only_node_uses(c, v, 1)) return -1;
+    int r = consumer_of(c, v, after);
+    return r >= 0 && node_is(&c->g->nodes[r], op, n_inputs) ? r : -1;
+}
+
+/* Up to max live readers of v after node `after` (a node reading v twice
+ * counts once); returns how many were found. */
+static int readers_of(const pass_ctx *c, int v, int after, int *out, int max)
+{
+    int found = 0;
+    for (int i = after + 1; i < c->g->n_nodes && found < max; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *n = &c->g->nodes[i];
+        for (int k = 0; k < n->n_inputs; k++)
+            if (n->inputs[k] == v) {
+                out[found++] = i;
+                break;
+            }
+    }
+    return found;
+}
+
+/* Marks node i removed (remove_node) and clears the producer of its outputs. */
+static void drop_node(pass_ctx *c, int i)
+{
+    remove_node(c, i);
+    const mcp_node *n = &c->g->nodes[i];
+    for (int k = 0; k < n->n_outputs; k++) {
+        int v = n->outputs[k];
+        if (v >= 0 && c->g->values[v].producer == i) c->g->values[v].producer = -1;
+    }
+}
+
+/*
+ * The new form of a rewritten node, built completely before the graph
+ * changes, so that a failed allocation leaves the graph as it was. The
+ * attribute list starts with the node's own attributes (moved, when kept)
+ * followed by the ones added with form_attr.
+ */
+typedef struct node_form {
+    char *op_type;
+    char *domain;
+    int n_inputs;
+    int *inputs;
+    bool keep_attrs;
+    int n_attrs, cap_attrs;
+    mcp_attr *attrs;
+} node_form;
+
+static void form_abort(node_form *f, const mcp_node *n)
+{
+    mcp_free(f->op_type);
+    mcp_free(f->domain);
+    mcp_free(f->inputs);
+    int first_new = f->keep_attrs ? n->n_attrs : 0;
+    for (int i = first_new; i < f->n_attrs; i++) attr_release(&f->attrs[i]);
+    mcp_free(f->attrs);
+    memset(f, 0, sizeof *f);
+}
+
+static mcp_status form_begin(pass_ctx *c, const mcp_node *n, const char *op_type, int n_inputs,
+                             const int *inputs, bool keep_attrs, int extra_attrs, node_form *f)
+{
+    memset(f, 0, sizeof *f);
+    f->keep_attrs = keep_attrs;
+    f->op_type = mcp_strdup(op_type);
+    f->domain = mcp_strdup(MCP_DOMAIN_INTERNAL);
+    f->n_inputs = n_inputs;
+    f->inputs = mcp_malloc((size_t)n_inputs * sizeof *f->inputs);
+    f->cap_attrs = (keep_attrs ? n->n_attrs : 0) + extra_attrs;
+    f->attrs = mcp_calloc(f->cap_attrs ? (size_t)f->cap_attrs : 1, sizeof *f->attrs);
+    if (!f->op_type || !f->domain || !f->inputs || !f->attrs) {
+        form_abort(f, n);
+        return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(f->inputs, inputs, (size_t)n_inputs * sizeof *inputs);
+    if (keep_attrs) {
+        for (int i = 0; i < n->n_attrs; i++) f->attrs[i] = n->attrs[i];
+        f->n_attrs = n->n_attrs;
+    }
+    return MCP_STATUS_OK;
+}
+
+/* Appends an attribute named `name`; NULL when out of memory. */
+static mcp_attr *form_attr(node_form *f, const char *name, mcp_attr_type type)
+{
+    MCP_ASSERT(f->n_attrs < f->cap_attrs);
+    mcp_attr *a = &f->attrs[f->n_attrs];
+    memset(a, 0, sizeof *a);
+    a->name = mcp_strdup(name);
+    if (!a->name) return NULL;
+    a->type = type;
+    f->n_attrs++;
+    return a;
+}
+
+/* Installs f into node i: input uses move to the new inputs, the old
+ * attributes are released unless kept, and the node joins the internal
+ * domain at opset 1. */
+static void form_commit(pass_ctx *c, int i, node_form *f)
+{
+    mcp_node *n = &c->g->nodes[i];
+    for (int k = 0; k < n->n_inputs; k++)
+        if (n->inputs[k] >= 0) c->uses[n->inputs[k]]--;
+    for (int k = 0; k < f->n_inputs; k++)
+        if (f->inputs[k] >= 0) c->uses[f->inputs[k]]++;
+    mcp_free(n->inputs);
+    n->inputs = f->inputs;
+    n->n_inputs = f->n_inputs;
+    if (!f->keep_attrs)
+        for (int k = 0; k < n->n_attrs; k++) attr_release(&n->attrs[k]);
+    mcp_free(n->attrs);
+    n->attrs = f->attrs;
+    n->n_attrs = f->n_attrs;
+    mcp_free(n->op_type);
+    n->op_type = f->op_type;
+    mcp_free(n->domain);
+    n->domain = f->domain;
+    n->opset = 1;
+    memset(f, 0, sizeof *f);
+}
+
+/* ---- activations after Conv, Gemm or MatMul ---- */
+
+/* An activation the fused ops express (graph.h), found after value v. */
+typedef struct act_match {
+    const char *name; /* contract name */
+    float params[2];
+    int n_params;
+    int nodes[2]; /* the nodes it replaces */
+    int n_nodes;
+    int out;      /* the value it produces */
+} act_match;
+
+/* Clip's bound input k (opset 11+): absent or empty -> dflt, a float32
+ * scalar constant -> its value; false for anything computed at run time. */
+static bool clip_bound(const pass_ctx *c, const mcp_node *n, int k, float dflt, float *out)
+{
+    *out = dflt;
+    int v = node_input(n, k);
+    if (v < 0) return true;
+    double x;
+    int r = const_f32(c, v, MCP_MAX_RANK, &x);
+    if (r < 0) return false;
+    if (r == 1) *out = (float)x;
+    return true;
+}
+
+/* Matches an activation reading v (float32, produced by node `after`):
+ * one unary node (Gelu: the internal op pass_gelu makes, or ONNX Gelu in
+ * its erf form), or Silu as Sigmoid(v) and Mul(v, that) in either order. */
+static bool match_activation(const pass_ctx *c, int v, int after, act_match *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_f32(c, v)) return false;
+    const mcp_graph *g = c->g;
+    if (only_node_uses(c, v, 1)) {
+        int ai = consumer_of(c, v, after);
+        if (ai < 0) return false;
+        const mcp_node *a = &g->nodes[ai];
+        if (a->n_inputs < 1 || a->inputs[0] != v || a->n_outputs != 1 || a->outputs[0] < 0) return false;
+        const char *op = a->op_type;
+        if (strcmp(a->domain, MCP_DOMAIN_INTERNAL) == 0) {
+            if (strcmp(op, "Gelu") != 0 || a->n_inputs != 1) return false;
+            m->name = "Gelu";
+        } else if (a->domain[0] != '\0') {
+            return false;
+        } else if (a->n_inputs == 1 && strcmp(op, "Gelu") == 0) {
+            if (strcmp(mcp_node_attr_string(a, "approximate", "none"), "none") != 0) return false;
+            m->name = "Gelu";
+        } else if (a->n_inputs == 1 && (strcmp(op, "Relu") == 0 || strcmp(op, "Sigmoid") == 0 || strcmp(op, "Tanh") == 0)) {
+            m->name = op;
+        } else if (a->n_inputs == 1 && strcmp(op, "LeakyRelu") == 0) {
+            m->name = "LeakyRelu";
+            m->params[m->n_params++] = mcp_node_attr_float(a, "alpha", 0.01f);
+        } else if (a->n_inputs == 1 && strcmp(op, "HardSigmoid") == 0) {
+            m->name = "HardSigmoid";
+            m->params[m->n_params++] = mcp_node_attr_float(a, "alpha", 0.2f);
+            m->params[m->n_params++] = mcp_node_attr_float(a, "beta", 0.5f);
+        } else if (strcmp(op, "Clip") == 0) {
+            float lo, hi;
+            if (a->opset < 11) {
+                /* Bounds are attributes, defaulting to float's lowest / max. */
+                if (a->n_inputs != 1) return false;
+                lo = mcp_node_attr_float(a, "min", -FLT_MAX);
+                hi = mcp_node_attr_float(a, "max", FLT_MAX);
+            } else if (a->n_inputs > 3 || !clip_bound(c, a, 1, -INFINITY, &lo) || !clip_bound(c, a, 2, INFINITY, &hi)) {
+                return false;
+            }
+            m->name = "Clip";
+            m->params[m->n_params++] = lo;
+            m->params[m->n_params++] = hi;
+        } else {
+            return false;
+        }
+        m->nodes[m->n_nodes++] = ai;
+        m->out = a->outputs[0];
+        return true;
+    }
+    if (!only_node_uses(c, v, 2)) return false;
+    int r[2];
+    if (readers_of(c, v, after, r, 2) != 2) return false;
+    for (int k = 0; k < 2; k++) {
+        const mcp_node *sig = &g->nodes[r[k]], *mul = &g->nodes[r[1 - k]];
+        if (!node_is(sig, "Sigmoid", 1) || sig->inputs[0] != v) continue;
+        int s = sig->outputs[0];
+        if (!node_is(mul, "Mul", 2) || other_input(mul, v) != s || !only_node_uses(c, s, 1)) continue;
+        m->name = "Silu";
+        m->nodes[m->n_nodes++] = r[k];
+        m->nodes[m->n_nodes++] = r[1 - k];
+        m->out = mul->outputs[0];
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Rewrites node h (Conv, Gemm or MatMul) into `op_type` of the internal
+ * domain, with value `extra` (-1: none) as input number extra_at (the Sum
+ * of FusedConv, the Bias of FusedMatMul) and activation m (NULL: none),
+ * replacing the tail nodes; the result is `out` and the fused node moves
+ * into the slot of the last tail node.
+ */
+static mcp_status fuse_head(pass_ctx *c, int h, const char *op_type, int extra, int extra_at, const int *tail,
+                            int n_tail, const act_match *m, int out)
+{
+    mcp_graph *g = c->g;
+    const mcp_node *n = &g->nodes[h];
+    int ins[4] = {-1, -1, -1, -1};
+    MCP_ASSERT(n->n_inputs <= 3 && extra_at < 4);
+    for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k];
+    int n_ins = n->n_inputs;
+    if (extra >= 0) {
+        ins[extra_at] = extra;
+        if (n_ins < extra_at + 1) n_ins = extra_at + 1;
+    }
+    node_form f;
+    mcp_status st = form_begin(c, n, op_type, n_ins, ins, true, m ? 2 : 0, &f);
+    if (st != MCP_STATUS_OK) return st;
+    if (m) {
+        mcp_attr *a = form_attr(&f, "activation", MCP_ATTR_STRING);
+        if (a) {
+            a->s = mcp_strdup(m->name);
+            a->s_len = strlen(m->name);
+        }
+        mcp_attr *p = a && a->s && m->n_params ? form_attr(&f, "activation_params", MCP_ATTR_FLOATS) : NULL;
+        if (p) {
+            p->floats = mcp_malloc((size_t)m->n_params * sizeof *p->floats);
+            if (p->floats) memcpy(p->floats, m->params, (size_t)m->n_params * sizeof *p->floats);
+            p->count = m->n_params;
+        }
+        if (!a || !a->s || (m->n_params && (!p || !p->floats))) {
+            form_abort(&f, n);
+            return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+    }
+    int last = tail[0];
+    for (int k = 0; k < n_tail; k++) {
+        if (tail[k] > last) last = tail[k];
+        drop_node(c, tail[k]);
+    }
+    form_commit(c, h, &f);
+    mcp_node *fused = &g->nodes[h];
+    g->values[fused->outputs[0]].producer = -1;
+    fused->outputs[0] = out;
+    /* The fused node takes the last tail node's slot; that node, already
+     * dropped, goes to slot h and is released at compaction. */
+    mcp_node tmp = g->nodes[last];
+    g->nodes[last] = g->nodes[h];
+    g->nodes[h] = tmp;
+    c->removed[last] = false;
+    c->removed[h] = true;
+    g->values[out].producer = last;
+    return MCP_STATUS_OK;
+}
+
+/* ---- Conv -> [Add] -> [activation] => FusedConv ---- */
+
+static mcp_status pass_fuse_conv(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *conv = &g->nodes[i];
+        if (!is_op(conv, "Conv") || conv->n_outputs != 1 || conv->n_inputs < 2 || conv->n_inputs > 3) continue;
+        int y = conv->outputs[0];
+        if (y < 0 || conv->inputs[0] < 0 || conv->inputs[1] < 0) continue;
+        if (!is_f32(c, conv->inputs[0]) || !is_f32(c, y)) continue;
+        int tail[3], n_tail = 0, sum = -1, cur = y, cur_node = i;
+        int ai = sole_reader(c, y, i, "Add", 2);
+        if (ai >= 0) {
+            const mcp_node *add = &g->nodes[ai];
+            int other = other_input(add, y);
+            if (other >= 0 && is_f32(c, other) && same_shape(type_of(c, other), type_of(c, y))) {
+                sum = other;
+                tail[n_tail++] = ai;
+                cur = add->outputs[0];
+                cur_node = ai;
+            }
+        }
+        act_match m;
+        bool act = match_activation(c, cur, cur_node, &m);
+        for (int k = 0; act && k < m.n_nodes; k++) tail[n_tail++] = m.nodes[k];
+        if (n_tail == 0) continue;
+        mcp_status st = fuse_head(c, i, "FusedConv", sum, 3, tail, n_tail, act ? &m : NULL, act ? m.out : cur);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- Gemm -> activation => FusedGemm ---- */
+
+static mcp_status pass_fuse_gemm(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *gemm = &g->nodes[i];
+        /* From opset 7 Gemm has no `broadcast` attribute: the fused op's
+         * attributes are exactly Gemm's. */
+        if (!is_op(gemm, "Gemm") || gemm->opset < 7 || gemm->n_outputs != 1 || gemm->n_inputs < 2 || gemm->n_inputs > 3)
+            continue;
+        int y = gemm->outputs[0];
+        if (y < 0 || gemm->inputs[0] < 0 || gemm->inputs[1] < 0 || !is_f32(c, gemm->inputs[0])) continue;
+        act_match m;
+        if (!match_activation(c, y, i, &m)) continue;
+        mcp_status st = fuse_head(c, i, "FusedGemm", -1, 0, m.nodes, m.n_nodes, &m, m.out);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- MatMul -> [Add(bias)] -> [activation] => FusedMatMul ---- */
+
+/* What MatMul + Add(bias) -> Gemm leaves: A of another rank than 2 (a
+ * transformer's [batch, seq, hidden]), B a matrix; the bias is a float32
+ * vector of B's columns, so the Add does not widen the product. A MatMul
+ * fuses when it takes a bias, an activation or both. */
+static mcp_status pass_fuse_matmul(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *mm = &g->nodes[i];
+        if (!node_is(mm, "MatMul", 2)) continue;
+        int a = mm->inputs[0], b = mm->inputs[1], y = mm->outputs[0];
+        if (!is_f32(c, a) || !is_f32(c, b) || !is_f32(c, y)) continue;
+        const mcp_type *tb = type_of(c, b);
+        if (type_of(c, a)->rank < 2 || tb->rank != 2 || tb->dims[1] < 0) continue;
+        int tail[3], n_tail = 0, bias = -1, cur = y, cur_node = i;
+        int ai = sole_reader(c, y, i, "Add", 2);
+        if (ai >= 0) {
+            int other = other_input(&g->nodes[ai], y);
+            if (is_f32_vec(c, other, tb->dims[1])) {
+                bias = other;
+                tail[n_tail++] = ai;
+                cur = g->nodes[ai].outputs[0];
+                cur_node = ai;
+            }
+        }
+        act_match m;
+        bool act = match_activation(c, cur, cur_node, &m);
+        for (int k = 0; act && k < m.n_nodes; k++) tail[n_tail++] = m.nodes[k];
+        if (n_tail == 0) continue;
+        mcp_status st = fuse_head(c, i, "FusedMatMul", bias, 2, tail, n_tail, act ? &m : NULL, act ? m.out : cur);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- rewriting a pattern's last node ---- */
+
+/* Rewrites node `last` into f (built by the caller) and drops the other
+ * pattern nodes. */
+static void replace_pattern(pass_ctx *c, int last, node_form *f, const int *others, int n_others)
+{
+    for (int k = 0; k < n_others; k++) drop_node(c, others[k]);
+    form_commit(c, last, f);
+}
+
+/* ---- GELU => Gelu ---- */
+
+/*
+ * torch exports gelu(x) as  d = x / 1.4142135 (or x * 0.70710677);
+ * e = Erf(d); a = e + 1; then the product x * a * 0.5 in one of three
+ * association orders: (x * a) * 0.5, (x * 0.5) * a or x * (a * 0.5).
+ * Exporters write sqrt 2 with as few as 6 digits (1.41421 is off by
+ * 3.6e-6); 1 and 0.5 are exact in float. Gelu uses the exact constants.
+ */
+#define GELU_SQRT2_TOL 1e-5
+#define GELU_EXACT_TOL 1e-6
+
+static mcp_status pass_gelu(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *erf = &g->nodes[i];
+        if (!node_is(erf, "Erf", 1)) continue;
+        int d = erf->inputs[0];
+        int di = producer_of(c, d);
+        if (di < 0 || !only_node_uses(c, d, 1)) continue;
+        const mcp_node *dn = &g->nodes[di];
+        int x = -1;
+        if (node_is(dn, "Div", 2)) {
+            if (const_near(c, dn->inputs[1], rank_bound(c, dn->inputs[0]), M_SQRT2, GELU_SQRT2_TOL)) x = dn->inputs[0];
+        } else if (node_is(dn, "Mul", 2)) {
+            for (int k = 0; k < 2 && x < 0; k++)
+                if (const_near(c, dn->inputs[1 - k], rank_bound(c, dn->inputs[k]), M_SQRT1_2, GELU_SQRT2_TOL))
+                    x = dn->inputs[k];
+        }
+        if (x < 0 || x == d || !is_f32(c, x)) continue;
+        int rb = rank_bound(c, x);
+        int ai = sole_reader(c, erf->outputs[0], i, "Add", 2);
+        if (ai < 0 || !const_near(c, other_input(&g->nodes[ai], erf->outputs[0]), rb, 1.0, GELU_EXACT_TOL)) continue;
+        int av = g->nodes[ai].outputs[0];
+        int p1 = sole_reader(c, av, ai, "Mul", 2);
+        if (p1 < 0) continue;
+        int o1 = other_input(&g->nodes[p1], av), p1v = g->nodes[p1].outputs[0];
+        int last = -1, others[5] = {di, i, ai, -1, -1}, n_others = 3;
+        if (o1 == x || const_near(c, o1, rb, 0.5, GELU_EXACT_TOL)) {
+            /* (x * a) * 0.5 or x * (a * 0.5) */
+            int p2 = sole_reader(c, p1v, p1, "Mul", 2);
+            if (p2 < 0) continue;
+            int o2 = other_input(&g->nodes[p2], p1v);
+            if (o1 == x ? !const_near(c, o2, rb, 0.5, GELU_EXACT_TOL) : o2 != x) continue;
+            last = p2;
+            others[n_others++] = p1;
+        } else {
+            /* (x * 0.5) * a */
+            int hi = producer_of(c, o1);
+            if (hi < 0 || !only_node_uses(c, o1, 1) || !node_is(&g->nodes[hi], "Mul", 2)) continue;
+            int o = other_input(&g->nodes[hi], x);
+            if (o < 0 || !const_near(c, o, rb, 0.5, GELU_EXACT_TOL)) continue;
+            last = p1;
+            others[n_others++] = hi;
+        }
+        node_form f;
+        mcp_status st = form_begin(c, &g->nodes[last], "Gelu", 1, &x, false, 0, &f);
+        if (st != MCP_STATUS_OK) return st;
+        replace_pattern(c, last, &f, others, n_others);
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- LayerNorm => LayerNormalization ---- */
+
+/* A ReduceMean over the last axis of a rank-r input, keeping dims; axes from
+ * the attribute before opset 18, from a constant input since. */
+static bool reduce_mean_last(const pass_ctx *c, const mcp_node *n, int r)
+{
+    if (!is_op(n, "ReduceMean") || n->n_outputs != 1 || n->outputs[0] < 0 || n->n_inputs < 1 || n->inputs[0] < 0)
+        return false;
+    if (mcp_node_attr_int(n, "keepdims", 1) != 1) return false;
+    int64_t axis;
+    if (n->opset < 18) {
+        int64_t count;
+        const int64_t *axes = mcp_node_attr_ints(n, "axes", &count);
+        if (n->n_inputs != 1 || !axes || count != 1) return false;
+        axis = axes[0];
+    } else {
+        const mcp_tensor *t = n->n_inputs == 2 ? const_tensor(c, n->inputs[1]) : NULL;
+        if (!t || t->dtype != MCP_DTYPE_INT64 || t->format || mcp_tensor_numel(t) != 1 || t->rank > 1 || !t->data)
+            return false;
+        axis = ((const int64_t *)t->data)[0];
+    }
+    return axis == -1 || axis == r - 1;
+}
+
+/*
+ * torch exports layer_norm (opset < 17) as  m = ReduceMean(X, [-1]);
+ * d = X - m; v = ReduceMean(Pow(d, 2), [-1]); s = Sqrt(v + eps); n = d / s;
+ * y = n * scale [+ bias]. Scale and bias are float32 vectors of X's last
+ * dimension (static), so the products do not broadcast beyond X's shape.
+ */
+static mcp_status pass_layernorm(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *r1 = &g->nodes[i];
+        if (!is_op(r1, "ReduceMean") || r1->n_inputs < 1) continue;
+        int x = r1->inputs[0];
+        if (!is_f32(c, x)) continue;
+        const mcp_type *xt = type_of(c, x);
+        int rank = xt->rank;
+        if (rank < 1 || xt->dims[rank - 1] <= 0 || !reduce_mean_last(c, r1, rank)) continue;
+        int64_t width = xt->dims[rank - 1];
+        int mv = r1->outputs[0];
+        int si = sole_reader(c, mv, i, "Sub", 2);
+        if (si < 0 || g->nodes[si].inputs[0] != x || g->nodes[si].inputs[1] != mv) continue;
+        int dv = g->nodes[si].outputs[0];
+        int r[2];
+        if (!only_node_uses(c, dv, 2) || readers_of(c, dv, si, r, 2) != 2) continue;
+        int pi = -1, qi = -1; /* Pow(d, 2) and Div(d, s) */
+        for (int k = 0; k < 2; k++) {
+            const mcp_node *n = &g->nodes[r[k]];
+            if (node_is(n, "Pow", 2) && n->inputs[0] == dv) pi = r[k];
+            else if (node_is(n, "Div", 2) && n->inputs[0] == dv) qi = r[k];
+        }
+        if (pi < 0 || qi < 0) continue;
+        double two;
+        if (const_f32(c, g->nodes[pi].inputs[1], rank, &two) != 1 || two != 2.0) continue;
+        int pv = g->nodes[pi].outputs[0];
+        if (!only_node_uses(c, pv, 1)) continue;
+        int r2 = consumer_of(c, pv, pi);
+        if (r2 < 0 || g->nodes[r2].inputs[0] != pv || !reduce_mean_last(c, &g->nodes[r2], rank)) continue;
+        int ei = sole_reader(c, g->nodes[r2].outputs[0], r2, "Add", 2);
+        double eps;
+        if (ei < 0 || const_f32(c, other_input(&g->nodes[ei], g->nodes[r2].outputs[0]), rank, &eps) != 1 || !(eps >= 0))
+            continue;
+        int qs = sole_reader(c, g->nodes[ei].outputs[0], ei, "Sqrt", 1);
+        if (qs < 0 || !only_node_uses(c, g->nodes[qs].outputs[0], 1) || g->nodes[qi].inputs[1] != g->nodes[qs].outputs[0])
+            continue;
+        int nv = g->nodes[qi].outputs[0];
+        int mi = sole_reader(c, nv, qi, "Mul", 2);
+        if (mi < 0) continue;
+        int scale = other_input(&g->nodes[mi], nv);
+        if (!is_f32_vec(c, scale, width)) continue;
+        int last = mi, bias = -1;
+        int others[9] = {i, si, pi, r2, ei, qs, qi}, n_others = 7;
+        int bi = sole_reader(c, g->nodes[mi].outputs[0], mi, "Add", 2);
+        if (bi >= 0) {
+            int b = other_input(&g->nodes[bi], g->nodes[mi].outputs[0]);
+            if (is_f32_vec(c, b, width)) {
+                bias = b;
+                others[n_others++] = mi;
+                last = bi;
+            }
+        }
+        int ins[3] = {x, scale, bias};
+        node_form f;
+        mcp_status st = form_begin(c, &g->nodes[last], "LayerNormalization", bias >= 0 ? 3 : 2, ins, false, 2, &f);
+        if (st != MCP_STATUS_OK) return st;
+        mcp_attr *ax = form_attr(&f, "axis", MCP_ATTR_INT);
+        if (ax) ax->i = -1;
+        mcp_attr *ep = ax ? form_attr(&f, "epsilon", MCP_ATTR_FLOAT) : NULL;
+        if (!ep) {
+            form_abort(&f, &g->nodes[last]);
+            return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        ep->f = (float)eps;
+        replace_pattern(c, last, &f, others, n_others);
+    }
+    return MCP_STATUS_OK;
+}
+
+/* ---- dead nodes ---- */
 
 static void pass_dead_nodes(pass_ctx *c)
 {
@@ -447,7 +1133,7 @@ static void pass_dead_nodes(pass_ctx *c)
     }
 }
 
-/* ---- pass 5: unused initializers ---- */
+/* ---- unused initializers ---- */
 
 static void pass_unused_initializers(pass_ctx *c)
 {
@@ -502,6 +1188,12 @@ mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err)
     if (st == MCP_STATUS_OK) pass_identity(&c);
     if (st == MCP_STATUS_OK) st = pass_fold_bn(&c);
     if (st == MCP_STATUS_OK) st = pass_matmul_add(&c);
+    /* Gelu first: the fusions below take it as an activation. */
+    if (st == MCP_STATUS_OK) st = pass_gelu(&c);
+    if (st == MCP_STATUS_OK) st = pass_layernorm(&c);
+    if (st == MCP_STATUS_OK) st = pass_fuse_conv(&c);
+    if (st == MCP_STATUS_OK) st = pass_fuse_gemm(&c);
+    if (st == MCP_STATUS_OK) st = pass_fuse_matmul(&c);
     if (st == MCP_STATUS_OK) pass_dead_nodes(&c);
     if (st == MCP_STATUS_OK) pass_unused_initializers(&c);
     /* Compaction runs on failure too: every rewrite above leaves the graph

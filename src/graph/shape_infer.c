@@ -3,9 +3,10 @@
  *
  * The pass walks each graph in node order (the importer guarantees that a
  * node's inputs are defined before it) and, for ops of the default domain it
- * knows, computes the dtype and shape each output must have. What it computes
- * is merged into the value's type: declared parts (value_info, graph outputs)
- * are kept, unknown parts are filled in, and a static dimension or dtype that
+ * knows and for the internal ops the graph passes create, computes the dtype
+ * and shape each output must have. What it computes is merged into the
+ * value's type: declared parts (value_info, graph outputs) are kept,
+ * unknown parts are filled in, and a static dimension or dtype that
  * contradicts the declaration fails the load with the node's name. Subgraphs
  * are inferred when their owning node is reached, after the values they
  * capture from the enclosing graph have been refreshed.
@@ -2271,11 +2272,34 @@ static const infer_rule RULES[] = {
     {"If", infer_if}, {"Loop", infer_loop}, {"Scan", infer_scan},
 };
 
+/* FusedConv has Conv's output; Sum, when given, has that shape too. */
+static mcp_status infer_fused_conv(ictx *c)
+{
+    mcp_status st = infer_conv(c);
+    stype s;
+    if (st == MCP_STATUS_OK && in_type(c, 3, &s)) st = emit(c, 0, &s);
+    return st;
+}
+
+/* The operators the graph passes create (MCP_DOMAIN_INTERNAL, contract in
+ * graph.h); the session infers shapes again after the passes. */
+static const infer_rule INTERNAL_RULES[] = {
+    {"FusedConv", infer_fused_conv}, {"FusedGemm", infer_gemm}, {"FusedMatMul", infer_matmul},
+    {"Gelu", infer_same}, {"LayerNormalization", infer_layernorm},
+};
+
 static infer_fn find_rule(const mcp_node *n)
 {
-    if (n->domain[0] != '\0') return NULL;
-    for (size_t i = 0; i < sizeof RULES / sizeof RULES[0]; i++)
-        if (strcmp(RULES[i].op_type, n->op_type) == 0) return RULES[i].fn;
+    const infer_rule *rules = RULES;
+    size_t count = sizeof RULES / sizeof RULES[0];
+    if (strcmp(n->domain, MCP_DOMAIN_INTERNAL) == 0) {
+        rules = INTERNAL_RULES;
+        count = sizeof INTERNAL_RULES / sizeof INTERNAL_RULES[0];
+    } else if (n->domain[0] != '\0') {
+        return NULL;
+    }
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(rules[i].op_type, n->op_type) == 0) return rules[i].fn;
     return NULL;
 }
 

@@ -108,7 +108,7 @@ mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, cons
         if (ok) {
             t->dtype = dtype;
             t->rank = rank;
-            memcpy(t->dims, dims, sizeof *dims * (size_t)rank);
+            if (rank > 0) memcpy(t->dims, dims, sizeof *dims * (size_t)rank);
             size_t nbytes = mcp_tensor_nbytes(t);
             void *p = nbytes ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes) : NULL;
             if (p) {

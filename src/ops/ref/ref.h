@@ -13,7 +13,8 @@
     X(index)                                                                  \
     X(control)                                                                \
     X(rnn)                                                                    \
-    X(signal)
+    X(signal)                                                                 \
+    X(fused)
 
 #define MCP__REF_DECLARE(fam)                                                 \
     extern const mcp_kernel_def mcp__ref_##fam##_kernels[];                   \
