@@ -166,10 +166,15 @@ void mcp_graph_free(mcp_graph *g);
 /* Backend-independent rewrites of the top graph (src/graph/passes.c):
  * Identity / inference Dropout elimination, BatchNormalization folded into
  * a preceding Conv with initializer weights, MatMul + bias Add -> Gemm (A
- * and B of known rank 2), dead-node and unused-initializer removal. Graph
- * inputs, outputs and their names are kept; subgraphs are left alone.
- * Value indices stay valid; node indices change. Call before kernels are
- * resolved; after mcp_graph_infer_shapes, more MatMul+Add pairs qualify. */
+ * and B of known rank 2), GELU and LayerNorm patterns -> the internal Gelu
+ * and LayerNormalization, Conv [+ Add] [+ activation] -> FusedConv, Gemm +
+ * activation -> FusedGemm, MatMul [+ bias] [+ activation] -> FusedMatMul,
+ * dead-node and unused-initializer removal. Fusions need float32 and an
+ * intermediate with one reader that is not a graph output. Graph inputs,
+ * outputs and their names are kept; subgraphs are left alone. Value
+ * indices stay valid; node indices change. Call after
+ * mcp_graph_infer_shapes (the fusions read static types) and before
+ * kernels are resolved. */
 mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
 
 /* Computes value lifetimes for g and its subgraphs: a value dies after the
