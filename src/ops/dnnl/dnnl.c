@@ -37,7 +37,9 @@ int mcp__dnnl_f32_rank(const mcp_node *node, const mcp_graph *graph, int i)
     return v->type.rank;
 }
 
-bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims)
+/* Static dims of input i; unknown ones become `unknown` (false: rank unknown,
+ * or an unknown dim when `unknown` < 0). */
+static bool input_dims(const mcp_node *node, const mcp_graph *graph, int i, int64_t unknown, int64_t *dims)
 {
     const mcp_tensor *t = mcp__dnnl_initializer(node, graph, i);
     const mcp_graph_value *v = mcp__dnnl_input(node, graph, i);
@@ -46,23 +48,20 @@ bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, 
     if (rank < 0 || rank > MCP_MAX_RANK) return false;
     for (int d = 0; d < rank; d++) {
         dims[d] = t ? t->dims[d] : v->type.dims[d];
-        if (dims[d] < 0) return false;
+        if (dims[d] < 0 && unknown < 0) return false;
+        if (dims[d] < 0) dims[d] = unknown;
     }
     return true;
 }
 
+bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims)
+{
+    return input_dims(node, graph, i, -1, dims);
+}
+
 bool mcp__dnnl_dims_or_one(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims)
 {
-    const mcp_tensor *t = mcp__dnnl_initializer(node, graph, i);
-    const mcp_graph_value *v = mcp__dnnl_input(node, graph, i);
-    if (!v) return false;
-    int rank = t ? t->rank : v->type.rank;
-    if (rank < 0 || rank > MCP_MAX_RANK) return false;
-    for (int d = 0; d < rank; d++) {
-        dims[d] = t ? t->dims[d] : v->type.dims[d];
-        if (dims[d] < 0) dims[d] = 1;
-    }
-    return true;
+    return input_dims(node, graph, i, 1, dims);
 }
 
 bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names)
@@ -393,6 +392,23 @@ mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const voi
     return st;
 }
 
+mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int rank, const int64_t *dims,
+                                 const char *what, mcp_err *err)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = mcp__dnnl_attr_create(&attr);
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, op_desc, attr, mcp__dnnl_engine(), NULL);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
+    if (s != dnnl_success) e->prim = NULL;
+    mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, what);
+    if (st == MCP_STATUS_OK)
+        st = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), rank, dims, err);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    return st;
+}
+
 /* ---- the reference kernel as a run-time fallback ---- */
 
 mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,
@@ -409,6 +425,20 @@ void mcp__dnnl_fallback_release(mcp_dnnl_fallback *fb)
 {
     if (fb->k && fb->k->release) fb->k->release(fb->state);
     memset(fb, 0, sizeof *fb);
+}
+
+mcp_status mcp__dnnl_cached_init(mcp_dnnl_cached *c, const mcp_node *node, const mcp_graph *graph,
+                                 mcp_err *err)
+{
+    mcp__dnnl_cache_init(&c->cache);
+    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
+    return mcp__dnnl_fallback_init(&c->fb, node, graph, err);
+}
+
+void mcp__dnnl_cached_release(mcp_dnnl_cached *c)
+{
+    mcp__dnnl_cache_release(&c->cache);
+    mcp__dnnl_fallback_release(&c->fb);
 }
 
 mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *fb)

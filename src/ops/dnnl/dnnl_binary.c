@@ -14,11 +14,10 @@
 #include "ops/dnnl/dnnl_util.h"
 
 typedef struct binary_state {
+    mcp_dnnl_cached c;
     dnnl_alg_kind_t alg;
     bool commutative;
     int axis; /* Concat */
-    mcp_dnnl_cache cache;
-    mcp_dnnl_fallback fb;
 } binary_state;
 
 static const struct {
@@ -60,24 +59,6 @@ bool mcp__dnnl_concat_supported(const mcp_node *node, const mcp_graph *graph)
     return true;
 }
 
-static mcp_status finish_build(const dnnl_status_t s0, const void *desc, mcp_dnnl_entry *e,
-                               const int64_t *ydims, const char *what, mcp_err *err)
-{
-    dnnl_status_t s = s0;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, desc, attr, mcp__dnnl_engine(), NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
-    if (s != dnnl_success) e->prim = NULL;
-    mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, what);
-    if (st == MCP_STATUS_OK)
-        st = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 4, ydims, err);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return st;
-}
-
 static mcp_status binary_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
 {
     const binary_state *st = state;
@@ -88,7 +69,8 @@ static mcp_status binary_build(const void *state, mcp_dnnl_entry *e, mcp_err *er
     dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, y, dnnl_f32, dnnl_format_tag_any);
     dnnl_binary_desc_t bd;
     if (s == dnnl_success) s = dnnl_binary_desc_init(&bd, st->alg, a, b, &dst_any);
-    return finish_build(s, &bd, e, y, "binary primitive", err);
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "binary descriptor");
+    return mcp__dnnl_entry_build(&bd, e, 4, y, "binary primitive", err);
 }
 
 static mcp_status concat_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
@@ -116,18 +98,16 @@ static void binary_release(void *state)
 {
     binary_state *st = state;
     if (!st) return;
-    mcp__dnnl_cache_release(&st->cache);
-    mcp__dnnl_fallback_release(&st->fb);
+    mcp__dnnl_cached_release(&st->c);
     mcp_free(st);
 }
 
 static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
-    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
     binary_state *st = mcp_calloc(1, sizeof *st);
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    mcp__dnnl_cache_init(&st->cache);
+    mcp_status rs = mcp__dnnl_cached_init(&st->c, node, graph, err);
     int i = binary_index(node);
     if (i >= 0) {
         st->alg = binary_ops[i].alg;
@@ -136,7 +116,6 @@ static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, v
         int64_t axis = mcp_node_attr_int(node, "axis", 1);
         st->axis = (int)(axis < 0 ? axis + 4 : axis);
     }
-    mcp_status rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
     if (rs != MCP_STATUS_OK) {
         binary_release(st);
         return rs;
@@ -179,28 +158,28 @@ static mcp_status binary_run(mcp_kernel_ctx *ctx)
 {
     binary_state *st = ctx->state;
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
-    if (!all_f32_4d(ctx, 2)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    if (!all_f32_4d(ctx, 2)) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     const mcp_tensor *in[2] = {mcp_kin(ctx, 0), mcp_kin(ctx, 1)};
     bool a_full = true, b_full = true;
     for (int d = 0; d < 4; d++) {
         int64_t x = in[0]->dims[d], y = in[1]->dims[d];
-        if (x != y && x != 1 && y != 1) return mcp__dnnl_fallback_run(ctx, &st->fb); /* reports the mismatch */
+        if (x != y && x != 1 && y != 1) return mcp__dnnl_fallback_run(ctx, &st->c.fb); /* reports the mismatch */
         a_full &= x >= y;
         b_full &= y >= x;
     }
     if (!a_full) {
-        if (!b_full && !st->commutative) return mcp__dnnl_fallback_run(ctx, &st->fb);
-        if (!st->commutative || !b_full) return mcp__dnnl_fallback_run(ctx, &st->fb);
+        if (!b_full && !st->commutative) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
+        if (!st->commutative || !b_full) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
         const mcp_tensor *t = in[0];
         in[0] = in[1];
         in[1] = t;
     }
     dnnl_memory_desc_t md[2];
     if (!mcp__dnnl_tensor_md(in[0], &md[0]) || !mcp__dnnl_tensor_md(in[1], &md[1]))
-        return mcp__dnnl_fallback_run(ctx, &st->fb);
+        return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
-    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, md, 2, binary_build, &local, &e);
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, 2, binary_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     static const int ids[2] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1};
     rs = run_entry(ctx, e, 2, in, md, ids);
@@ -213,20 +192,20 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
     binary_state *st = ctx->state;
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     int n = ctx->n_inputs;
-    if (n < 1 || n > MCP_DNNL_KEYS || !all_f32_4d(ctx, n)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    if (n < 1 || n > MCP_DNNL_KEYS || !all_f32_4d(ctx, n)) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     const mcp_tensor *in[MCP_DNNL_KEYS];
     dnnl_memory_desc_t md[MCP_DNNL_KEYS];
     int ids[MCP_DNNL_KEYS];
     for (int i = 0; i < n; i++) {
         in[i] = mcp_kin(ctx, i);
         for (int d = 0; d < 4; d++)
-            if (d != st->axis && in[i]->dims[d] != in[0]->dims[d]) return mcp__dnnl_fallback_run(ctx, &st->fb);
-        if (!mcp__dnnl_tensor_md(in[i], &md[i])) return mcp__dnnl_fallback_run(ctx, &st->fb);
+            if (d != st->axis && in[i]->dims[d] != in[0]->dims[d]) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
+        if (!mcp__dnnl_tensor_md(in[i], &md[i])) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
         ids[i] = DNNL_ARG_MULTIPLE_SRC + i;
     }
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
-    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, md, n, concat_build, &local, &e);
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, n, concat_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     rs = run_entry(ctx, e, n, in, md, ids);
     if (e == &local) mcp__dnnl_entry_release(&local);

@@ -13,12 +13,11 @@
 #include "ops/dnnl/dnnl_util.h"
 
 typedef struct elt_state {
+    mcp_dnnl_cached c;
     dnnl_alg_kind_t alg;
     float alpha, beta;
     float epsilon;   /* LayerNorm */
     bool has_shift;  /* LayerNorm */
-    mcp_dnnl_cache cache;
-    mcp_dnnl_fallback fb;
 } elt_state;
 
 static bool is_internal(const mcp_node *node) { return strcmp(node->domain, MCP_DOMAIN_INTERNAL) == 0; }
@@ -77,19 +76,8 @@ static mcp_status elt_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     dnnl_eltwise_desc_t d;
     dnnl_status_t s = dnnl_eltwise_forward_desc_init(&d, dnnl_forward_inference, st->alg, &e->keys[0], st->alpha,
                                                      st->beta);
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, mcp__dnnl_engine(), NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
-    if (s != dnnl_success) e->prim = NULL;
-    mcp_status rs = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "eltwise primitive");
-    if (rs == MCP_STATUS_OK)
-        rs = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0),
-                                   e->keys[0].ndims, e->keys[0].dims, err);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return rs;
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "eltwise descriptor");
+    return mcp__dnnl_entry_build(&d, e, e->keys[0].ndims, e->keys[0].dims, "eltwise primitive", err);
 }
 
 static mcp_status ln_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
@@ -99,39 +87,27 @@ static mcp_status ln_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     unsigned flags = dnnl_use_scale | (st->has_shift ? dnnl_use_shift : 0u);
     dnnl_status_t s = dnnl_layer_normalization_forward_desc_init(&d, dnnl_forward_inference, &e->keys[0], NULL,
                                                                  st->epsilon, flags);
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &d, attr, mcp__dnnl_engine(), NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
-    if (s != dnnl_success) e->prim = NULL;
-    mcp_status rs = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "layer normalization primitive");
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_format_init(&e->dst, &e->keys[0], 2, e->keys[0].dims, err);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    return rs;
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "layer normalization descriptor");
+    return mcp__dnnl_entry_build(&d, e, 2, e->keys[0].dims, "layer normalization primitive", err);
 }
 
 static void elt_release(void *state)
 {
     elt_state *st = state;
     if (!st) return;
-    mcp__dnnl_cache_release(&st->cache);
-    mcp__dnnl_fallback_release(&st->fb);
+    mcp__dnnl_cached_release(&st->c);
     mcp_free(st);
 }
 
 static mcp_status elt_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
-    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
     elt_state *st = mcp_calloc(1, sizeof *st);
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    mcp__dnnl_cache_init(&st->cache);
+    mcp_status rs = mcp__dnnl_cached_init(&st->c, node, graph, err);
     st->alg = elt_alg(node, &st->alpha);
     st->epsilon = mcp_node_attr_float(node, "epsilon", 1e-5f);
     st->has_shift = mcp__dnnl_input(node, graph, 2) != NULL;
-    mcp_status rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
     if (rs != MCP_STATUS_OK) {
         elt_release(st);
         return rs;
@@ -148,10 +124,10 @@ static mcp_status elt_run(mcp_kernel_ctx *ctx)
     dnnl_memory_desc_t md;
     if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank < 1 || x->rank > 6 || mcp_tensor_numel(x) == 0 ||
         !mcp__dnnl_tensor_md(x, &md))
-        return mcp__dnnl_fallback_run(ctx, &st->fb);
+        return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
-    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &md, 1, elt_build, &local, &e);
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &md, 1, elt_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims, mcp__dnnl_format_of(&e->dst));
     dnnl_memory_t m[2] = {NULL, NULL};
@@ -174,18 +150,18 @@ static mcp_status ln_run(mcp_kernel_ctx *ctx)
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     const mcp_tensor *x = mcp_kin(ctx, 0), *scale = mcp_kin(ctx, 1), *shift = mcp_kin(ctx, 2);
     if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank < 2 || mcp_tensor_numel(x) == 0)
-        return mcp__dnnl_fallback_run(ctx, &st->fb);
+        return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     int64_t n = x->dims[x->rank - 1], rows = mcp_tensor_numel(x) / n;
     if (!scale || scale->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(scale) != n ||
         (st->has_shift && (!shift || shift->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(shift) != n)))
-        return mcp__dnnl_fallback_run(ctx, &st->fb); /* reports the mismatch */
+        return mcp__dnnl_fallback_run(ctx, &st->c.fb); /* reports the mismatch */
     int64_t d2[2] = {rows, n}, d1[1] = {n};
     dnnl_memory_desc_t md, vmd;
     if (mcp__dnnl_plain_md(&md, 2, d2) != dnnl_success || mcp__dnnl_plain_md(&vmd, 1, d1) != dnnl_success)
         return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
-    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &md, 1, ln_build, &local, &e);
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &md, 1, ln_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
     dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};

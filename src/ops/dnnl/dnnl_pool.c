@@ -23,9 +23,8 @@ typedef struct pool_params {
 } pool_params;
 
 typedef struct pool_state {
+    mcp_dnnl_cached c;
     pool_params p;
-    mcp_dnnl_cache cache;
-    mcp_dnnl_fallback fb;
 } pool_state;
 
 /* Geometry for one input shape, the pooling key besides the layout. */
@@ -153,39 +152,26 @@ static mcp_status pool_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     if (s == dnnl_success)
         s = dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, xmd, &dst_any, strides, kernel,
                                               dil, pl, pr);
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    if (s == dnnl_success) s = mcp__dnnl_attr_create(&attr);
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &pdesc, attr, mcp__dnnl_engine(), NULL);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    if (s == dnnl_success) s = dnnl_primitive_create(&e->prim, pd);
-    mcp_status st2 = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "pooling primitive");
-    if (st2 == MCP_STATUS_OK)
-        st2 = mcp__dnnl_format_init(&e->dst, dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), 4, g.out, err);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (s != dnnl_success) e->prim = NULL;
-    return st2;
+    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "pooling descriptor");
+    return mcp__dnnl_entry_build(&pdesc, e, 4, g.out, "pooling primitive", err);
 }
 
 static void pool_release(void *state)
 {
     pool_state *st = state;
     if (!st) return;
-    mcp__dnnl_cache_release(&st->cache);
-    mcp__dnnl_fallback_release(&st->fb);
+    mcp__dnnl_cached_release(&st->c);
     mcp_free(st);
 }
 
 static mcp_status pool_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
-    if (!mcp__dnnl_engine()) return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN engine creation failed");
     pool_state *st = mcp_calloc(1, sizeof *st);
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    mcp__dnnl_cache_init(&st->cache);
-    mcp_status rs = parse_params(node, &st->p) ? MCP_STATUS_OK
-                                               : mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN pooling: node is not supported");
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_fallback_init(&st->fb, node, graph, err);
+    mcp_status rs = mcp__dnnl_cached_init(&st->c, node, graph, err);
+    if (rs == MCP_STATUS_OK && !parse_params(node, &st->p))
+        rs = mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN pooling: node is not supported");
     if (rs != MCP_STATUS_OK) {
         pool_release(st);
         return rs;
@@ -202,12 +188,12 @@ static mcp_status pool_run(mcp_kernel_ctx *ctx)
     pool_geom g;
     if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank != 4 || mcp_tensor_numel(x) == 0 ||
         !pool_geometry(&st->p, x->dims, &g) || (g.extra_pad && st->p.include_pad && !st->p.max))
-        return mcp__dnnl_fallback_run(ctx, &st->fb);
+        return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     dnnl_memory_desc_t xmd;
-    if (!mcp__dnnl_tensor_md(x, &xmd)) return mcp__dnnl_fallback_run(ctx, &st->fb);
+    if (!mcp__dnnl_tensor_md(x, &xmd)) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
-    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->cache, st, &xmd, 1, pool_build, &local, &e);
+    mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &xmd, 1, pool_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, g.out, mcp__dnnl_format_of(&e->dst));
     dnnl_memory_t m[2] = {NULL, NULL};

@@ -146,6 +146,23 @@ mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,
 void mcp__dnnl_fallback_release(mcp_dnnl_fallback *fb);
 mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *fb);
 
+/* The state every cache-and-fallback kernel starts with (its first member):
+ * cached_init sets both up (always leaving the cache valid for release). */
+typedef struct mcp_dnnl_cached {
+    mcp_dnnl_cache cache;
+    mcp_dnnl_fallback fb;
+} mcp_dnnl_cached;
+
+mcp_status mcp__dnnl_cached_init(mcp_dnnl_cached *c, const mcp_node *node, const mcp_graph *graph,
+                                 mcp_err *err);
+void mcp__dnnl_cached_release(mcp_dnnl_cached *c);
+
+/* Creates e->prim from an operation descriptor (default attributes with a
+ * user scratchpad) and e->dst from its destination layout for the logical
+ * shape (rank, dims). */
+mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int rank, const int64_t *dims,
+                                 const char *what, mcp_err *err);
+
 /*
  * Weights from an initializer, reordered once per node into the layout the
  * first primitive built for the node preferred. Primitives built later (other
