@@ -137,6 +137,20 @@ const mcp_attr *mcp_kattr(const mcp_kernel_ctx *ctx, const char *name);
 mcp_status mcp_kernel_run_subgraph(mcp_kernel_ctx *ctx, const mcp_graph *g, int n_in,
                                    mcp_value *const *inputs, mcp_value **outputs);
 
+/* Below this many element operations a loop runs on the calling thread:
+ * starting an OpenMP team costs a few microseconds, about what 32768 cheap
+ * float operations take on one core. */
+#define MCP_PAR_MIN 32768
+
+/* Threads for a kernel loop over `work` element operations: the session's
+ * intra-op budget, fewer for small loops, one below MCP_PAR_MIN. */
+static inline int mcp_kthreads(const mcp_kernel_ctx *ctx, int64_t work)
+{
+    if (ctx->threads <= 1 || work < MCP_PAR_MIN) return 1;
+    int64_t most = work / (MCP_PAR_MIN / 2);
+    return most < ctx->threads ? (int)most : ctx->threads;
+}
+
 /* Normalizes a possibly negative axis against rank; false if out of range. */
 bool mcp_axis_normalize(int64_t axis, int rank, int *out);
 

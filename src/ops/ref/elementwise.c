@@ -361,6 +361,198 @@ static uint64_t ew_unary_u64(ew_unary_op op, uint64_t x)
     }
 }
 
+/*
+ * ---- float32 unary fast path ----
+ * Float tensors skip the per-element dtype dispatch and the round trip
+ * through double. Where the double result rounds to the same float (Abs,
+ * Neg, Relu, LeakyRelu, ThresholdedRelu, Sign, Reciprocal, Floor, Ceil,
+ * Sqrt) the results are identical, as they are for HardSigmoid and
+ * HardSwish, still computed in double; the others use float functions
+ * (mcp__ew_expf for Exp, Sigmoid and Gelu's tanh form, libm's erff, tanhf,
+ * logf, ... for the rest), within an ulp or two of the double path.
+ *
+ * Where it costs nothing, selects pick between values already computed and
+ * constants: GCC does not if-convert, so does not vectorize, a select whose
+ * arm computes, since float ops may trap. LeakyRelu and PRelu keep such a
+ * select (x < 0 ? a * x : x); forms without one change the result for an
+ * infinite or NaN slope.
+ */
+
+/* Elements per parallel chunk: large enough to amortize scheduling, small
+ * enough that two threads split tensors of a few hundred KB. */
+#define EW_F32_BLOCK 16384
+
+/* Relative cost per element of the float32 unary ops: 1 for a few
+ * instructions, 8 for an exp or a libm call. Scales the work that decides
+ * threading. */
+static int ew_unary_f32_cost(ew_unary_op op)
+{
+    switch (op) {
+    case EW_U_ABS:
+    case EW_U_NEG:
+    case EW_U_SIGN:
+    case EW_U_RECIPROCAL:
+    case EW_U_FLOOR:
+    case EW_U_CEIL:
+    case EW_U_SQRT:
+    case EW_U_RELU:
+    case EW_U_LEAKYRELU:
+    case EW_U_THRESHOLDEDRELU:
+    case EW_U_HARDSIGMOID:
+    case EW_U_HARDSWISH:
+    case EW_U_SOFTSIGN:
+        return 1;
+    case EW_U_EXP:
+    case EW_U_LOG:
+    case EW_U_ERF:
+    case EW_U_TANH:
+    case EW_U_ELU:
+    case EW_U_SELU:
+    case EW_U_SIGMOID:
+    case EW_U_SOFTPLUS:
+    case EW_U_GELU:
+        return 8;
+    default:
+        return 0; /* no float32 fast path */
+    }
+}
+
+static void ew_unary_f32(ew_unary_op op, const ew_uparams *p, const float *restrict x,
+                         float *restrict y, int64_t n)
+{
+    const float alpha = (float)p->alpha, gamma = (float)p->gamma;
+    switch (op) {
+    case EW_U_ABS:
+        for (int64_t i = 0; i < n; i++) y[i] = fabsf(x[i]);
+        break;
+    case EW_U_NEG:
+        for (int64_t i = 0; i < n; i++) y[i] = -x[i];
+        break;
+    case EW_U_SIGN:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v > 0 ? 1.0f : v < 0 ? -1.0f : v;
+        }
+        break;
+    case EW_U_RECIPROCAL:
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f / x[i];
+        break;
+    case EW_U_FLOOR:
+        for (int64_t i = 0; i < n; i++) y[i] = floorf(x[i]);
+        break;
+    case EW_U_CEIL:
+        for (int64_t i = 0; i < n; i++) y[i] = ceilf(x[i]);
+        break;
+    case EW_U_SQRT:
+        for (int64_t i = 0; i < n; i++) y[i] = sqrtf(x[i]);
+        break;
+    case EW_U_EXP:
+        for (int64_t i = 0; i < n; i++) y[i] = mcp__ew_expf(x[i]);
+        break;
+    case EW_U_LOG:
+        for (int64_t i = 0; i < n; i++) y[i] = logf(x[i]);
+        break;
+    case EW_U_ERF:
+        for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
+        break;
+    case EW_U_TANH:
+        for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
+        break;
+    case EW_U_RELU:
+        /* NaN passes through and -0 becomes +0, as in the double path. */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = (v > 0 || v != v) ? v : 0.0f;
+        }
+        break;
+    case EW_U_LEAKYRELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v < 0 ? alpha * v : v;
+        }
+        break;
+    case EW_U_THRESHOLDEDRELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v > alpha ? v : 0.0f;
+        }
+        break;
+    case EW_U_ELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v < 0 ? alpha * expm1f(v) : v;
+        }
+        break;
+    case EW_U_SELU:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v <= 0 ? gamma * alpha * expm1f(v) : gamma * v;
+        }
+        break;
+    case EW_U_SIGMOID:
+        /* exp of -|x| only, so it never overflows; NaN stays NaN. */
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            float e = mcp__ew_expf(-fabsf(v));
+            y[i] = (v >= 0 ? 1.0f : e) / (1.0f + e);
+        }
+        break;
+    case EW_U_HARDSIGMOID:
+    case EW_U_HARDSWISH:
+        /* In double like the generic path: alpha * x + beta cancels near
+         * the lower corner, where float would lose most digits. */
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i];
+            double h = p->alpha * v + p->beta;
+            h = h < 0 ? 0.0 : h;
+            h = h > 1 ? 1.0 : h;
+            y[i] = (float)(op == EW_U_HARDSWISH ? v * h : h);
+        }
+        break;
+    case EW_U_SOFTPLUS:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            y[i] = v > 0 ? v + log1pf(expf(-v)) : log1pf(expf(v));
+        }
+        break;
+    case EW_U_SOFTSIGN:
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + fabsf(x[i]));
+        break;
+    case EW_U_GELU:
+        /* 1 + erf(z) = erfc(-z) and 1 + tanh(u) = 2 / (1 + exp(-2u)) keep
+         * the negative tail accurate, where 1 + erff(z) would cancel. */
+        if (p->gelu_tanh) {
+            const float k = 0.797884560802865355f; /* sqrt(2 / pi) */
+            for (int64_t i = 0; i < n; i++) {
+                float v = x[i];
+                y[i] = v / (1.0f + mcp__ew_expf(-2.0f * k * (v + 0.044715f * v * v * v)));
+            }
+        } else {
+            for (int64_t i = 0; i < n; i++) {
+                float v = x[i];
+                y[i] = 0.5f * v * erfcf(v * -0.707106781186547524f);
+            }
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* y = op(x) over n floats in chunks, on up to ctx->threads threads. */
+static void ew_unary_f32_run(const mcp_kernel_ctx *ctx, ew_unary_op op, const ew_uparams *p,
+                             const float *x, float *y, int64_t n)
+{
+    int nt = mcp_kthreads(ctx, n * ew_unary_f32_cost(op));
+    int64_t nblk = (n + EW_F32_BLOCK - 1) / EW_F32_BLOCK;
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t lo = b * EW_F32_BLOCK;
+        int64_t len = n - lo < EW_F32_BLOCK ? n - lo : EW_F32_BLOCK;
+        ew_unary_f32(op, p, x + lo, y + lo, len);
+    }
+}
+
 static const ew_unary_info *ew_unary_find(const char *name)
 {
     for (size_t i = 0; i < sizeof ew_unary_ops / sizeof ew_unary_ops[0]; i++)
@@ -400,6 +592,10 @@ static mcp_status ew_run_unary(mcp_kernel_ctx *ctx)
     if (st != MCP_STATUS_OK) return st;
 
     int64_t n = mcp_tensor_numel(x);
+    if (x->dtype == MCP_DTYPE_FLOAT && odt == MCP_DTYPE_FLOAT && ew_unary_f32_cost(info->op) > 0) {
+        ew_unary_f32_run(ctx, info->op, &p, x->data, y->data, n);
+        return MCP_STATUS_OK;
+    }
     bool exact_int = (info->flags & EW_UF_INT) != 0 || (info->flags & EW_UF_BOOL_IN) != 0;
     for (int64_t i = 0; i < n; i++) {
         if (kind == EW_KIND_FLOAT || !exact_int) {
@@ -637,13 +833,231 @@ static void ew_pow_elem(const ew_arg *a, int64_t ia, const ew_arg *b, int64_t ib
 }
 
 /*
+ * ---- float32 binary fast path ----
+ * The output is seen as rows x inner, where `inner` is the longest suffix of
+ * the output shape over which each operand is either contiguous (FULL) or a
+ * single repeated value (ONE): same shapes give one row, a scalar operand
+ * gives ONE over everything, [N,C,H,W] * [N,C,1,1] gives rows of H*W with
+ * the second operand ONE per row, [B,S,D] + [D] gives rows of D with both
+ * FULL. Each row is then a plain loop the compiler vectorizes. Add, Sub,
+ * Mul, Div, Max, Min and PRelu give exactly the double path's results
+ * (their double result rounds to the same float); Pow uses powf except for
+ * the exponents 1, 2 and 0.5.
+ */
+
+enum { EW_F32_FULL = 0, EW_F32_ONE = 1 };
+
+typedef struct ew_rows {
+    int64_t inner;               /* elements per row */
+    int64_t rows;
+    int mode_a, mode_b;          /* EW_F32_FULL or EW_F32_ONE over a row */
+    int orank;                   /* dims before the row */
+    int64_t odims[MCP_MAX_RANK];
+    int64_t sa[MCP_MAX_RANK];    /* element strides of a and b over those dims */
+    int64_t sb[MCP_MAX_RANK];
+} ew_rows;
+
+static void ew_rows_plan(const ew_arg *a, const ew_arg *b, int rank, const int64_t *dims,
+                         ew_rows *r)
+{
+    int64_t sa[MCP_MAX_RANK], sb[MCP_MAX_RANK];
+    mcp_broadcast_strides(a->rank, a->dims, rank, dims, sa);
+    mcp_broadcast_strides(b->rank, b->dims, rank, dims, sb);
+    int64_t inner = 1;
+    int ma = -1, mb = -1;
+    int d = rank - 1;
+    for (; d >= 0; d--) {
+        if (dims[d] == 1) continue;
+        /* A FULL operand's stride here equals the elements already in the
+         * row; a broadcast one has stride 0. */
+        int da = sa[d] == 0 ? EW_F32_ONE : sa[d] == inner ? EW_F32_FULL : -1;
+        int db = sb[d] == 0 ? EW_F32_ONE : sb[d] == inner ? EW_F32_FULL : -1;
+        if (da < 0 || db < 0) break;
+        if (ma < 0) {
+            ma = da;
+            mb = db;
+        } else if (da != ma || db != mb) {
+            break;
+        }
+        inner *= dims[d];
+    }
+    r->inner = inner;
+    r->mode_a = ma < 0 ? EW_F32_FULL : ma;
+    r->mode_b = mb < 0 ? EW_F32_FULL : mb;
+    r->orank = d + 1;
+    r->rows = 1;
+    for (int k = 0; k <= d; k++) {
+        r->odims[k] = dims[k];
+        r->sa[k] = sa[k];
+        r->sb[k] = sb[k];
+        r->rows *= dims[k];
+    }
+}
+
+/* Offsets in a and b of the first element of row `row`. */
+static void ew_rows_at(const ew_rows *r, int64_t row, int64_t *oa, int64_t *ob)
+{
+    int64_t a = 0, b = 0;
+    for (int k = r->orank - 1; k >= 0; k--) {
+        int64_t c = row % r->odims[k];
+        row /= r->odims[k];
+        a += c * r->sa[k];
+        b += c * r->sb[k];
+    }
+    *oa = a;
+    *ob = b;
+}
+
+/* Which exponent a Pow with one exponent value gets a cheaper form for. */
+enum { EW_POW_ANY = 0, EW_POW_ONE, EW_POW_TWO, EW_POW_HALF };
+
+/* Loops over n elements for each operand mode: a[i] or *a, b[i] or *b
+ * (EXPR may leave one of x, y unused). */
+#define EW_F32_LOOPS(EXPR)                                                    \
+    do {                                                                      \
+        if (ma == EW_F32_FULL && mb == EW_F32_FULL) {                         \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                float x = a[i], y = b[i];                                     \
+                o[i] = (EXPR);                                                \
+                (void)x, (void)y;                                             \
+            }                                                                 \
+        } else if (ma == EW_F32_FULL) {                                       \
+            const float y = b[0];                                             \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                float x = a[i];                                               \
+                o[i] = (EXPR);                                                \
+                (void)x, (void)y;                                             \
+            }                                                                 \
+        } else {                                                              \
+            const float x = a[0];                                             \
+            for (int64_t i = 0; i < n; i++) {                                 \
+                float y = b[i];                                               \
+                o[i] = (EXPR);                                                \
+                (void)x, (void)y;                                             \
+            }                                                                 \
+        }                                                                     \
+    } while (0)
+
+/*
+ * o[i] = op(a, b) for one row of n elements. `a` may be `o` itself (the
+ * variadic folds); GCC's runtime alias check lets equal pointers take the
+ * vector loop.
+ */
+static void ew_binary_f32_row(ew_binary_op op, int ma, int mb, int pow_kind, const float *a,
+                              const float *b, float *o, int64_t n)
+{
+    switch (op) {
+    case EW_B_ADD: EW_F32_LOOPS(x + y); break;
+    case EW_B_SUB: EW_F32_LOOPS(x - y); break;
+    case EW_B_MUL: EW_F32_LOOPS(x * y); break;
+    case EW_B_DIV: EW_F32_LOOPS(x / y); break;
+    /* NaN in either operand gives NaN; ties give the second, as in the
+     * double path. */
+    case EW_B_MAX: EW_F32_LOOPS((x > y || x != x) ? x : y); break;
+    case EW_B_MIN: EW_F32_LOOPS((x < y || x != x) ? x : y); break;
+    case EW_B_PRELU: EW_F32_LOOPS(x < 0 ? x * y : x); break;
+    case EW_B_POW:
+        if (pow_kind == EW_POW_ONE) {
+            EW_F32_LOOPS(x);
+        } else if (pow_kind == EW_POW_TWO) {
+            /* x * x is exact before its one rounding, like pow in double. */
+            EW_F32_LOOPS(x * x);
+        } else if (pow_kind == EW_POW_HALF) {
+            /* pow(x, 0.5) is sqrt(x) except pow(-0, 0.5) = +0 (the + 0.0f)
+             * and pow(-inf, 0.5) = +inf. */
+            EW_F32_LOOPS(x == -INFINITY ? INFINITY : sqrtf(x) + 0.0f);
+        } else {
+            EW_F32_LOOPS(powf(x, y));
+        }
+        break;
+    default: break;
+    }
+}
+
+#undef EW_F32_LOOPS
+
+static bool ew_binary_f32_op(ew_binary_op op)
+{
+    switch (op) {
+    case EW_B_ADD:
+    case EW_B_SUB:
+    case EW_B_MUL:
+    case EW_B_DIV:
+    case EW_B_MAX:
+    case EW_B_MIN:
+    case EW_B_PRELU:
+    case EW_B_POW:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* out = op(a, b) on float32 tensors, tasks spread over up to ctx->threads
+ * threads (each element is computed the same way whatever the split). */
+static void ew_binary_f32(const mcp_kernel_ctx *ctx, ew_binary_op op, const ew_arg *a,
+                          const ew_arg *b, mcp_tensor *out)
+{
+    int64_t n = mcp_tensor_numel(out);
+    if (n == 0) return;
+    ew_rows r;
+    ew_rows_plan(a, b, out->rank, out->dims, &r);
+    int pow_kind = EW_POW_ANY;
+    if (op == EW_B_POW && mcp_shape_numel(b->rank, b->dims) == 1) {
+        float e = ((const float *)b->data)[0];
+        pow_kind = e == 1.0f ? EW_POW_ONE : e == 2.0f ? EW_POW_TWO : e == 0.5f ? EW_POW_HALF
+                                                                              : EW_POW_ANY;
+    }
+    /* Tasks cover whole rows, or pieces of one long row, of about
+     * EW_F32_BLOCK elements. */
+    int64_t inner = r.inner;
+    int64_t pieces = inner > EW_F32_BLOCK ? (inner + EW_F32_BLOCK - 1) / EW_F32_BLOCK : 1;
+    int64_t piece_len = (inner + pieces - 1) / pieces;
+    int64_t rows_per_task = inner >= EW_F32_BLOCK ? 1 : EW_F32_BLOCK / (inner ? inner : 1);
+    int64_t ntask = pieces > 1 ? r.rows * pieces : (r.rows + rows_per_task - 1) / rows_per_task;
+    int64_t cost = op == EW_B_POW && pow_kind == EW_POW_ANY ? 8 : 1;
+    int nt = mcp_kthreads(ctx, n * cost);
+    if (nt > ntask) nt = (int)ntask;
+    const float *av = a->data, *bv = b->data;
+    float *ov = out->data;
+    int ma = r.mode_a, mb = r.mode_b;
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
+    for (int64_t t = 0; t < ntask; t++) {
+        int64_t row0, row1, j0, j1;
+        if (pieces > 1) {
+            row0 = t / pieces;
+            row1 = row0 + 1;
+            j0 = (t % pieces) * piece_len;
+            j1 = j0 + piece_len < inner ? j0 + piece_len : inner;
+        } else {
+            row0 = t * rows_per_task;
+            row1 = row0 + rows_per_task < r.rows ? row0 + rows_per_task : r.rows;
+            j0 = 0;
+            j1 = inner;
+        }
+        for (int64_t row = row0; row < row1; row++) {
+            int64_t oa, ob;
+            ew_rows_at(&r, row, &oa, &ob);
+            const float *pa = av + oa + (ma == EW_F32_FULL ? j0 : 0);
+            const float *pb = bv + ob + (mb == EW_F32_FULL ? j0 : 0);
+            ew_binary_f32_row(op, ma, mb, pow_kind, pa, pb, ov + row * inner + j0, j1 - j0);
+        }
+    }
+}
+
+/*
  * out = op(a, b) with numpy broadcasting of a and b to out's shape. `a` may
  * alias out when it has out's shape (the variadic folds rely on this: each
  * element is read before it is written, at the same index).
  */
-static void ew_binary_apply(ew_binary_op op, bool fmod_mode, const ew_arg *a, const ew_arg *b,
-                            mcp_tensor *out)
+static void ew_binary_apply(const mcp_kernel_ctx *ctx, ew_binary_op op, bool fmod_mode,
+                            const ew_arg *a, const ew_arg *b, mcp_tensor *out)
 {
+    if (a->dtype == MCP_DTYPE_FLOAT && b->dtype == MCP_DTYPE_FLOAT &&
+        out->dtype == MCP_DTYPE_FLOAT && ew_binary_f32_op(op)) {
+        ew_binary_f32(ctx, op, a, b, out);
+        return;
+    }
     ew_iter it;
     ew_iter_init(&it, out->rank, out->dims);
     ew_iter_add(&it, a->rank, a->dims);
@@ -806,7 +1220,7 @@ static mcp_status ew_run_binary(mcp_kernel_ctx *ctx)
     mcp_tensor *out;
     st = ew_out(ctx, 0, odt, rank, dims, &out);
     if (st != MCP_STATUS_OK) return st;
-    ew_binary_apply(op, fmod_mode, &a, &b, out);
+    ew_binary_apply(ctx, op, fmod_mode, &a, &b, out);
     return MCP_STATUS_OK;
 }
 
@@ -880,9 +1294,14 @@ static mcp_status ew_run_variadic(mcp_kernel_ctx *ctx)
     ew_arg acc = ew_arg_of(out);
     for (int k = 1; k < ctx->n_inputs; k++) {
         ew_arg b = ew_arg_of(mcp_kin(ctx, k));
-        ew_binary_apply(op, false, &acc, &b, out);
+        ew_binary_apply(ctx, op, false, &acc, &b, out);
     }
-    if (mean) {
+    if (mean && out->dtype == MCP_DTYPE_FLOAT) {
+        /* Float division rounds to the float that the double path stores. */
+        float cnt = (float)ctx->n_inputs;
+        float *ov = out->data;
+        for (int64_t i = 0; i < n; i++) ov[i] = ov[i] / cnt;
+    } else if (mean) {
         double cnt = (double)ctx->n_inputs;
         for (int64_t i = 0; i < n; i++)
             ew_store_f64(out->dtype, out->data, i, ew_load_f64(out->dtype, out->data, i) / cnt);
@@ -928,6 +1347,27 @@ static void ew_clip_bound_attr(double v, ew_bound *bd)
     bd->u = ew_f64_to_u64(v);
 }
 
+/* Clip on float32: the same comparisons as the generic loop (NaN passes
+ * through), in chunks on up to ctx->threads threads. */
+static void ew_clip_f32(const mcp_kernel_ctx *ctx, const float *x, float *y, int64_t n, float lo,
+                        float hi)
+{
+    int nt = mcp_kthreads(ctx, n);
+    int64_t nblk = (n + EW_F32_BLOCK - 1) / EW_F32_BLOCK;
+#pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t lo_i = b * EW_F32_BLOCK;
+        int64_t hi_i = n - lo_i < EW_F32_BLOCK ? n : lo_i + EW_F32_BLOCK;
+        const float *restrict xs = x;
+        float *restrict ys = y;
+        for (int64_t i = lo_i; i < hi_i; i++) {
+            float v = xs[i];
+            v = v < lo ? lo : v;
+            ys[i] = v > hi ? hi : v;
+        }
+    }
+}
+
 static mcp_status ew_run_clip(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
@@ -955,6 +1395,12 @@ static mcp_status ew_run_clip(mcp_kernel_ctx *ctx)
     mcp_status st = ew_out(ctx, 0, x->dtype, x->rank, x->dims, &y);
     if (st != MCP_STATUS_OK) return st;
     int64_t n = mcp_tensor_numel(x);
+    if (x->dtype == MCP_DTYPE_FLOAT) {
+        /* The bounds came from float values, so they convert exactly. */
+        ew_clip_f32(ctx, x->data, y->data, n, lo.set ? (float)lo.f : -INFINITY,
+                    hi.set ? (float)hi.f : INFINITY);
+        return MCP_STATUS_OK;
+    }
     /* min(max(x, lo), hi), as numpy.clip; NaN passes through. */
     for (int64_t i = 0; i < n; i++) {
         if (kind == EW_KIND_FLOAT) {

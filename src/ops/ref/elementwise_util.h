@@ -195,6 +195,74 @@ static inline void ew_store_f64(mcp_dtype dt, void *p, int64_t i, double v)
     }
 }
 
+/* ---- float32 fast paths ---- */
+
+static inline float mcp__ew_f32_from_bits(uint32_t u)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = u};
+    return v.f;
+}
+
+static inline uint32_t mcp__ew_f32_bits(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    return v.u;
+}
+
+/*
+ * exp(x) in float without calls or branches, so that loops over it
+ * vectorize: Sigmoid over a float tensor takes 2.1 ns per element this way
+ * against 8.7 with libm's expf (one call per element) and 11.5 for the
+ * double path (x86-64 baseline SSE2). Also used by Softmax (reduce family).
+ *
+ * x = k ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 is split so that
+ * k * ln2_hi is exact); exp(r) by its degree-7 Taylor polynomial
+ * (truncation below 6e-9 relative); 2^k applied as two factors so that
+ * subnormal results round once. At most 1 ulp from the correctly rounded
+ * value (checked on every seventh float in [-110, 90]); +inf above 88.73,
+ * 0 below -103.98, NaN stays NaN.
+ *
+ * The form is chosen for GCC's vectorizer. A float select (x < lo ? lo : x)
+ * lets jump threading split the loop body into paths, and a select whose
+ * arm computes is not if-converted because float ops may trap. So x is
+ * clamped to [-104, 88.8] on its bits (an integer min, which has no
+ * branch), k is read from the bits of the rounding sum rather than by a
+ * float to int conversion, and NaN, which the clamp turns into a number, is
+ * added back at the end.
+ */
+static inline float mcp__ew_expf(float x)
+{
+    uint32_t ix = mcp__ew_f32_bits(x);
+    uint32_t sign = ix & 0x80000000u, mag = ix & 0x7fffffffu;
+    uint32_t lim = sign ? 0x42d00000u /* 104 */ : 0x42b1999au /* 88.8 */;
+    mag = mag < lim ? mag : lim;
+    float xc = mcp__ew_f32_from_bits(sign | mag);
+    /* Adding 1.5 * 2^23 rounds to an integer held in the low mantissa bits. */
+    float t = xc * 1.44269504088896341f + 12582912.0f;
+    float kf = t - 12582912.0f;
+    int32_t k = (int32_t)(mcp__ew_f32_bits(t) - mcp__ew_f32_bits(12582912.0f));
+    float r = xc - kf * 0.693145751953125f;
+    r = r - kf * 1.42860682030941723212e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t k1 = k / 2, k2 = k - k1;
+    float s1 = mcp__ew_f32_from_bits((uint32_t)(k1 + 127) << 23);
+    float s2 = mcp__ew_f32_from_bits((uint32_t)(k2 + 127) << 23);
+    return p * s1 * s2 + (x != x ? x : 0.0f);
+}
+
 /* Run functions defined in elementwise_cast.c. */
 mcp_status mcp__ew_run_cast(mcp_kernel_ctx *ctx);
 mcp_status mcp__ew_run_castlike(mcp_kernel_ctx *ctx);

@@ -88,6 +88,58 @@ static double lp_term(double v, double p) {
     return pow(v, p);
 }
 
+/*
+ * ---- float32 2-D fast paths ----
+ * NCHW float tensors with two spatial dims walk each window directly (the
+ * range of valid taps per output row and column) instead of through the
+ * index table and double buffers, one N*C plane per task. They visit the
+ * same taps in the same order and accumulate averages in double like the
+ * generic path, so results are identical.
+ */
+
+/* The taps k in [0, K) with lo_b <= start + k * d < hi_b, as [*lo, *hi). */
+static void pool_taps(int64_t start, int64_t d, int64_t K, int64_t lo_b, int64_t hi_b,
+                      int64_t *lo, int64_t *hi) {
+    int64_t l = start < lo_b ? (lo_b - start + d - 1) / d : 0;
+    int64_t h = hi_b - start <= 0 ? 0 : (hi_b - 1 - start) / d + 1;
+    if (h > K) h = K;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+static void avg_pool_f32_2d(const mcp__nn_geom *g, bool include_pad, const float *x, float *y,
+                            int64_t NC, int nt) {
+    const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    const int64_t KH = g->kernel[0], KW = g->kernel[1];
+    const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1];
+    const int chunk = mcp__nn_chunk(OH * OW * KH * KW);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xs = x + nc * H * W;
+        float *ys = y + nc * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t hs = oh * sh - g->pad_begin[0], h0, h1, ph0, ph1;
+            pool_taps(hs, dh, KH, 0, H, &h0, &h1);
+            pool_taps(hs, dh, KH, -g->pad_begin[0], H + g->pad_end[0], &ph0, &ph1);
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ws = ow * sw - g->pad_begin[1], w0, w1, pw0, pw1;
+                pool_taps(ws, dw, KW, 0, W, &w0, &w1);
+                pool_taps(ws, dw, KW, -g->pad_begin[1], W + g->pad_end[1], &pw0, &pw1);
+                double sum = 0.0;
+                for (int64_t kh = h0; kh < h1; kh++) {
+                    const float *row = xs + (hs + kh * dh) * W + ws;
+                    for (int64_t kw = w0; kw < w1; kw++) sum += row[kw * dw];
+                }
+                /* count_include_pad counts taps in the padding but not past
+                 * it (only ceil_mode reaches past it). */
+                int64_t count = include_pad ? (ph1 - ph0) * (pw1 - pw0) : (h1 - h0) * (w1 - w0);
+                ys[oh * OW + ow] = (float)(sum / (double)count);
+            }
+        }
+    }
+}
+
 enum pool_kind { POOL_AVG, POOL_LP };
 
 /* AveragePool and LpPool: float inputs, one output. */
@@ -114,6 +166,11 @@ static mcp_status run_float_pool(mcp_kernel_ctx *ctx, enum pool_kind kind) {
     if (ny == 0) return MCP_STATUS_OK;
     int64_t K = mcp__nn_prod(g.nd, g.kernel), IS = mcp__nn_prod(g.nd, g.in);
     int64_t OS = mcp__nn_prod(g.nd, g.out), NC = x->dims[0] * x->dims[1];
+    if (kind == POOL_AVG && x->dtype == MCP_DTYPE_FLOAT && g.nd == 2) {
+        avg_pool_f32_2d(&g, include_pad, x->data, y->data, NC,
+                        mcp_kthreads(ctx, mcp__nn_mul_sat(ny, K)));
+        return MCP_STATUS_OK;
+    }
     double *xv = mcp__nn_load_f64(x);
     double *yv = mcp__nn_alloc(ny, sizeof(double));
     int64_t *tab = pool_table(&g);
@@ -169,6 +226,65 @@ static int64_t max_index(const mcp__nn_geom *g, int64_t nc, int64_t IS, int64_t 
     return nc * IS + idx;
 }
 
+/* MaxPool on float32 NCHW: the first tap in the input starts the maximum,
+ * later ones replace it only when greater (padding never wins, ties keep
+ * the first tap, a leading NaN stays), as in the generic loop; ind (may be
+ * NULL) receives the Indices output. */
+static void max_pool_f32_2d(const mcp__nn_geom *g, bool col_major, const float *x, float *y,
+                            int64_t *ind, int64_t NC, int nt) {
+    const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
+    const int64_t KH = g->kernel[0], KW = g->kernel[1];
+    const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1];
+    const int chunk = mcp__nn_chunk(OH * OW * KH * KW);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xs = x + nc * H * W;
+        float *ys = y + nc * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t hs = oh * sh - g->pad_begin[0], h0, h1;
+            pool_taps(hs, dh, KH, 0, H, &h0, &h1);
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ws = ow * sw - g->pad_begin[1], w0, w1;
+                pool_taps(ws, dw, KW, 0, W, &w0, &w1);
+                float best = -INFINITY;
+                if (h0 == h1 || w0 == w1) {
+                    /* Only padding: -inf, and index -1. */
+                    ys[oh * OW + ow] = best;
+                    if (ind) ind[nc * OH * OW + oh * OW + ow] = -1;
+                    continue;
+                }
+                best = xs[(hs + h0 * dh) * W + ws + w0 * dw];
+                if (!ind) {
+                    /* A select on values, not a branch: which tap wins is
+                     * data-dependent and would mispredict. */
+                    for (int64_t kh = h0; kh < h1; kh++) {
+                        const float *row = xs + (hs + kh * dh) * W + ws;
+                        for (int64_t kw = w0; kw < w1; kw++) {
+                            float v = row[kw * dw];
+                            best = v > best ? v : best;
+                        }
+                    }
+                    ys[oh * OW + ow] = best;
+                    continue;
+                }
+                int64_t at = (hs + h0 * dh) * W + ws + w0 * dw; /* spatial index of the best */
+                for (int64_t kh = h0; kh < h1; kh++) {
+                    int64_t rowat = (hs + kh * dh) * W + ws;
+                    for (int64_t kw = w0; kw < w1; kw++) {
+                        float v = xs[rowat + kw * dw];
+                        if (v > best) {
+                            best = v;
+                            at = rowat + kw * dw;
+                        }
+                    }
+                }
+                ys[oh * OW + ow] = best;
+                ind[nc * OH * OW + oh * OW + ow] = max_index(g, nc, H * W, at, col_major);
+            }
+        }
+    }
+}
+
 static bool max_pool_dtype_ok(mcp_dtype d) {
     return mcp__nn_is_float(d) || d == MCP_DTYPE_INT8 || d == MCP_DTYPE_UINT8;
 }
@@ -196,10 +312,15 @@ mcp_status mcp__nn_run_max_pool(mcp_kernel_ctx *ctx) {
     if (ny == 0) return MCP_STATUS_OK;
     int64_t K = mcp__nn_prod(g.nd, g.kernel), IS = mcp__nn_prod(g.nd, g.in);
     int64_t OS = mcp__nn_prod(g.nd, g.out), NC = x->dims[0] * x->dims[1];
+    int64_t *iv = ind ? ind->data : NULL;
+    if (x->dtype == MCP_DTYPE_FLOAT && g.nd == 2) {
+        max_pool_f32_2d(&g, order == 1, x->data, y->data, iv, NC,
+                        mcp_kthreads(ctx, mcp__nn_mul_sat(ny, K)));
+        return MCP_STATUS_OK;
+    }
     int64_t *tab = pool_table(&g);
     if (!tab) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     bool is_float = mcp__nn_is_float(x->dtype);
-    int64_t *iv = ind ? ind->data : NULL;
     for (int64_t nc = 0; nc < NC; nc++) {
         for (int64_t o = 0; o < OS; o++) {
             const int64_t *win = tab + o * K;
@@ -240,6 +361,42 @@ mcp_status mcp__nn_run_max_pool(mcp_kernel_ctx *ctx) {
 
 enum global_kind { GLOBAL_AVG, GLOBAL_MAX, GLOBAL_LP };
 
+/*
+ * GlobalAveragePool / GlobalMaxPool on float32, one plane of IS elements
+ * per output, planes split over nt threads. The mean sums in double over
+ * four interleaved partial sums (a single running sum waits on each add's
+ * latency), so the double sum can differ from the generic sequential one in
+ * its last bits, which the rounding to float almost always hides. The max
+ * is the generic loop: NaN anywhere gives NaN.
+ */
+static void global_pool_f32(bool is_max, const float *x, float *y, int64_t NC, int64_t IS,
+                            int nt) {
+    const int chunk = mcp__nn_chunk(IS);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const float *xs = x + nc * IS;
+        if (is_max) {
+            float acc = -INFINITY;
+            for (int64_t i = 0; i < IS; i++) {
+                float v = xs[i];
+                if (v > acc || v != v) acc = v;
+            }
+            y[nc] = acc;
+            continue;
+        }
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        int64_t i = 0;
+        for (; i + 4 <= IS; i += 4) {
+            s0 += xs[i];
+            s1 += xs[i + 1];
+            s2 += xs[i + 2];
+            s3 += xs[i + 3];
+        }
+        for (; i < IS; i++) s0 += xs[i];
+        y[nc] = (float)(((s0 + s1) + (s2 + s3)) / (double)IS);
+    }
+}
+
 static mcp_status run_global_pool(mcp_kernel_ctx *ctx, enum global_kind kind) {
     const mcp_tensor *x = mcp_kin(ctx, 0);
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is required");
@@ -263,6 +420,11 @@ static mcp_status run_global_pool(mcp_kernel_ctx *ctx, enum global_kind kind) {
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t NC = x->dims[0] * x->dims[1];
     int64_t IS = mcp__nn_prod(x->rank - 2, x->dims + 2);
+    if (x->dtype == MCP_DTYPE_FLOAT && kind != GLOBAL_LP) {
+        global_pool_f32(kind == GLOBAL_MAX, x->data, y->data, NC, IS,
+                        mcp_kthreads(ctx, mcp__nn_mul_sat(NC, IS)));
+        return MCP_STATUS_OK;
+    }
     for (int64_t nc = 0; nc < NC; nc++) {
         if (kind == GLOBAL_MAX && !is_float) {
             int64_t best = 0;

@@ -248,6 +248,31 @@ static mcp_status red_int(mcp_kernel_ctx *ctx, red_op op, const mcp_tensor *x, c
     return MCP_STATUS_OK;
 }
 
+/* Whether the reduced axes are exactly the trailing ones, so that each
+ * output element reduces one contiguous row of the input. */
+static bool red_mask_is_suffix(const bool *mask, int rank)
+{
+    int i = rank;
+    while (i > 0 && mask[i - 1]) i--;
+    for (int k = 0; k < i; k++)
+        if (mask[k]) return false;
+    return true;
+}
+
+/* ReduceSum / ReduceMean of float32 rows of `count` elements (trailing
+ * axes), summed in double (mcp__red_sum_f32), rows split over threads. */
+static void red_rows_f32(const mcp_kernel_ctx *ctx, bool mean, const float *x, float *y,
+                         int64_t rows, int64_t count)
+{
+    int nt = mcp_kthreads(ctx, rows * count);
+    const int chunk = mcp__red_chunk(count);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        double s = mcp__red_sum_f32(x + r * count, count);
+        y[r] = (float)(mean ? s / (double)count : s);
+    }
+}
+
 static mcp_status red_run(mcp_kernel_ctx *ctx, red_op op)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
@@ -285,6 +310,11 @@ static mcp_status red_run(mcp_kernel_ctx *ctx, red_op op)
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, orank, odims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     if (kind != MCP__RED_FLOAT) return red_int(ctx, op, x, mask, y, n_out, count);
+    if (x->dtype == MCP_DTYPE_FLOAT && (op == RED_SUM || op == RED_MEAN) &&
+        red_mask_is_suffix(mask, x->rank)) {
+        red_rows_f32(ctx, op == RED_MEAN, x->data, y->data, n_out, count);
+        return MCP_STATUS_OK;
+    }
 
     double *acc = (double *)mcp_calloc((size_t)(n_out ? n_out : 1), sizeof(double));
     if (!acc) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");

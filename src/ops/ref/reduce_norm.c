@@ -132,6 +132,80 @@ mcp_status mcp__ref_reduce_batchnorm_run(mcp_kernel_ctx *ctx)
 
 /* ---- LayerNormalization ---- */
 
+/*
+ * LayerNormalization of float32 X: `outer` rows of `inner` contiguous
+ * elements, rows split over threads; mo and io (Mean, InvStdDev) may be
+ * NULL. Scale and B are first expanded to one row of doubles (their
+ * broadcast walk, once instead of per row); mean and variance are double
+ * sums in a fixed order (as mcp__red_sum_f32), and the normalization is the
+ * generic path's double arithmetic.
+ */
+static mcp_status ln_rows_f32(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp_tensor *scale,
+                              const mcp_tensor *bias, const int64_t *sstr, const int64_t *bstr,
+                              int nr, const int64_t *nd, double eps, mcp_tensor *y,
+                              mcp_tensor *mo, mcp_tensor *io, int64_t outer, int64_t inner)
+{
+    /* The run's scratch when there is one, so steady-state runs do not
+     * allocate; the heap otherwise. */
+    size_t sb_bytes = (size_t)inner * 2 * sizeof(double);
+    double *sb = (double *)mcp_kscratch(ctx, 0, sb_bytes);
+    double *owned = NULL;
+    if (!sb) sb = owned = (double *)mcp_malloc(sb_bytes);
+    if (!sb) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    double *sv = sb, *bv = sb + inner;
+    int64_t idx[MCP_MAX_RANK] = {0};
+    int64_t so = 0, bo = 0;
+    for (int64_t j = 0; j < inner; j++) {
+        sv[j] = mcp__red_ld_f64(scale->dtype, scale->data, so);
+        bv[j] = bias ? mcp__red_ld_f64(bias->dtype, bias->data, bo) : 0.0;
+        for (int i = nr - 1; i >= 0; i--) {
+            idx[i]++;
+            so += sstr[i];
+            if (bias) bo += bstr[i];
+            if (idx[i] < nd[i]) break;
+            so -= sstr[i] * idx[i];
+            if (bias) bo -= bstr[i] * idx[i];
+            idx[i] = 0;
+        }
+    }
+    const float *xv = x->data;
+    float *yv = y->data;
+    bool has_bias = bias != NULL;
+    int nt = mcp_kthreads(ctx, outer * inner * 3);
+    const int chunk = mcp__red_chunk(inner * 3);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xr = xv + o * inner;
+        float *yr = yv + o * inner;
+        double mean = mcp__red_sum_f32(xr, inner) / (double)inner;
+        double v0 = 0.0, v1 = 0.0, v2 = 0.0, v3 = 0.0;
+        int64_t j = 0;
+        for (; j + 4 <= inner; j += 4) {
+            double d0 = xr[j] - mean, d1 = xr[j + 1] - mean;
+            double d2 = xr[j + 2] - mean, d3 = xr[j + 3] - mean;
+            v0 += d0 * d0;
+            v1 += d1 * d1;
+            v2 += d2 * d2;
+            v3 += d3 * d3;
+        }
+        for (; j < inner; j++) {
+            double d = xr[j] - mean;
+            v0 += d * d;
+        }
+        double var = ((v0 + v1) + (v2 + v3)) / (double)inner;
+        double inv = 1.0 / sqrt(var + eps);
+        if (mo) mcp__red_st_f64(mo->dtype, mo->data, o, mean);
+        if (io) mcp__red_st_f64(io->dtype, io->data, o, inv);
+        if (has_bias) {
+            for (j = 0; j < inner; j++) yr[j] = (float)((xr[j] - mean) * inv * sv[j] + bv[j]);
+        } else {
+            for (j = 0; j < inner; j++) yr[j] = (float)((xr[j] - mean) * inv * sv[j]);
+        }
+    }
+    mcp_free(owned);
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
@@ -184,10 +258,14 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
     for (int i = 0; i < x->rank; i++) sdims[i] = i < axis ? x->dims[i] : 1;
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    mcp_tensor *mo = mcp_kout(ctx, 1, ut, x->rank, sdims);
-    if (!mo) return MCP_STATUS_OUT_OF_MEMORY;
-    mcp_tensor *io = mcp_kout(ctx, 2, ut, x->rank, sdims);
-    if (!io) return MCP_STATUS_OUT_OF_MEMORY;
+    /* Mean and InvStdDev are optional outputs; a node may list Y alone. */
+    mcp_tensor *mo = NULL, *io = NULL;
+    if (ctx->n_outputs > 1 && !(mo = mcp_kout(ctx, 1, ut, x->rank, sdims)))
+        return MCP_STATUS_OUT_OF_MEMORY;
+    if (ctx->n_outputs > 2 && !(io = mcp_kout(ctx, 2, ut, x->rank, sdims)))
+        return MCP_STATUS_OUT_OF_MEMORY;
+    if (x->dtype == MCP_DTYPE_FLOAT && outer * inner > 0)
+        return ln_rows_f32(ctx, x, scale, bias, sstr, bstr, nr, nd, eps, y, mo, io, outer, inner);
 
     for (int64_t o = 0; o < outer; o++) {
         int64_t base = o * inner;
@@ -200,8 +278,8 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
         }
         var = inner ? var / (double)inner : 0.0;
         double inv = 1.0 / sqrt(var + eps);
-        mcp__red_st_f64(ut, mo->data, o, mean);
-        mcp__red_st_f64(ut, io->data, o, inv);
+        if (mo) mcp__red_st_f64(ut, mo->data, o, mean);
+        if (io) mcp__red_st_f64(ut, io->data, o, inv);
         int64_t idx[MCP_MAX_RANK] = {0};
         int64_t so = 0, bo = 0;
         for (int64_t j = 0; j < inner; j++) {

@@ -1,5 +1,6 @@
 /* Reference kernels: reduce family, part (softmax): Softmax, LogSoftmax,
  * Hardmax, CumSum, TopK. */
+#include "ops/ref/elementwise_util.h" /* mcp__ew_expf */
 #include "ops/ref/reduce_util.h"
 
 typedef enum sm_kind { SM_SOFTMAX = 0, SM_LOGSOFTMAX, SM_HARDMAX } sm_kind;
@@ -32,6 +33,55 @@ static mcp_status sm_split(mcp_kernel_ctx *ctx, const mcp_tensor *x, int64_t *ou
     return MCP_STATUS_OK;
 }
 
+/*
+ * Softmax / LogSoftmax of float32 rows of n contiguous elements (the last
+ * axis, or the flattened tail before opset 13), rows split over threads.
+ * Same steps as the generic loop: the maximum ignores NaN and is replaced
+ * by 0 when infinite, so NaN and infinities give the same results. exp is
+ * the vectorizable mcp__ew_expf; the sum is in double (mcp__red_sum_f32);
+ * Softmax stores exp values in y first and scales them in place.
+ */
+static void sm_rows_f32(const mcp_kernel_ctx *ctx, bool log_form, const float *x, float *y,
+                        int64_t rows, int64_t n)
+{
+    /* An exp costs about as much as 8 cheap ops per element. */
+    int nt = mcp_kthreads(ctx, rows * n * 8);
+    const int chunk = mcp__red_chunk(n * 8);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        /* Four running maxima, so the compares do not wait on each other;
+         * max is order-free, so the result is the sequential one. */
+        float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        int64_t k = 0;
+        for (; k + 4 <= n; k += 4)
+            for (int j = 0; j < 4; j++) m4[j] = xr[k + j] > m4[j] ? xr[k + j] : m4[j];
+        for (; k < n; k++) m4[0] = xr[k] > m4[0] ? xr[k] : m4[0];
+        float mx = m4[0];
+        for (int j = 1; j < 4; j++) mx = m4[j] > mx ? m4[j] : mx;
+        if (mx == INFINITY && !log_form) {
+            /* Generic arithmetic for this rare row: with the shift at 0,
+             * values above 88.7 overflow expf but not exp, which decides
+             * between 0 and NaN. */
+            double dsum = 0.0;
+            for (k = 0; k < n; k++) dsum += exp((double)xr[k]);
+            for (k = 0; k < n; k++) yr[k] = (float)(exp((double)xr[k]) / dsum);
+            continue;
+        }
+        if (isinf(mx)) mx = 0.0f; /* all -inf (or +inf present): keep IEEE results */
+        for (k = 0; k < n; k++) yr[k] = mcp__ew_expf(xr[k] - mx);
+        double sum = mcp__red_sum_f32(yr, n);
+        if (log_form) {
+            float lsum = (float)log(sum);
+            for (k = 0; k < n; k++) yr[k] = (xr[k] - mx) - lsum;
+        } else {
+            float fsum = (float)sum;
+            for (k = 0; k < n; k++) yr[k] = yr[k] / fsum;
+        }
+    }
+}
+
 static mcp_status sm_run(mcp_kernel_ctx *ctx, sm_kind kind)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
@@ -45,6 +95,10 @@ static mcp_status sm_run(mcp_kernel_ctx *ctx, sm_kind kind)
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     if (n == 0 || outer == 0 || inner == 0) return MCP_STATUS_OK;
+    if (x->dtype == MCP_DTYPE_FLOAT && inner == 1 && kind != SM_HARDMAX) {
+        sm_rows_f32(ctx, kind == SM_LOGSOFTMAX, x->data, y->data, outer, n);
+        return MCP_STATUS_OK;
+    }
     double *buf = (double *)mcp_malloc((size_t)n * sizeof(double));
     if (!buf) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
 

@@ -224,6 +224,36 @@ static inline void mcp__red_walk_next(mcp__red_walk *w)
     }
 }
 
+/* ---- float32 row helpers ---- */
+
+/* Rows per dynamically scheduled chunk for rows of `per_row` element
+ * operations: about 16384 per chunk. Chunks are handed out as threads free
+ * up, so a thread that the OS preempts holds back at most one chunk instead
+ * of a fixed share of the rows. */
+static inline int mcp__red_chunk(int64_t per_row)
+{
+    if (per_row >= 16384) return 1;
+    return (int)(16384 / (per_row > 0 ? per_row : 1));
+}
+
+/* Sum of n floats in double, over four interleaved partial sums (one
+ * running sum would wait on each add's latency). The order is fixed, so
+ * the result does not depend on how rows are split over threads; it can
+ * differ from a sequential sum in the last bits of the double. */
+static inline double mcp__red_sum_f32(const float *x, int64_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++) s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
 /* Run functions defined in reduce_*.c and listed in reduce.c. */
 mcp_status mcp__ref_reduce_softmax_run(mcp_kernel_ctx *ctx);
 mcp_status mcp__ref_reduce_logsoftmax_run(mcp_kernel_ctx *ctx);
