@@ -260,6 +260,20 @@ bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md)
     return mcp__dnnl_plain_md(md, t->rank, t->dims) == dnnl_success;
 }
 
+bool mcp__dnnl_like(const dnnl_memory_desc_t *ref, int rank, const int64_t *dims, dnnl_memory_desc_t *out)
+{
+    static const dnnl_format_tag_t tags4[] = {dnnl_abcd, dnnl_acdb, dnnl_aBcd16b, dnnl_aBcd8b, dnnl_aBcd4b};
+    if (rank != 4 || ref->ndims != 4) return false;
+    for (size_t i = 0; i < sizeof tags4 / sizeof tags4[0]; i++) {
+        dnnl_memory_desc_t probe;
+        if (dnnl_memory_desc_init_by_tag(&probe, 4, ref->dims, dnnl_f32, tags4[i]) != dnnl_success) continue;
+        if (!dnnl_memory_desc_equal(&probe, ref)) continue;
+        dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+        return dnnl_memory_desc_init_by_tag(out, 4, d, dnnl_f32, tags4[i]) == dnnl_success;
+    }
+    return false;
+}
+
 mcp_status mcp__dnnl_reorder_into(mcp_kernel_ctx *ctx, const mcp_tensor *t,
                                   const dnnl_memory_desc_t *to, void *dst)
 {

@@ -177,6 +177,19 @@ static mcp_status binary_run(mcp_kernel_ctx *ctx)
     dnnl_memory_desc_t md[2];
     if (!mcp__dnnl_tensor_md(in[0], &md[0]) || !mcp__dnnl_tensor_md(in[1], &md[1]))
         return mcp__dnnl_fallback_run(ctx, &st->c.fb);
+    /* oneDNN's fast binary kernels want both operands in one layout family;
+     * the second (the smaller, when broadcast) is reordered to match. */
+    mcp_tensor like_t;
+    dnnl_memory_desc_t like;
+    if (mcp__dnnl_like(&md[0], 4, in[1]->dims, &like) && !dnnl_memory_desc_equal(&like, &md[1])) {
+        void *buf = mcp_kscratch(ctx, 1, dnnl_memory_desc_get_size(&like));
+        if (buf && mcp__dnnl_reorder_into(ctx, in[1], &like, buf) == MCP_STATUS_OK) {
+            like_t = *in[1];
+            like_t.data = buf;
+            in[1] = &like_t;
+            md[1] = like;
+        }
+    }
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, 2, binary_build, &local, &e);

@@ -41,7 +41,8 @@ typedef struct conv_prim {
     dnnl_primitive_t src_reorder; /* plain X -> smd; NULL when smd is plain */
     mcp_dnnl_format dst;          /* Y's layout */
     dnnl_memory_desc_t wmd;
-    const void *wdata; /* the node's packed weights, or the initializer */
+    const void *wdata; /* the node's packed weights, own, or the initializer */
+    mcp_dnnl_packed own; /* weights in a layout other than the node's packed one */
     int64_t in[4], out[4];
 } conv_prim;
 
@@ -150,6 +151,7 @@ static void conv_prim_release(conv_prim *cp)
     if (cp->prim) dnnl_primitive_destroy(cp->prim);
     if (cp->src_reorder) dnnl_primitive_destroy(cp->src_reorder);
     mcp__dnnl_format_release(&cp->dst);
+    mcp__dnnl_packed_release(&cp->own);
     memset(cp, 0, sizeof *cp);
 }
 
@@ -208,10 +210,11 @@ static dnnl_status_t conv_create(const conv_state *st, const dnnl_convolution_de
 
 /*
  * Builds the primitive for input shape in[4]. With `prepack` oneDNN picks
- * the activation layouts (format_tag_any) and the weights are read in the
- * node's packed layout: oneDNN's choice for the first shape built, packed
- * then; later shapes ask for that layout and read the weights plain if they
- * cannot have it. Without `prepack` everything is plain.
+ * the activation and weight layouts (format_tag_any); the weights are
+ * packed once per node for the first shape built, and again per primitive
+ * only for a shape whose primitive wants another layout (forcing the node's
+ * layout on it can select oneDNN's slow reference kernel). Without
+ * `prepack` everything is plain.
  */
 static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, conv_prim *cp,
                              mcp_err *err)
@@ -239,21 +242,13 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     if (s == dnnl_success) s = plain_weights_md(st, &wany_md, dnnl_format_tag_any);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
 
-    const dnnl_memory_desc_t *want = !prepack ? &wplain_md : st->packed.have ? &st->packed.md : &wany_md;
     dnnl_memory_desc_t dmd;
     dnnl_convolution_desc_t cd;
     s = dnnl_dilated_convolution_forward_desc_init(
-        &cd, dnnl_forward_inference, dnnl_convolution_direct, prepack ? &src_any : &src_md, want,
-        st->has_bias ? &bias_md : NULL, prepack ? &dst_any : &dst_md, strides, dil, padl, padr);
+        &cd, dnnl_forward_inference, dnnl_convolution_direct, prepack ? &src_any : &src_md,
+        prepack ? &wany_md : &wplain_md, st->has_bias ? &bias_md : NULL, prepack ? &dst_any : &dst_md,
+        strides, dil, padl, padr);
     if (s == dnnl_success) s = conv_create(st, &cd, cp, &dmd);
-    if (s != dnnl_success && prepack && want != &wany_md) {
-        /* The packed layout does not suit this shape: read the weights plain. */
-        prepack = false;
-        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                       &src_any, &wplain_md, st->has_bias ? &bias_md : NULL,
-                                                       &dst_any, strides, dil, padl, padr);
-        if (s == dnnl_success) s = conv_create(st, &cd, cp, &dmd);
-    }
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution primitive");
     mcp_status rs = mcp__dnnl_format_init(&cp->dst, &dmd, 4, out, err);
     if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&cp->smd, &src_md)) {
@@ -261,9 +256,15 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
         if (s != dnnl_success) rs = mcp__dnnl_fail(err, s, "activation reorder");
     }
     cp->wdata = st->w->data;
-    if (rs == MCP_STATUS_OK && prepack && !dnnl_memory_desc_equal(&cp->wmd, &wplain_md)) {
+    if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&cp->wmd, &wplain_md)) {
+        /* The node's packed copy when the layout matches (or is the first);
+         * a copy of this primitive's own otherwise. */
         if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &wplain_md, st->w->data, &cp->wmd, err);
-        cp->wdata = st->packed.data;
+        if (rs == MCP_STATUS_OK && dnnl_memory_desc_equal(&cp->wmd, &st->packed.md)) cp->wdata = st->packed.data;
+        else if (rs == MCP_STATUS_OK) {
+            rs = mcp__dnnl_pack(&cp->own, &wplain_md, st->w->data, &cp->wmd, err);
+            cp->wdata = cp->own.data;
+        }
     }
     if (rs != MCP_STATUS_OK) conv_prim_release(cp);
     return rs;

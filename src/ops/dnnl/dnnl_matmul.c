@@ -37,7 +37,8 @@ typedef struct mm_prim {
     mm_problem key;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t wmd; /* B as the primitive reads it */
-    const void *wdata;      /* the node's packed B, or NULL: read B in place */
+    const void *wdata;      /* the node's packed B, own, or NULL: read B in place */
+    mcp_dnnl_packed own;    /* B in a layout other than the node's packed one */
 } mm_prim;
 
 typedef struct mm_state {
@@ -164,6 +165,7 @@ static dnnl_status_t bias_md(dnnl_memory_desc_t *md, int64_t n)
 static void mm_prim_release(mm_prim *mp)
 {
     if (mp->prim) dnnl_primitive_destroy(mp->prim);
+    mcp__dnnl_packed_release(&mp->own);
     memset(mp, 0, sizeof *mp);
 }
 
@@ -202,9 +204,9 @@ static dnnl_status_t mm_create(const mm_state *st, const mm_problem *p, const dn
 
 /*
  * Builds the primitive for p. With `prepack` (B an initializer, not
- * batched) B is read in the node's packed layout: oneDNN's choice for the
- * first problem built, packed then; later problems ask for that layout and
- * read B plain if they cannot have it.
+ * batched) oneDNN picks B's layout; B is packed once per node for the first
+ * problem built, and again per primitive only when a problem wants another
+ * layout.
  */
 static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_prim *mp, mcp_err *err)
 {
@@ -215,25 +217,23 @@ static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_p
     dnnl_status_t s = matrix_md(&b_md, p->nb, p->b_batch, p->k, p->n, st->tb);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&b_any, 2, bd, dnnl_f32, dnnl_format_tag_any);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
-    const dnnl_memory_desc_t *want = !prepack ? &b_md : st->packed.have ? &st->packed.md : &b_any;
-    s = mm_create(st, p, want, mp);
-    if (s != dnnl_success && want != &b_md) {
-        prepack = false;
-        s = mm_create(st, p, &b_md, mp);
-    }
+    s = mm_create(st, p, prepack ? &b_any : &b_md, mp);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul primitive");
     if (!prepack || dnnl_memory_desc_equal(&mp->wmd, &b_md)) {
         mp->wmd = b_md;
         return MCP_STATUS_OK;
     }
+    /* The node's packed copy when the layout matches (or is the first); a
+     * copy of this primitive's own otherwise. */
     mcp_status rs = MCP_STATUS_OK;
     if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &b_md, st->b_init->data, &mp->wmd, err);
-    if (rs != MCP_STATUS_OK) {
-        mm_prim_release(mp);
-        return rs;
+    if (rs == MCP_STATUS_OK && dnnl_memory_desc_equal(&mp->wmd, &st->packed.md)) mp->wdata = st->packed.data;
+    else if (rs == MCP_STATUS_OK) {
+        rs = mcp__dnnl_pack(&mp->own, &b_md, st->b_init->data, &mp->wmd, err);
+        mp->wdata = mp->own.data;
     }
-    mp->wdata = st->packed.data;
-    return MCP_STATUS_OK;
+    if (rs != MCP_STATUS_OK) mm_prim_release(mp);
+    return rs;
 }
 
 static void mm_release(void *state)

@@ -91,6 +91,10 @@ const mcp_format *mcp__dnnl_format_of(const mcp_dnnl_format *f);
 /* The descriptor of t's data: its oneDNN format, or plain. False when t
  * carries a format that is not oneDNN's (never, today) or a bad shape. */
 bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md);
+/* A descriptor for the f32 tensor (rank, dims) in the same layout family
+ * as ref (plain, channels-last, or channel-blocked by 16/8/4); false when
+ * ref's layout is none of those. */
+bool mcp__dnnl_like(const dnnl_memory_desc_t *ref, int rank, const int64_t *dims, dnnl_memory_desc_t *out);
 /* Writes t (any layout) into dst laid out as `to`. */
 mcp_status mcp__dnnl_reorder_into(mcp_kernel_ctx *ctx, const mcp_tensor *t,
                                   const dnnl_memory_desc_t *to, void *dst);
@@ -166,7 +170,9 @@ mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int ran
 /*
  * Weights from an initializer, reordered once per node into the layout the
  * first primitive built for the node preferred. Primitives built later (other
- * input shapes) ask for that layout explicitly, so a node holds one copy.
+ * input shapes) that prefer the same layout share it; one that prefers
+ * another packs its own copy (asking for the node's layout instead can land
+ * on oneDNN's reference kernels).
  */
 typedef struct mcp_dnnl_packed {
     bool have;
