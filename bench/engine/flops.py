@@ -15,7 +15,7 @@ def main():
         d = i.type.tensor_type.shape.dim
         if d and not d[0].dim_value:
             d[0].dim_value = batch
-    model = shape_inference.infer_shapes(model)
+    model = shape_inference.infer_shapes(model, data_prop=True)
     shapes = {}
     for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
         shapes[v.name] = [d.dim_value for d in v.type.tensor_type.shape.dim]
