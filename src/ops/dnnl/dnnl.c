@@ -507,7 +507,7 @@ bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k)
 {
     return k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel ||
            k == &mcp__dnnl_pool_kernel || k == &mcp__dnnl_binary_kernel ||
-           k == &mcp__dnnl_concat_kernel || k == &mcp__dnnl_eltwise_kernel;
+           k == &mcp__dnnl_concat_kernel || k == &mcp__dnnl_eltwise_kernel || k == &mcp__dnnl_deconv_kernel;
 }
 
 static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph *graph)
@@ -531,6 +531,7 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
         return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_gemm_kernel : NULL;
     if (strcmp(node->op_type, "MatMul") == 0)
         return mcp__dnnl_matmul_supported(node, graph) ? &mcp__dnnl_matmul_kernel : NULL;
+    if (mcp__dnnl_deconv_supported(node, graph)) return &mcp__dnnl_deconv_kernel;
     if (mcp__dnnl_pool_supported(node, graph)) return &mcp__dnnl_pool_kernel;
     if (mcp__dnnl_binary_supported(node, graph)) return &mcp__dnnl_binary_kernel;
     if (mcp__dnnl_concat_supported(node, graph)) return &mcp__dnnl_concat_kernel;

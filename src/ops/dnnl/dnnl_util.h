@@ -204,6 +204,8 @@ extern const mcp_kernel_def mcp__dnnl_concat_kernel;
 bool mcp__dnnl_pool_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_binary_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_concat_supported(const mcp_node *node, const mcp_graph *graph);
+extern const mcp_kernel_def mcp__dnnl_deconv_kernel;
+bool mcp__dnnl_deconv_supported(const mcp_node *node, const mcp_graph *graph);
 extern const mcp_kernel_def mcp__dnnl_eltwise_kernel;
 extern const mcp_kernel_def mcp__dnnl_layernorm_kernel;
 bool mcp__dnnl_eltwise_supported(const mcp_node *node, const mcp_graph *graph);
