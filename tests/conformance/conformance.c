@@ -148,6 +148,35 @@ static void bf16_from_uint16(mcp_value *v, mcp_dtype declared)
         v->tensor.dtype = MCP_DTYPE_BFLOAT16;
 }
 
+/* --compare-backend: a second backend every case also runs on; its outputs
+ * must agree with the first backend's (within the suite's tolerance). */
+static const char *g_other_backend;
+
+/* Runs s2 on the inputs and compares with outs; false with msg on a
+ * difference or a failed run. */
+static bool cross_check(mcp_session *s2, mcp_value **ins, mcp_value **outs, int set, char *msg, size_t cap)
+{
+    const mcp_graph *g = s2->graph;
+    mcp_value **outs2 = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs2);
+    bool ok = outs2 != NULL;
+    for (int i = 0; ok && i < g->n_outputs; i++) ok = (outs2[i] = mcp_value_new()) != NULL;
+    char m[900] = "";
+    mcp_err err = {m, sizeof m};
+    if (ok && mcp__session_run(s2, ins, outs2, &err) != MCP_STATUS_OK) {
+        snprintf(msg, cap, "backend '%s' failed where the other ran (set %d): %.800s", g_other_backend, set, m);
+        ok = false;
+    }
+    for (int i = 0; ok && i < g->n_outputs; i++)
+        if (!compare_value(outs[i], outs2[i], m, sizeof m)) {
+            snprintf(msg, cap, "backends disagree on output '%.100s' (set %d, %s vs the other): %.700s",
+                     g->values[g->outputs[i]].name, set, g_other_backend, m);
+            ok = false;
+        }
+    for (int i = 0; outs2 && i < g->n_outputs; i++) mcp_value_free(outs2[i]);
+    mcp_free(outs2);
+    return ok;
+}
+
 /* Runs one case in the current process; returns R_* and fills msg. */
 static int run_case(const char *dir, const char *backend, char *msg, size_t cap)
 {
@@ -166,6 +195,21 @@ static int run_case(const char *dir, const char *backend, char *msg, size_t cap)
     if (st == MCP_STATUS_UNSUPPORTED) return R_UNSUPPORTED;
     if (st != MCP_STATUS_OK) return R_FAIL;
     const mcp_graph *g = s->graph;
+    mcp_session *s2 = NULL;
+    if (g_other_backend) {
+        o.backend = g_other_backend;
+        if (mcp_file_read(path, &buf, &len, &err) != MCP_STATUS_OK) {
+            mcp_session_destroy(s);
+            return R_FAIL;
+        }
+        st = mcp__session_create(buf, len, dir, &o, &s2, &err);
+        mcp_free(buf);
+        if (st != MCP_STATUS_OK) {
+            mcp_err_prefix(&err, "backend '%s'", g_other_backend);
+            mcp_session_destroy(s);
+            return R_FAIL;
+        }
+    }
     int result = R_PASS;
     /* Every data set runs twice: the first run of an input shape records
      * sizes, the second follows the memory plan made from them. */
@@ -189,6 +233,7 @@ static int run_case(const char *dir, const char *backend, char *msg, size_t cap)
             st = mcp__session_run(s, ins, outs, &err);
             if (st == MCP_STATUS_UNSUPPORTED) result = R_UNSUPPORTED;
             else if (st != MCP_STATUS_OK) result = R_FAIL;
+            else if (s2 && !cross_check(s2, ins, outs, set, msg, cap)) result = R_FAIL;
         }
         for (int i = 0; i < g->n_outputs && result == R_PASS; i++) {
             snprintf(path, sizeof path, "%s/output_%d.pb", sdir, i);
@@ -213,6 +258,7 @@ static int run_case(const char *dir, const char *backend, char *msg, size_t cap)
         mcp_free(outs);
     }
     mcp_session_destroy(s);
+    mcp_session_destroy(s2);
     return result;
 }
 
@@ -301,11 +347,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--filter") && i + 1 < argc && n_filters < 64) filters[n_filters++] = argv[++i];
         else if (!strcmp(argv[i], "--expected") && i + 1 < argc) expected = argv[++i];
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i];
+        else if (!strcmp(argv[i], "--compare-backend") && i + 1 < argc) g_other_backend = argv[++i];
         else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout_s = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-j") && i + 1 < argc) jobs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-v")) verbose = 1;
         else {
-            fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expected FILE] [--backend auto|ref|dnnl] [--timeout S] [-j N] [-v]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--data DIR] [--filter S]... [--expected FILE] [--backend auto|ref|dnnl] [--compare-backend B] [--timeout S] [-j N] [-v]\n", argv[0]);
             return 2;
         }
     }
