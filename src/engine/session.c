@@ -28,10 +28,62 @@ static void release_kernel_state(mcp_graph *g)
     }
 }
 
+/* True when graph g has subgraph attributes (captures are readers the
+ * kernels cannot vouch for). */
+static bool has_subgraphs(const mcp_graph *g)
+{
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++)
+            if (g->nodes[i].attrs[a].g || g->nodes[i].attrs[a].graphs) return true;
+    return false;
+}
+
+/* Frees initializer k's data when it is float, not a graph output, and every
+ * reader (all among nodes [0, prepared)) keeps its own packed copy. */
+static void release_if_packed(mcp_graph *g, int k, int prepared)
+{
+    mcp_tensor *t = &g->initializers[k];
+    int v = g->initializer_values[k];
+    if (!t->data || !t->owns_data || t->dtype != MCP_DTYPE_FLOAT) return;
+    for (int o = 0; o < g->n_outputs; o++)
+        if (g->outputs[o] == v) return;
+    int readers = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            if (g->nodes[i].inputs[j] != v) continue;
+            if (i >= prepared || !mcp_kernel_release_plain_input(&g->nodes[i], j, false)) return;
+            readers++;
+        }
+    if (readers == 0) return;
+    for (int i = 0; i < prepared; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++)
+            if (g->nodes[i].inputs[j] == v) mcp_kernel_release_plain_input(&g->nodes[i], j, true);
+    mcp_free(t->data);
+    t->data = NULL;
+    t->owns_data = false;
+}
+
+/*
+ * Weights resident once: after node `node` of the top graph is prepared,
+ * the initializers it reads whose every reader is prepared and keeps its own
+ * packed copy (oneDNN Conv and MatMul weights) lose their plain data. Done
+ * node by node, so the load never holds both copies of all the weights.
+ */
+static void release_packed_inputs(mcp_graph *g, int node)
+{
+    const mcp_node *n = &g->nodes[node];
+    for (int j = 0; j < n->n_inputs; j++) {
+        int v = n->inputs[j];
+        if (v < 0 || g->values[v].initializer < 0 || g->values[v].outer >= 0) continue;
+        release_if_packed(g, g->values[v].initializer, node + 1);
+    }
+}
+
 /* Chooses every node's kernel once, subgraphs included; with prepare,
  * also builds each kernel's constant state. */
 static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepare, mcp_err *err)
 {
+    bool top_has_subgraphs = !g->parent && has_subgraphs(g);
     for (int i = 0; i < g->n_nodes; i++) {
         mcp_node *n = &g->nodes[i];
         for (int a = 0; a < n->n_attrs; a++) {
@@ -50,6 +102,7 @@ static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepar
                 return st;
             }
         }
+        if (prepare && !g->parent && !top_has_subgraphs) release_packed_inputs(g, i);
     }
     return MCP_STATUS_OK;
 }

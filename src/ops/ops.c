@@ -143,6 +143,16 @@ bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
 #endif
 }
 
+bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit)
+{
+#ifdef MCP_WITH_DNNL
+    return n->kernel && mcp__dnnl_release_plain_input(n->kernel, n->kernel_state, input, commit);
+#else
+    (void)n, (void)input, (void)commit;
+    return false;
+#endif
+}
+
 mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank,
                             const int64_t *dims, const mcp_format *f)
 {

@@ -63,6 +63,11 @@ typedef struct mcp_kernel_def {
  * inputs first. */
 bool mcp_kernel_accepts_formats(const mcp_kernel_def *k);
 
+/* Whether node n's prepared kernel no longer reads the initializer feeding
+ * input `input` (it holds its own packed copy). With `commit` the kernel
+ * records that the session is about to free that data. */
+bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit);
+
 /* A backend: a set of kernels with a priority and a capability query. The
  * reference backend supports every op and is always consulted last. */
 typedef struct mcp_backend {
@@ -84,6 +89,7 @@ extern const mcp_backend mcp__ref_backend;
 #ifdef MCP_WITH_DNNL
 extern const mcp_backend mcp__dnnl_backend;
 bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k);
+bool mcp__dnnl_release_plain_input(const mcp_kernel_def *k, void *state, int input, bool commit);
 #endif
 
 /* ---- helpers for kernel authors ---- */

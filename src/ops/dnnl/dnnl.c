@@ -336,6 +336,29 @@ mcp_status mcp__dnnl_pack(mcp_dnnl_packed *pk, const dnnl_memory_desc_t *plain_m
     return MCP_STATUS_OK;
 }
 
+mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, const dnnl_memory_desc_t *plain_md,
+                                 const void *plain, const dnnl_memory_desc_t *wmd, mcp_dnnl_packed *own,
+                                 const void **data, mcp_err *err)
+{
+    if (!plain_gone && dnnl_memory_desc_equal(wmd, plain_md)) {
+        *data = plain;
+        return MCP_STATUS_OK;
+    }
+    if (!node_pk->have) {
+        MCP_ASSERT(!plain_gone);
+        mcp_status st = mcp__dnnl_pack(node_pk, plain_md, plain, wmd, err);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    if (dnnl_memory_desc_equal(wmd, &node_pk->md)) {
+        *data = node_pk->data;
+        return MCP_STATUS_OK;
+    }
+    mcp_status st = plain_gone ? mcp__dnnl_pack(own, &node_pk->md, node_pk->data, wmd, err)
+                               : mcp__dnnl_pack(own, plain_md, plain, wmd, err);
+    if (st == MCP_STATUS_OK) *data = own->data;
+    return st;
+}
+
 void mcp__dnnl_packed_release(mcp_dnnl_packed *pk)
 {
     mcp_free(pk->data);
@@ -501,6 +524,16 @@ bool mcp__dnnl_append_activation(const mcp_node *node, dnnl_post_ops_t po)
         if (dnnl_post_ops_append_eltwise(po, 1.0f, ops[i].alg, ops[i].alpha, ops[i].beta) != dnnl_success)
             return false;
     return true;
+}
+
+bool mcp__dnnl_release_plain_input(const mcp_kernel_def *k, void *state, int input, bool commit)
+{
+    if (k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel)
+        return mcp__dnnl_conv_release_plain(state, input, commit);
+    if (k == &mcp__dnnl_gemm_kernel || k == &mcp__dnnl_fused_gemm_kernel || k == &mcp__dnnl_matmul_kernel ||
+        k == &mcp__dnnl_fused_matmul_kernel)
+        return mcp__dnnl_mm_release_plain(state, input, commit);
+    return false;
 }
 
 bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k)

@@ -52,6 +52,7 @@ typedef struct conv_state {
     const mcp_tensor *w;
     bool has_bias, has_sum;
     mcp_dnnl_packed packed; /* written under lock (or at load), before publishing */
+    bool plain_gone;        /* the session freed the plain weights (after load) */
     pthread_mutex_t lock;
     /* Entries [0, n_prims) never change once published; n_prims is read and
      * written under lock. */
@@ -260,19 +261,19 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
         s = mcp__dnnl_reorder_create(&src_md, &cp->smd, &cp->src_reorder);
         if (s != dnnl_success) rs = mcp__dnnl_fail(err, s, "activation reorder");
     }
-    cp->wdata = st->w->data;
-    if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&cp->wmd, &wplain_md)) {
-        /* The node's packed copy when the layout matches (or is the first);
-         * a copy of this primitive's own otherwise. */
-        if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &wplain_md, st->w->data, &cp->wmd, err);
-        if (rs == MCP_STATUS_OK && dnnl_memory_desc_equal(&cp->wmd, &st->packed.md)) cp->wdata = st->packed.data;
-        else if (rs == MCP_STATUS_OK) {
-            rs = mcp__dnnl_pack(&cp->own, &wplain_md, st->w->data, &cp->wmd, err);
-            cp->wdata = cp->own.data;
-        }
-    }
+    if (rs == MCP_STATUS_OK)
+        rs = mcp__dnnl_weights_for(&st->packed, st->plain_gone, &wplain_md, st->w->data, &cp->wmd, &cp->own,
+                                   &cp->wdata, err);
     if (rs != MCP_STATUS_OK) conv_prim_release(cp);
     return rs;
+}
+
+bool mcp__dnnl_conv_release_plain(void *state, int input, bool commit)
+{
+    conv_state *st = state;
+    if (!st || input != 1 || !st->packed.have) return false;
+    if (commit) st->plain_gone = true;
+    return true;
 }
 
 static void conv_release(void *state)

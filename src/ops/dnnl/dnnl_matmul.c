@@ -49,6 +49,7 @@ typedef struct mm_state {
     bool has_c;
     const mcp_tensor *b_init; /* B when it is an initializer */
     mcp_dnnl_packed packed;   /* written under lock (or at load), before publishing */
+    bool plain_gone;          /* the session freed B's plain data (after load) */
     pthread_mutex_t lock;
     int n_prims; /* entries [0, n_prims) never change once published */
     mm_prim prims[MM_CACHE_MAX];
@@ -206,7 +207,7 @@ static dnnl_status_t mm_create(const mm_state *st, const mm_problem *p, const dn
  * Builds the primitive for p. With `prepack` (B an initializer, not
  * batched) oneDNN picks B's layout; B is packed once per node for the first
  * problem built, and again per primitive only when a problem wants another
- * layout.
+ * layout (see mcp__dnnl_weights_for).
  */
 static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_prim *mp, mcp_err *err)
 {
@@ -219,21 +220,21 @@ static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_p
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
     s = mm_create(st, p, prepack ? &b_any : &b_md, mp);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul primitive");
-    if (!prepack || dnnl_memory_desc_equal(&mp->wmd, &b_md)) {
-        mp->wmd = b_md;
-        return MCP_STATUS_OK;
-    }
-    /* The node's packed copy when the layout matches (or is the first); a
-     * copy of this primitive's own otherwise. */
-    mcp_status rs = MCP_STATUS_OK;
-    if (!st->packed.have) rs = mcp__dnnl_pack(&st->packed, &b_md, st->b_init->data, &mp->wmd, err);
-    if (rs == MCP_STATUS_OK && dnnl_memory_desc_equal(&mp->wmd, &st->packed.md)) mp->wdata = st->packed.data;
-    else if (rs == MCP_STATUS_OK) {
-        rs = mcp__dnnl_pack(&mp->own, &b_md, st->b_init->data, &mp->wmd, err);
-        mp->wdata = mp->own.data;
-    }
+    if (!prepack) mp->wmd = b_md;
+    if (!st->b_init) return MCP_STATUS_OK; /* B is read in place */
+    mcp_status rs = mcp__dnnl_weights_for(&st->packed, st->plain_gone, &b_md, st->b_init->data, &mp->wmd, &mp->own,
+                                          &mp->wdata, err);
     if (rs != MCP_STATUS_OK) mm_prim_release(mp);
     return rs;
+}
+
+bool mcp__dnnl_mm_release_plain(void *state, int input, bool commit)
+{
+    mm_state *st = state;
+    /* Batched (3-D and up) initializers are read plain. */
+    if (!st || input != 1 || !st->b_init || st->b_init->rank != 2 || !st->packed.have) return false;
+    if (commit) st->plain_gone = true;
+    return true;
 }
 
 static void mm_release(void *state)
@@ -321,7 +322,7 @@ static mcp_status mm_lookup(mcp_kernel_ctx *ctx, mm_state *st, const mm_problem 
     }
     pthread_mutex_unlock(&st->lock);
     if (rs == MCP_STATUS_OK && !*out) {
-        rs = mm_build(st, p, false, local, ctx->err);
+        rs = mm_build(st, p, can_prepack(st, p), local, ctx->err);
         if (rs == MCP_STATUS_OK) *out = local;
     }
     if (rs != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);

@@ -185,6 +185,18 @@ typedef struct mcp_dnnl_packed {
 mcp_status mcp__dnnl_pack(mcp_dnnl_packed *pk, const dnnl_memory_desc_t *plain_md, const void *plain,
                           const dnnl_memory_desc_t *want, mcp_err *err);
 void mcp__dnnl_packed_release(mcp_dnnl_packed *pk);
+/* Weights laid out as wmd for one primitive: the plain weights when wmd is
+ * their layout (and they are still there), the node's packed copy (packed
+ * now when the node has none), or a copy in `own`, reordered from the plain
+ * weights or, once those are gone, from the packed copy. */
+mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, const dnnl_memory_desc_t *plain_md,
+                                 const void *plain, const dnnl_memory_desc_t *wmd, mcp_dnnl_packed *own,
+                                 const void **data, mcp_err *err);
+/* Whether a Conv / MatMul-family kernel state can do without the plain
+ * initializer feeding `input` from now on (its packed copy serves every
+ * later primitive); with `commit` it records that the plain data is gone. */
+bool mcp__dnnl_conv_release_plain(void *state, int input, bool commit);
+bool mcp__dnnl_mm_release_plain(void *state, int input, bool commit);
 
 /* Post-ops for an internal op's `activation` / `activation_params`
  * (see graph.h). Returns false when the activation is not one oneDNN runs;
