@@ -64,6 +64,19 @@ bool mcp__dnnl_dims_or_one(const mcp_node *node, const mcp_graph *graph, int i, 
     return input_dims(node, graph, i, 1, dims);
 }
 
+bool mcp__dnnl_attr_ints(const mcp_node *node, const char *name, int want, int64_t min, int64_t *out)
+{
+    int64_t count = 0;
+    const int64_t *v = mcp_node_attr_ints(node, name, &count);
+    if (!v) return mcp_node_attr(node, name) == NULL;
+    if (count != want) return false;
+    for (int i = 0; i < want; i++) {
+        if (v[i] < min || v[i] > INT32_MAX) return false;
+        out[i] = v[i];
+    }
+    return true;
+}
+
 bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names)
 {
     for (int a = 0; a < node->n_attrs; a++) {
@@ -476,6 +489,13 @@ void mcp__dnnl_cached_release(mcp_dnnl_cached *c)
 {
     mcp__dnnl_cache_release(&c->cache);
     mcp__dnnl_fallback_release(&c->fb);
+}
+
+void mcp__dnnl_cached_free(void *state)
+{
+    if (!state) return;
+    mcp__dnnl_cached_release(state);
+    mcp_free(state);
 }
 
 mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *fb)

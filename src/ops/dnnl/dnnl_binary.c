@@ -94,14 +94,6 @@ static mcp_status concat_build(const void *state, mcp_dnnl_entry *e, mcp_err *er
     return rs;
 }
 
-static void binary_release(void *state)
-{
-    binary_state *st = state;
-    if (!st) return;
-    mcp__dnnl_cached_release(&st->c);
-    mcp_free(st);
-}
-
 static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
@@ -117,7 +109,7 @@ static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, v
         st->axis = (int)(axis < 0 ? axis + 4 : axis);
     }
     if (rs != MCP_STATUS_OK) {
-        binary_release(st);
+        mcp__dnnl_cached_free(st);
         return rs;
     }
     *state = st;
@@ -226,8 +218,8 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_binary_kernel = {
-    "", "Binary", 7, 0, binary_run, NULL, binary_prepare, binary_release,
+    "", "Binary", 7, 0, binary_run, NULL, binary_prepare, mcp__dnnl_cached_free,
 };
 const mcp_kernel_def mcp__dnnl_concat_kernel = {
-    "", "Concat", 4, 0, concat_run, NULL, binary_prepare, binary_release,
+    "", "Concat", 4, 0, concat_run, NULL, binary_prepare, mcp__dnnl_cached_free,
 };

@@ -60,20 +60,6 @@ typedef struct conv_state {
     conv_prim prims[CONV_CACHE_MAX];
 } conv_state;
 
-static bool read_ints(const mcp_node *node, const char *name, int want, bool allow_zero,
-                      int64_t *out)
-{
-    int64_t count = 0;
-    const int64_t *v = mcp_node_attr_ints(node, name, &count);
-    if (!v) return mcp_node_attr(node, name) == NULL;
-    if (count != want) return false;
-    for (int i = 0; i < want; i++) {
-        if (v[i] < 0 || (v[i] == 0 && !allow_zero) || v[i] > INT32_MAX) return false;
-        out[i] = v[i];
-    }
-    return true;
-}
-
 static bool parse_params(const mcp_node *node, const mcp_tensor *w, conv_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -82,11 +68,11 @@ static bool parse_params(const mcp_node *node, const mcp_tensor *w, conv_params 
         p->stride[i] = p->dil[i] = 1;
         p->kernel[i] = w->dims[i + 2];
     }
-    if (!read_ints(node, "strides", 2, false, p->stride)) return false;
-    if (!read_ints(node, "dilations", 2, false, p->dil)) return false;
-    if (!read_ints(node, "pads", 4, true, p->pads)) return false;
+    if (!mcp__dnnl_attr_ints(node, "strides", 2, 1, p->stride)) return false;
+    if (!mcp__dnnl_attr_ints(node, "dilations", 2, 1, p->dil)) return false;
+    if (!mcp__dnnl_attr_ints(node, "pads", 4, 0, p->pads)) return false;
     int64_t k[2] = {p->kernel[0], p->kernel[1]};
-    if (!read_ints(node, "kernel_shape", 2, false, k)) return false;
+    if (!mcp__dnnl_attr_ints(node, "kernel_shape", 2, 1, k)) return false;
     if (k[0] != p->kernel[0] || k[1] != p->kernel[1]) return false;
     const char *ap = mcp_node_attr_string(node, "auto_pad", "NOTSET");
     if (strcmp(ap, "NOTSET") == 0) p->auto_pad = 0;

@@ -21,28 +21,15 @@ typedef struct deconv_state {
 static const char *const deconv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
                                            "output_padding", "pads", "strides", NULL};
 
-static bool read_ints(const mcp_node *node, const char *name, int want, int64_t min, int64_t *out)
-{
-    int64_t count = 0;
-    const int64_t *v = mcp_node_attr_ints(node, name, &count);
-    if (!v) return mcp_node_attr(node, name) == NULL;
-    if (count != want) return false;
-    for (int i = 0; i < want; i++) {
-        if (v[i] < min || v[i] > INT32_MAX) return false;
-        out[i] = v[i];
-    }
-    return true;
-}
-
 static bool parse(const mcp_node *node, const int64_t *w, deconv_state *p)
 {
     p->group = mcp_node_attr_int(node, "group", 1);
     for (int i = 0; i < 2; i++) p->stride[i] = p->dil[i] = 1;
     int64_t k[2] = {w[2], w[3]}, op[2] = {0, 0};
     memset(p->pads, 0, sizeof p->pads);
-    if (!read_ints(node, "strides", 2, 1, p->stride) || !read_ints(node, "dilations", 2, 1, p->dil) ||
-        !read_ints(node, "pads", 4, 0, p->pads) || !read_ints(node, "kernel_shape", 2, 1, k) ||
-        !read_ints(node, "output_padding", 2, 0, op))
+    if (!mcp__dnnl_attr_ints(node, "strides", 2, 1, p->stride) || !mcp__dnnl_attr_ints(node, "dilations", 2, 1, p->dil) ||
+        !mcp__dnnl_attr_ints(node, "pads", 4, 0, p->pads) || !mcp__dnnl_attr_ints(node, "kernel_shape", 2, 1, k) ||
+        !mcp__dnnl_attr_ints(node, "output_padding", 2, 0, op))
         return false;
     if (k[0] != w[2] || k[1] != w[3] || op[0] != 0 || op[1] != 0) return false;
     if (strcmp(mcp_node_attr_string(node, "auto_pad", "NOTSET"), "NOTSET") != 0) return false;
@@ -108,14 +95,6 @@ static mcp_status deconv_build(const void *state, mcp_dnnl_entry *e, mcp_err *er
     return mcp__dnnl_entry_build(&d, e, 4, out, "deconvolution primitive", err);
 }
 
-static void deconv_release(void *state)
-{
-    deconv_state *st = state;
-    if (!st) return;
-    mcp__dnnl_cached_release(&st->c);
-    mcp_free(st);
-}
-
 static mcp_status deconv_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
@@ -127,7 +106,7 @@ static mcp_status deconv_prepare(const mcp_node *node, const mcp_graph *graph, v
     if (rs == MCP_STATUS_OK && (!mcp__dnnl_static_dims(node, graph, 1, w) || !parse(node, w, st)))
         rs = mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN ConvTranspose: node is not supported");
     if (rs != MCP_STATUS_OK) {
-        deconv_release(st);
+        mcp__dnnl_cached_free(st);
         return rs;
     }
     *state = st;
@@ -176,5 +155,5 @@ static mcp_status deconv_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_deconv_kernel = {
-    "", "ConvTranspose", 1, 0, deconv_run, NULL, deconv_prepare, deconv_release,
+    "", "ConvTranspose", 1, 0, deconv_run, NULL, deconv_prepare, mcp__dnnl_cached_free,
 };

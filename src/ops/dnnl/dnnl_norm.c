@@ -91,14 +91,6 @@ static mcp_status ln_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     return mcp__dnnl_entry_build(&d, e, 2, e->keys[0].dims, "layer normalization primitive", err);
 }
 
-static void elt_release(void *state)
-{
-    elt_state *st = state;
-    if (!st) return;
-    mcp__dnnl_cached_release(&st->c);
-    mcp_free(st);
-}
-
 static mcp_status elt_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
@@ -109,7 +101,7 @@ static mcp_status elt_prepare(const mcp_node *node, const mcp_graph *graph, void
     st->epsilon = mcp_node_attr_float(node, "epsilon", 1e-5f);
     st->has_shift = mcp__dnnl_input(node, graph, 2) != NULL;
     if (rs != MCP_STATUS_OK) {
-        elt_release(st);
+        mcp__dnnl_cached_free(st);
         return rs;
     }
     *state = st;
@@ -182,8 +174,8 @@ static mcp_status ln_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_eltwise_kernel = {
-    "", "Eltwise", 1, 0, elt_run, NULL, elt_prepare, elt_release,
+    "", "Eltwise", 1, 0, elt_run, NULL, elt_prepare, mcp__dnnl_cached_free,
 };
 const mcp_kernel_def mcp__dnnl_layernorm_kernel = {
-    "", "LayerNormalization", 1, 0, ln_run, NULL, elt_prepare, elt_release,
+    "", "LayerNormalization", 1, 0, ln_run, NULL, elt_prepare, mcp__dnnl_cached_free,
 };

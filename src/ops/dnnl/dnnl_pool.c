@@ -38,19 +38,6 @@ static const char *const maxpool_attrs[] = {"auto_pad", "ceil_mode", "dilations"
 static const char *const avgpool_attrs[] = {"auto_pad", "ceil_mode", "count_include_pad", "dilations",
                                             "kernel_shape", "pads", "strides", NULL};
 
-static bool read_ints(const mcp_node *node, const char *name, int want, int64_t min, int64_t *out)
-{
-    int64_t count = 0;
-    const int64_t *v = mcp_node_attr_ints(node, name, &count);
-    if (!v) return mcp_node_attr(node, name) == NULL;
-    if (count != want) return false;
-    for (int i = 0; i < want; i++) {
-        if (v[i] < min || v[i] > INT32_MAX) return false;
-        out[i] = v[i];
-    }
-    return true;
-}
-
 static bool parse_params(const mcp_node *node, pool_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -60,9 +47,9 @@ static bool parse_params(const mcp_node *node, pool_params *p)
     for (int i = 0; i < 2; i++) p->stride[i] = p->dil[i] = 1;
     if (p->global) return node->n_attrs == 0;
     if (!mcp__dnnl_attrs_within(node, p->max ? maxpool_attrs : avgpool_attrs)) return false;
-    if (!mcp_node_attr(node, "kernel_shape") || !read_ints(node, "kernel_shape", 2, 1, p->kernel)) return false;
-    if (!read_ints(node, "strides", 2, 1, p->stride) || !read_ints(node, "dilations", 2, 1, p->dil) ||
-        !read_ints(node, "pads", 4, 0, p->pads))
+    if (!mcp_node_attr(node, "kernel_shape") || !mcp__dnnl_attr_ints(node, "kernel_shape", 2, 1, p->kernel)) return false;
+    if (!mcp__dnnl_attr_ints(node, "strides", 2, 1, p->stride) || !mcp__dnnl_attr_ints(node, "dilations", 2, 1, p->dil) ||
+        !mcp__dnnl_attr_ints(node, "pads", 4, 0, p->pads))
         return false;
     p->ceil_mode = mcp_node_attr_int(node, "ceil_mode", 0) != 0;
     p->include_pad = mcp_node_attr_int(node, "count_include_pad", 0) != 0;
@@ -156,14 +143,6 @@ static mcp_status pool_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     return mcp__dnnl_entry_build(&pdesc, e, 4, g.out, "pooling primitive", err);
 }
 
-static void pool_release(void *state)
-{
-    pool_state *st = state;
-    if (!st) return;
-    mcp__dnnl_cached_release(&st->c);
-    mcp_free(st);
-}
-
 static mcp_status pool_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
     *state = NULL;
@@ -173,7 +152,7 @@ static mcp_status pool_prepare(const mcp_node *node, const mcp_graph *graph, voi
     if (rs == MCP_STATUS_OK && !parse_params(node, &st->p))
         rs = mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN pooling: node is not supported");
     if (rs != MCP_STATUS_OK) {
-        pool_release(st);
+        mcp__dnnl_cached_free(st);
         return rs;
     }
     *state = st;
@@ -211,5 +190,5 @@ static mcp_status pool_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_pool_kernel = {
-    "", "*Pool", 1, 0, pool_run, NULL, pool_prepare, pool_release,
+    "", "*Pool", 1, 0, pool_run, NULL, pool_prepare, mcp__dnnl_cached_free,
 };

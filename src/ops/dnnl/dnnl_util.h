@@ -39,6 +39,9 @@ bool mcp__dnnl_static_dims(const mcp_node *node, const mcp_graph *graph, int i, 
 /* mcp__dnnl_static_dims with unknown dims taken as 1 (false only when the
  * rank is unknown). */
 bool mcp__dnnl_dims_or_one(const mcp_node *node, const mcp_graph *graph, int i, int64_t *dims);
+/* Reads ints attribute `name` into out when present: exactly `want`
+ * values, each in [min, INT32_MAX]. True when absent (out untouched). */
+bool mcp__dnnl_attr_ints(const mcp_node *node, const char *name, int want, int64_t min, int64_t *out);
 /* True when every attribute of node is named in `names` (NULL-terminated). */
 bool mcp__dnnl_attrs_within(const mcp_node *node, const char *const *names);
 
@@ -160,6 +163,9 @@ typedef struct mcp_dnnl_cached {
 mcp_status mcp__dnnl_cached_init(mcp_dnnl_cached *c, const mcp_node *node, const mcp_graph *graph,
                                  mcp_err *err);
 void mcp__dnnl_cached_release(mcp_dnnl_cached *c);
+/* The release function of kernels whose state starts with mcp_dnnl_cached
+ * and owns nothing else. */
+void mcp__dnnl_cached_free(void *state);
 
 /* Creates e->prim from an operation descriptor (default attributes with a
  * user scratchpad) and e->dst from its destination layout for the logical
