@@ -1104,7 +1104,10 @@ def slow_input(k, n=1):
     return np.random.default_rng(1000 + k).standard_normal((1, n, 256)).astype(np.float32)
 
 
-LONG = 3  # n for requests that must stay in flight while the test acts
+# n for requests that must stay in flight while the test acts: long enough
+# (about 0.25 s in a Release build here) that the server's hang-up watcher
+# (every 20 ms) and the test's metric polls fit inside one such request.
+LONG = 128
 
 
 class QueueFullTests(ServerTestCase):
