@@ -162,6 +162,8 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
  * symbolic dims (dim_params) propagate through ops that preserve them. */
 mcp_status mcp_graph_infer_shapes(mcp_graph *g, mcp_err *err);
 void mcp_graph_free(mcp_graph *g);
+/* Frees what an attribute owns (name, arrays, tensors, subgraphs). */
+void mcp_attr_release(mcp_attr *a);
 
 /* Backend-independent rewrites of the top graph (src/graph/passes.c):
  * Identity / inference Dropout elimination, BatchNormalization folded into

@@ -432,7 +432,7 @@ static mcp_status attr_from_proto(const Onnx__AttributeProto *ap, mcp_graph *own
     return st;
 }
 
-static void attr_release(mcp_attr *a)
+void mcp_attr_release(mcp_attr *a)
 {
     mcp_free(a->name);
     mcp_free(a->s);
@@ -693,7 +693,7 @@ void mcp_graph_free(mcp_graph *g)
         mcp_free(n->domain);
         mcp_free(n->inputs);
         mcp_free(n->outputs);
-        for (int a = 0; a < n->n_attrs; a++) attr_release(&n->attrs[a]);
+        for (int a = 0; a < n->n_attrs; a++) mcp_attr_release(&n->attrs[a]);
         mcp_free(n->attrs);
     }
     mcp_free(g->nodes);

@@ -149,25 +149,6 @@ static bool extra_outputs_unused(const pass_ctx *c, const mcp_node *n)
     return true;
 }
 
-static void attr_release(mcp_attr *a)
-{
-    mcp_free(a->name);
-    mcp_free(a->s);
-    mcp_tensor_release(&a->t);
-    mcp_graph_free(a->g);
-    mcp_free(a->floats);
-    mcp_free(a->ints);
-    if (a->strings)
-        for (int64_t k = 0; k < a->count; k++) mcp_free(a->strings[k]);
-    mcp_free(a->strings);
-    if (a->tensors)
-        for (int64_t k = 0; k < a->count; k++) mcp_tensor_release(&a->tensors[k]);
-    mcp_free(a->tensors);
-    if (a->graphs)
-        for (int64_t k = 0; k < a->count; k++) mcp_graph_free(a->graphs[k]);
-    mcp_free(a->graphs);
-}
-
 static void node_release(mcp_node *n)
 {
     mcp_free(n->name);
@@ -175,7 +156,7 @@ static void node_release(mcp_node *n)
     mcp_free(n->domain);
     mcp_free(n->inputs);
     mcp_free(n->outputs);
-    for (int i = 0; i < n->n_attrs; i++) attr_release(&n->attrs[i]);
+    for (int i = 0; i < n->n_attrs; i++) mcp_attr_release(&n->attrs[i]);
     mcp_free(n->attrs);
     memset(n, 0, sizeof *n);
 }
@@ -619,7 +600,7 @@ static void form_abort(node_form *f, const mcp_node *n)
     mcp_free(f->domain);
     mcp_free(f->inputs);
     int first_new = f->keep_attrs ? n->n_attrs : 0;
-    for (int i = first_new; i < f->n_attrs; i++) attr_release(&f->attrs[i]);
+    for (int i = first_new; i < f->n_attrs; i++) mcp_attr_release(&f->attrs[i]);
     mcp_free(f->attrs);
     memset(f, 0, sizeof *f);
 }
@@ -674,7 +655,7 @@ static void form_commit(pass_ctx *c, int i, node_form *f)
     n->inputs = f->inputs;
     n->n_inputs = f->n_inputs;
     if (!f->keep_attrs)
-        for (int k = 0; k < n->n_attrs; k++) attr_release(&n->attrs[k]);
+        for (int k = 0; k < n->n_attrs; k++) mcp_attr_release(&n->attrs[k]);
     mcp_free(n->attrs);
     n->attrs = f->attrs;
     n->n_attrs = f->n_attrs;

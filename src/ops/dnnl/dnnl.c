@@ -459,6 +459,28 @@ mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int ran
     return st;
 }
 
+mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
+                               const mcp_tensor *const *in, const dnnl_memory_desc_t *md, const int *arg_ids)
+{
+    MCP_ASSERT(n > 0 && n <= MCP_DNNL_KEYS);
+    const dnnl_memory_desc_t *plain = &e->dst.plain_md;
+    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, plain->ndims, plain->dims, mcp__dnnl_format_of(&e->dst));
+    dnnl_memory_t m[MCP_DNNL_KEYS + 1] = {NULL};
+    dnnl_exec_arg_t args[MCP_DNNL_KEYS + 1];
+    mcp_status rs = y ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+    for (int i = 0; i < n && rs == MCP_STATUS_OK; i++) {
+        rs = mcp__dnnl_wrap(ctx, &md[i], in[i]->data, &m[i]);
+        args[i] = (dnnl_exec_arg_t){arg_ids[i], m[i]};
+    }
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[n]);
+    args[n] = (dnnl_exec_arg_t){DNNL_ARG_DST, m[n]};
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, e->prim, n + 1, args);
+    for (int i = 0; i <= n; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (e == local) mcp__dnnl_entry_release(local);
+    return rs;
+}
+
 /* ---- the reference kernel as a run-time fallback ---- */
 
 mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,

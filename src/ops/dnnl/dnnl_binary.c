@@ -116,27 +116,6 @@ static mcp_status binary_prepare(const mcp_node *node, const mcp_graph *graph, v
     return MCP_STATUS_OK;
 }
 
-/* Runs e over the n inputs `in` (descriptors md) into a new output 0. */
-static mcp_status run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, int n, const mcp_tensor *const *in,
-                            const dnnl_memory_desc_t *md, const int *arg_ids)
-{
-    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, e->dst.plain_md.dims, mcp__dnnl_format_of(&e->dst));
-    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    dnnl_memory_t m[MCP_DNNL_KEYS + 1] = {NULL};
-    dnnl_exec_arg_t args[MCP_DNNL_KEYS + 1];
-    mcp_status rs = MCP_STATUS_OK;
-    for (int i = 0; i < n && rs == MCP_STATUS_OK; i++) {
-        rs = mcp__dnnl_wrap(ctx, &md[i], in[i]->data, &m[i]);
-        args[i] = (dnnl_exec_arg_t){arg_ids[i], m[i]};
-    }
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[n]);
-    args[n] = (dnnl_exec_arg_t){DNNL_ARG_DST, m[n]};
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, e->prim, n + 1, args);
-    for (int i = 0; i <= n; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    return rs;
-}
-
 static bool all_f32_4d(const mcp_kernel_ctx *ctx, int n)
 {
     for (int i = 0; i < n; i++) {
@@ -187,9 +166,7 @@ static mcp_status binary_run(mcp_kernel_ctx *ctx)
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, 2, binary_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     static const int ids[2] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1};
-    rs = run_entry(ctx, e, 2, in, md, ids);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    return mcp__dnnl_run_entry(ctx, e, &local, 2, in, md, ids);
 }
 
 static mcp_status concat_run(mcp_kernel_ctx *ctx)
@@ -212,9 +189,7 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, n, concat_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
-    rs = run_entry(ctx, e, n, in, md, ids);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    return mcp__dnnl_run_entry(ctx, e, &local, n, in, md, ids);
 }
 
 const mcp_kernel_def mcp__dnnl_binary_kernel = {

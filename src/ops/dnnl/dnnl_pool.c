@@ -174,19 +174,8 @@ static mcp_status pool_run(mcp_kernel_ctx *ctx)
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &xmd, 1, pool_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
-    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, g.out, mcp__dnnl_format_of(&e->dst));
-    dnnl_memory_t m[2] = {NULL, NULL};
-    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[1]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}};
-        rs = mcp__dnnl_execute(ctx, e->prim, 2, args);
-    }
-    for (int i = 0; i < 2; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    static const int ids[1] = {DNNL_ARG_SRC};
+    return mcp__dnnl_run_entry(ctx, e, &local, 1, &x, &xmd, ids);
 }
 
 const mcp_kernel_def mcp__dnnl_pool_kernel = {

@@ -138,6 +138,12 @@ mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const voi
                                mcp_dnnl_build_fn build, mcp_dnnl_entry *local,
                                const mcp_dnnl_entry **out);
 
+/* Runs entry e over the n inputs `in` (laid out as md, passed as arg_ids)
+ * into a new output 0 in e's destination layout, then releases e when it
+ * is the caller's `local`. */
+mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
+                               const mcp_tensor *const *in, const dnnl_memory_desc_t *md, const int *arg_ids);
+
 /*
  * The reference kernel for a node, for the shapes a oneDNN kernel declines
  * at run time. mcp__dnnl_fallback_run makes the inputs plain (in place, as
