@@ -36,6 +36,7 @@ typedef struct mcp_session_options {
     int threads;         /* intra-op threads per run; 0 = every online core */
     const char *backend; /* "auto" (default), "ref" or "dnnl"; the MCP_BACKEND environment variable overrides NULL */
     int no_graph_passes; /* nonzero: run the graph as written (no fusion, folding, dead-code removal) */
+    int profile;         /* nonzero: time every node of every run (see mcp_session_profile) */
 } mcp_session_options;
 
 mcp_session_options mcp_session_options_default(void);
@@ -55,6 +56,25 @@ void mcp_session_destroy(mcp_session *s);
  * first run of each input shape plans again. Safe at any time, from any
  * thread; runs in flight keep theirs. */
 void mcp_session_trim(mcp_session *s);
+
+/* Time spent in one node of the optimized graph, summed over the runs since
+ * the session was created or last reset. A node's time includes converting
+ * its inputs out of a backend's blocked layout; subgraph nodes count in the
+ * node that runs them. The strings live as long as the session. */
+typedef struct mcp_node_profile {
+    const char *name;
+    const char *op_type; /* fused nodes show the internal op, e.g. FusedConv */
+    const char *backend; /* "dnnl" or "ref" */
+    uint64_t calls;
+    double total_ms;
+} mcp_node_profile;
+
+/* Fills out[0 .. min(cap, count)) in graph order and returns count, the
+ * number of nodes the session runs; -1 when the session was not created
+ * with options.profile. Safe while runs are in flight (their nodes may be
+ * partly counted). */
+int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap);
+void mcp_session_profile_reset(const mcp_session *s);
 
 typedef enum mcp_value_kind_public {
     MCP_KIND_TENSOR = 0,

@@ -2,7 +2,7 @@
  * mcpctl perf: load time, latency and peak memory of one model.
  *
  *   mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N]
- *               [--iterations N] [--backend auto|ref|dnnl] [--json]
+ *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--json]
  *
  * Inputs are random, generated once with a fixed seed: a dynamic first
  * dimension becomes the batch size, other dynamic dimensions 1 (an input of
@@ -15,6 +15,10 @@
  * (mcp__session_run only; freeing the outputs happens outside the clock).
  * Peak RSS is getrusage's ru_maxrss for the whole process, so it includes
  * the model, the inputs and the runs.
+ *
+ * --profile times every node of the timed runs (the session's profile
+ * option) and prints the time per op type and backend and the slowest
+ * nodes, per run; with --json they are the "ops" and "nodes" arrays.
  *
  * --json prints exactly one JSON object on stdout. Every failure prints one
  * line on stderr and exits non-zero.
@@ -39,11 +43,12 @@ typedef struct perf_args {
     int iterations;
     const char *backend; /* NULL: session default (MCP_BACKEND or auto) */
     bool json;
+    bool profile;
 } perf_args;
 
 static const char perf_usage[] =
     "usage: mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] "
-    "[--backend auto|ref|dnnl] [--json]";
+    "[--backend auto|ref|dnnl] [--profile] [--json]";
 
 static int perf_fail(const char *what, const char *detail)
 {
@@ -82,6 +87,10 @@ static int parse_args(int argc, char **argv, perf_args *a)
         const char *arg = argv[i];
         if (strcmp(arg, "--json") == 0) {
             a->json = true;
+            continue;
+        }
+        if (strcmp(arg, "--profile") == 0) {
+            a->profile = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -255,6 +264,86 @@ static double current_rss_mb(void)
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
+typedef struct op_total {
+    const char *op_type, *backend;
+    int nodes;
+    double ms;
+} op_total;
+
+static int by_ms_desc(const void *a, const void *b)
+{
+    double x = ((const op_total *)a)->ms, y = ((const op_total *)b)->ms;
+    return (x < y) - (x > y);
+}
+
+static int node_by_ms_desc(const void *a, const void *b)
+{
+    double x = ((const mcp_node_profile *)a)->total_ms, y = ((const mcp_node_profile *)b)->total_ms;
+    return (x < y) - (x > y);
+}
+
+/* Prints the session's profile per run: op types (with their backend) by
+ * time, then the slowest nodes. In JSON, the "ops" and "nodes" members. */
+static void print_profile(const mcp_session *s, int runs, bool json)
+{
+    enum { TOP_NODES = 15 };
+    int n = mcp_session_profile(s, NULL, 0);
+    mcp_node_profile *np = n > 0 ? mcp_calloc((size_t)n, sizeof *np) : NULL;
+    op_total *ops = n > 0 ? mcp_calloc((size_t)n, sizeof *ops) : NULL;
+    if (!np || !ops) {
+        mcp_free(np);
+        mcp_free(ops);
+        if (json) printf(", \"ops\": [], \"nodes\": []");
+        return;
+    }
+    mcp_session_profile(s, np, n);
+    int n_ops = 0;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < n_ops && (strcmp(ops[k].op_type, np[i].op_type) != 0 || strcmp(ops[k].backend, np[i].backend) != 0)) k++;
+        if (k == n_ops) ops[n_ops++] = (op_total){np[i].op_type, np[i].backend, 0, 0};
+        ops[k].nodes++;
+        ops[k].ms += np[i].total_ms / runs;
+        total += np[i].total_ms / runs;
+    }
+    qsort(ops, (size_t)n_ops, sizeof *ops, by_ms_desc);
+    qsort(np, (size_t)n, sizeof *np, node_by_ms_desc);
+    int top = n < TOP_NODES ? n : TOP_NODES;
+    if (json) {
+        printf(", \"ops\": [");
+        for (int k = 0; k < n_ops; k++)
+            printf("%s{\"op_type\": \"%s\", \"backend\": \"%s\", \"nodes\": %d, \"ms\": %.6g}", k ? ", " : "",
+                   ops[k].op_type, ops[k].backend, ops[k].nodes, ops[k].ms);
+        printf("], \"nodes\": [");
+        for (int i = 0; i < top; i++) {
+            mcp_buf name = {0};
+            mcp_buf_json_string(&name, np[i].name);
+            printf("%s{\"name\": %.*s", i ? ", " : "", (int)name.len, name.data ? (const char *)name.data : "\"\"");
+            mcp_buf_free(&name);
+            printf(", \"op_type\": \"%s\", \"backend\": \"%s\", \"ms\": %.6g}", np[i].op_type, np[i].backend,
+                   np[i].total_ms / runs);
+        }
+        printf("]");
+    } else {
+        printf("profile, per run (%d nodes, %.3f ms in nodes):\n", n, total);
+        printf("  %-24s %-8s %6s %10s %7s\n", "op type", "backend", "nodes", "ms", "share");
+        for (int k = 0; k < n_ops; k++)
+            printf("  %-24s %-8s %6d %10.3f %6.1f%%\n", ops[k].op_type, ops[k].backend, ops[k].nodes, ops[k].ms,
+                   total > 0 ? 100.0 * ops[k].ms / total : 0.0);
+        printf("slowest nodes:\n");
+        for (int i = 0; i < top; i++) {
+            /* Long names (paths from the exporter) keep their distinctive tail. */
+            size_t len = strlen(np[i].name);
+            const char *tail = len > 44 ? np[i].name + len - 41 : np[i].name;
+            printf("  %s%-*s %-20s %-6s %10.3f ms\n", len > 44 ? "..." : "", len > 44 ? 41 : 44, tail, np[i].op_type,
+                   np[i].backend, np[i].total_ms / runs);
+        }
+    }
+    mcp_free(np);
+    mcp_free(ops);
+}
+
 int mcpctl_cmd_perf(int argc, char **argv)
 {
     perf_args a;
@@ -267,6 +356,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     mcp_session_options o = mcp_session_options_default();
     o.threads = a.threads;
     o.backend = a.backend;
+    o.profile = a.profile;
     mcp_session *s = NULL;
     double t0 = now_ms();
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);
@@ -293,7 +383,10 @@ int mcpctl_cmd_perf(int argc, char **argv)
      * right shape, as a serving loop reusing its buffers would. */
     int64_t allocs = 0;
     for (int it = 0; rc == 0 && it < a.warmup + a.iterations; it++) {
-        if (it == a.warmup) allocs = mcp_alloc_total_count();
+        if (it == a.warmup) {
+            allocs = mcp_alloc_total_count();
+            mcp_session_profile_reset(s);
+        }
         double r0 = now_ms();
         st = mcp__session_run(s, ins, outs, &err);
         double dt = now_ms() - r0;
@@ -314,9 +407,11 @@ int mcpctl_cmd_perf(int argc, char **argv)
         if (a.json) {
             printf("{\"load_ms\": %.6g, \"median_ms\": %.6g, \"p90_ms\": %.6g, \"peak_rss_mb\": %.6g, "
                    "\"min_ms\": %.6g, \"mean_ms\": %.6g, \"max_ms\": %.6g, \"iterations\": %d, \"warmup\": %d, "
-                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g, \"loaded_rss_mb\": %.6g}\n",
+                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g, \"loaded_rss_mb\": %.6g",
                    load_ms, median, p90, rss, lat[0], mean, lat[a.iterations - 1], a.iterations, a.warmup, a.batch,
                    s->threads, s->backend, allocs_per_run, loaded_rss);
+            if (a.profile) print_profile(s, a.iterations, true);
+            printf("}\n");
         } else {
             printf("model: %s\n", a.model);
             printf("backend: %s  threads: %d  batch: %d  warmup: %d  iterations: %d\n", s->backend, s->threads,
@@ -326,6 +421,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
                    lat[0], mean, lat[a.iterations - 1]);
             printf("peak RSS: %.1f MB (%.1f MB once loaded)\n", rss, loaded_rss);
             printf("heap allocations per run: %.1f\n", allocs_per_run);
+            if (a.profile) print_profile(s, a.iterations, false);
         }
         fflush(stdout);
     }

@@ -7,6 +7,7 @@
 #define MCP_ENGINE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "graph/graph.h"
 #include "mcp/mcp.h"
@@ -27,6 +28,10 @@ struct mcp_session {
      * only state a session changes after load; guarded by ctx_lock. */
     pthread_mutex_t ctx_lock;
     mcp__runctx *idle;
+    /* Per top-graph node, with options.profile: nanoseconds and calls,
+     * added to by every run (NULL without profiling). */
+    _Atomic uint64_t *prof_ns;
+    _Atomic uint64_t *prof_calls;
 };
 
 /* Takes an idle run context from the session (making one when there is

@@ -508,7 +508,14 @@ static mcp_status exec_frame(const mcp_session *s, const mcp_graph *g, mcp_exec 
     if (st != MCP_STATUS_OK) return st;
     for (int i = 0; i < g->n_nodes && st == MCP_STATUS_OK; i++) {
         f.node = i;
-        st = run_node(&f, &g->nodes[i]);
+        if (s->prof_ns && !parent) {
+            int64_t t0 = mcp_now_ns();
+            st = run_node(&f, &g->nodes[i]);
+            atomic_fetch_add(&s->prof_ns[i], (uint64_t)(mcp_now_ns() - t0));
+            atomic_fetch_add(&s->prof_calls[i], 1);
+        } else {
+            st = run_node(&f, &g->nodes[i]);
+        }
         /* Release what no later node reads. */
         for (int k = g->free_start[i]; st == MCP_STATUS_OK && k < g->free_start[i + 1]; k++) {
             int idx = g->free_vals[k];

@@ -185,7 +185,7 @@ static mcp_status fold_node(mcp_graph *g, mcp_node *n, size_t free_bytes, bool *
     char msg[256];
     mcp_err scratch = {msg, sizeof msg};
     const mcp_kernel_def *k = NULL;
-    if (mcp_ops_resolve(n, g, "ref", &k, &scratch) != MCP_STATUS_OK) return MCP_STATUS_OK;
+    if (mcp_ops_resolve(n, g, "ref", &k, NULL, &scratch) != MCP_STATUS_OK) return MCP_STATUS_OK;
     void *state = NULL;
     if (k->prepare && k->prepare(n, g, &state, &scratch) != MCP_STATUS_OK) return MCP_STATUS_OK;
 

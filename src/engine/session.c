@@ -1,5 +1,6 @@
 /* Sessions: load-time preparation and the public C API. */
 #include <libgen.h>
+#include <stdatomic.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,7 +94,7 @@ static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepar
                 st = resolve_kernels(n->attrs[a].graphs[k], backend, prepare, err);
             if (st != MCP_STATUS_OK) return st;
         }
-        mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, err);
+        mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, &n->kernel_backend, err);
         if (st != MCP_STATUS_OK) return st;
         if (prepare && n->kernel->prepare) {
             st = n->kernel->prepare(n, g, &n->kernel_state, err);
@@ -163,6 +164,12 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, true, err);
     omp_set_num_threads(prev_threads);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
+    if (st == MCP_STATUS_OK && o.profile) {
+        size_t n = (size_t)s->graph->n_nodes + 1;
+        s->prof_ns = mcp_calloc(n, sizeof *s->prof_ns);
+        s->prof_calls = mcp_calloc(n, sizeof *s->prof_calls);
+        if (!s->prof_ns || !s->prof_calls) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     if (st == MCP_STATUS_OK) {
         const mcp_graph *g = s->graph;
         s->inputs = mcp_calloc((size_t)g->n_inputs + 1, sizeof *s->inputs);
@@ -202,7 +209,34 @@ void mcp_session_destroy(mcp_session *s)
     pthread_mutex_destroy(&s->ctx_lock);
     mcp_free(s->inputs);
     mcp_free(s->outputs);
+    mcp_free((void *)s->prof_ns);
+    mcp_free((void *)s->prof_calls);
     mcp_free(s);
+}
+
+int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap)
+{
+    if (!s->prof_ns) return -1;
+    const mcp_graph *g = s->graph;
+    for (int i = 0; i < g->n_nodes && i < cap; i++) {
+        const mcp_node *n = &g->nodes[i];
+        out[i] = (mcp_node_profile){
+            .name = n->name,
+            .op_type = n->op_type,
+            .backend = n->kernel_backend ? n->kernel_backend : "",
+            .calls = atomic_load(&s->prof_calls[i]),
+            .total_ms = (double)atomic_load(&s->prof_ns[i]) / 1e6,
+        };
+    }
+    return g->n_nodes;
+}
+
+void mcp_session_profile_reset(const mcp_session *s)
+{
+    for (int i = 0; s->prof_ns && i < s->graph->n_nodes; i++) {
+        atomic_store(&s->prof_ns[i], 0);
+        atomic_store(&s->prof_calls[i], 0);
+    }
 }
 
 /* Checks a caller's value against the graph input's declared type. */

@@ -116,6 +116,7 @@ typedef struct mcp_node {
     mcp_attr *attrs;
     /* Resolved once at load by the session. */
     const struct mcp_kernel_def *kernel;
+    const char *kernel_backend; /* the backend that kernel comes from ("ref", "dnnl") */
     void *kernel_state; /* from kernel->prepare, owned by the session */
 } mcp_node;
 

@@ -52,7 +52,7 @@ static const mcp_backend *const backends[] = {
 };
 
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
-                           const mcp_kernel_def **out, mcp_err *err)
+                           const mcp_kernel_def **out, const char **backend_name, mcp_err *err)
 {
     *out = NULL;
     bool any = !backend || !*backend || strcmp(backend, "auto") == 0;
@@ -70,6 +70,7 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
             }
         }
         *out = k;
+        if (backend_name) *backend_name = b->name;
         return MCP_STATUS_OK;
     }
     if (!any) {
@@ -92,7 +93,7 @@ const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i)
     return &ctx->inputs[i]->tensor;
 }
 
-mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims)
+static mcp_tensor *kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims, bool zero)
 {
     if (i < 0 || i >= ctx->n_outputs) {
         mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "node has no output #%d", i);
@@ -112,7 +113,11 @@ mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, cons
             size_t nbytes = mcp_tensor_nbytes(t);
             void *p = nbytes ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes) : NULL;
             if (p) {
-                memset(p, 0, nbytes);
+                /* An output given its input's storage keeps the data. */
+                for (int j = 0; zero && j < ctx->n_inputs; j++)
+                    if (ctx->inputs[j] && ctx->inputs[j]->kind == MCP_VALUE_TENSOR && ctx->inputs[j]->tensor.data == p)
+                        zero = false;
+                if (zero) memset(p, 0, nbytes);
                 t->data = p;
                 t->owns_data = false;
                 return t;
@@ -128,6 +133,16 @@ mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, cons
     return t;
 }
 
+mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims)
+{
+    return kout(ctx, i, dtype, rank, dims, true);
+}
+
+mcp_tensor *mcp_kout_uninit(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims)
+{
+    return kout(ctx, i, dtype, rank, dims, false);
+}
+
 void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes)
 {
     return ctx->exec ? mcp__exec_scratch(ctx->exec, slot, nbytes) : NULL;
@@ -141,6 +156,12 @@ bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
     (void)k;
     return false;
 #endif
+}
+
+unsigned mcp_kernel_inplace_inputs(const mcp_node *n)
+{
+    if (!n->kernel || !n->kernel_backend || strcmp(n->kernel_backend, "ref") != 0) return 0;
+    return mcp__ref_inplace_inputs(n->kernel);
 }
 
 bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit)

@@ -68,6 +68,13 @@ bool mcp_kernel_accepts_formats(const mcp_kernel_def *k);
  * records that the session is about to free that data. */
 bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit);
 
+/* In-place execution. Bit j set: the executor may give output 0 the very
+ * storage of input j (same pointer, same byte size) when no later node
+ * reads input j's value; the kernel then computes correctly with
+ * y->data == x->data. mcp_kout does not zero an output that aliases an
+ * input. */
+unsigned mcp_kernel_inplace_inputs(const mcp_node *n);
+
 /* A backend: a set of kernels with a priority and a capability query. The
  * reference backend supports every op and is always consulted last. */
 typedef struct mcp_backend {
@@ -79,10 +86,11 @@ typedef struct mcp_backend {
 } mcp_backend;
 
 /* Finds the kernel for a node among the enabled backends ("auto" = all,
- * "ref" = reference only). On failure the message names the node, op type,
+ * "ref" = reference only); *backend_name (when not NULL) receives the
+ * chosen backend's name. On failure the message names the node, op type,
  * domain and opset. */
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
-                           const mcp_kernel_def **out, mcp_err *err);
+                           const mcp_kernel_def **out, const char **backend_name, mcp_err *err);
 
 /* The reference backend, and the oneDNN backend when built with it. */
 extern const mcp_backend mcp__ref_backend;
@@ -100,6 +108,9 @@ const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i);
  * (in the run's planned memory when there is a plan for it). Returns NULL
  * with the error set on failure. */
 mcp_tensor *mcp_kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims);
+/* As mcp_kout, for a kernel that writes every element of a numeric output:
+ * planned memory is not zeroed first (it holds stale data). */
+mcp_tensor *mcp_kout_uninit(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims);
 /* Temporary memory for the running kernel, valid until it returns; slots
  * 0 .. MCP_KSCRATCH_SLOTS-1 are distinct buffers. The buffers live in the
  * run's context and are reused by later runs, so steady-state runs do not

@@ -28,7 +28,7 @@ static mcp_status resolve_all(mcp_graph *g, mcp_err *err)
                 st = resolve_all(n->attrs[a].graphs[k], err);
             if (st != MCP_STATUS_OK) return st;
         }
-        mcp_status st = mcp_ops_resolve(n, g, "ref", &n->kernel, err);
+        mcp_status st = mcp_ops_resolve(n, g, "ref", &n->kernel, &n->kernel_backend, err);
         if (st == MCP_STATUS_OK && n->kernel->prepare) st = n->kernel->prepare(n, g, &n->kernel_state, err);
         if (st != MCP_STATUS_OK) return st;
     }

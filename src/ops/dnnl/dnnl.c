@@ -487,7 +487,7 @@ mcp_status mcp__dnnl_fallback_init(mcp_dnnl_fallback *fb, const mcp_node *node,
                                    const mcp_graph *graph, mcp_err *err)
 {
     memset(fb, 0, sizeof *fb);
-    mcp_status st = mcp_ops_resolve(node, graph, "ref", &fb->k, err);
+    mcp_status st = mcp_ops_resolve(node, graph, "ref", &fb->k, NULL, err);
     if (st == MCP_STATUS_OK && fb->k->prepare) st = fb->k->prepare(node, graph, &fb->state, err);
     if (st != MCP_STATUS_OK) fb->k = NULL;
     return st;
