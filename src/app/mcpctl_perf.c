@@ -18,7 +18,8 @@
  *
  * --profile times every node of the timed runs (the session's profile
  * option) and prints the time per op type and backend and the slowest
- * nodes, per run; with --json they are the "ops" and "nodes" arrays.
+ * nodes, per run; with --json they are the "ops" array and the "nodes"
+ * array (every node, slowest first).
  *
  * --json prints exactly one JSON object on stdout. Every failure prints one
  * line on stderr and exits non-zero.
@@ -316,7 +317,7 @@ static void print_profile(const mcp_session *s, int runs, bool json)
             printf("%s{\"op_type\": \"%s\", \"backend\": \"%s\", \"nodes\": %d, \"ms\": %.6g}", k ? ", " : "",
                    ops[k].op_type, ops[k].backend, ops[k].nodes, ops[k].ms);
         printf("], \"nodes\": [");
-        for (int i = 0; i < top; i++) {
+        for (int i = 0; i < n; i++) {
             mcp_buf name = {0};
             mcp_buf_json_string(&name, np[i].name);
             printf("%s{\"name\": %.*s", i ? ", " : "", (int)name.len, name.data ? (const char *)name.data : "\"\"");

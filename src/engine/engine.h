@@ -39,6 +39,8 @@ struct mcp_session {
 mcp__runctx *mcp__runctx_take(mcp_session *s, bool make);
 void mcp__runctx_give(mcp_session *s, mcp__runctx *rc);
 void mcp__runctx_free(mcp__runctx *rc);
+/* Arena bytes of the context's most recently used plan (0: none yet). */
+size_t mcp__runctx_arena_bytes(const mcp__runctx *rc);
 
 mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
                                const mcp_session_options *opts, mcp_session **out, mcp_err *err);

@@ -110,6 +110,14 @@ void mcp__runctx_free(mcp__runctx *rc)
     mcp_free(rc);
 }
 
+size_t mcp__runctx_arena_bytes(const mcp__runctx *rc)
+{
+    const rc_plan *best = NULL;
+    for (int i = 0; i < RC_PLANS; i++)
+        if (rc->plans[i].valid && (!best || rc->plans[i].used > best->used)) best = &rc->plans[i];
+    return best ? best->arena_bytes : 0;
+}
+
 mcp__runctx *mcp__runctx_take(mcp_session *s, bool make)
 {
     pthread_mutex_lock(&s->ctx_lock);
@@ -183,6 +191,39 @@ static int by_offset(const void *a, const void *b)
 static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN; }
 
 /*
+ * In-place execution: where a node's kernel may write output 0 over input
+ * j (mcp_kernel_inplace_inputs), the input dies at that node, and both
+ * take the same recorded bytes and dtype, the output joins the input's
+ * group: one arena block whose lifetime spans both. Chains (Reshape after
+ * Add after ...) share one block. group[v] is v's group root; the root's
+ * birth and death become the group's.
+ */
+static void alias_inplace(const mcp__runctx *rc, int *birth, int *death, int *group)
+{
+    const mcp_graph *g = rc->graph;
+    int nv = rc->n_values;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcp_node *n = &g->nodes[i];
+        unsigned mask = n->n_outputs > 0 ? mcp_kernel_inplace_inputs(n) : 0;
+        int o = mask ? n->outputs[0] : -1;
+        if (o < 0 || !rc->rec[o] || birth[o] != i) continue;
+        for (int j = 0; j < n->n_inputs && j < 32; j++) {
+            int in = n->inputs[j];
+            if (!(mask & (1u << j)) || in < 0 || rc->rec[in] != rc->rec[o] || rc->rec[in + nv]) continue;
+            int root = group[in];
+            if (birth[root] < 0 || death[root] != i || death[in] != i) continue;
+            if (g->values[in].type.dtype != g->values[o].type.dtype) continue;
+            bool once = true;
+            for (int k = 0; k < n->n_inputs; k++) once &= k == j || n->inputs[k] != in;
+            if (!once) continue;
+            group[o] = root;
+            death[root] = death[o];
+            break;
+        }
+    }
+}
+
+/*
  * Builds a plan from this run's recorded sizes and installs it (replacing
  * the least recently used one). Failure to plan is not an error: the next
  * run records again.
@@ -193,13 +234,14 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
     int nv = rc->n_values;
     int *birth = mcp_calloc((size_t)2 * nv + 1, sizeof *birth);
     int *death = mcp_calloc((size_t)2 * nv + 1, sizeof *death);
+    int *group = mcp_calloc((size_t)2 * nv + 1, sizeof *group);
     plan_item *items = mcp_calloc((size_t)2 * nv + 1, sizeof *items);
     plan_item **live = mcp_calloc((size_t)2 * nv + 1, sizeof *live);
     int len = signature(g, inputs, NULL);
     int64_t *sig = mcp_calloc((size_t)len + 1, sizeof *sig);
     int64_t *off = mcp_malloc(sizeof *off * (size_t)(2 * nv + 1));
     size_t *bytes = mcp_calloc((size_t)2 * nv + 1, sizeof *bytes);
-    if (!birth || !death || !items || !live || !sig || !off || !bytes) goto done;
+    if (!birth || !death || !group || !items || !live || !sig || !off || !bytes) goto done;
     signature(g, inputs, sig);
     for (int v = 0; v < 2 * nv; v++) {
         birth[v] = -1;
@@ -215,9 +257,11 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
             death[g->free_vals[k] + nv] = i;
         }
     for (int v = 0; v < nv; v++) birth[v + nv] = rc->rec[v + nv] ? rc->rec_birth[v] : -1;
+    for (int v = 0; v < 2 * nv; v++) group[v] = v;
+    alias_inplace(rc, birth, death, group);
     int n = 0;
     for (int v = 0; v < 2 * nv; v++) {
-        if (!rc->rec[v] || birth[v] < 0) continue;
+        if (!rc->rec[v] || birth[v] < 0 || group[v] != v) continue;
         items[n++] = (plan_item){.idx = v, .birth = birth[v], .death = death[v], .bytes = align_up(rc->rec[v])};
     }
     qsort(items, (size_t)n, sizeof *items, by_size_desc);
@@ -243,6 +287,11 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
         bytes[items[i].idx] = items[i].bytes;
         if ((size_t)best + items[i].bytes > total) total = (size_t)best + items[i].bytes;
     }
+    for (int v = 0; v < 2 * nv; v++)
+        if (group[v] != v) {
+            off[v] = off[group[v]];
+            bytes[v] = bytes[group[v]];
+        }
     rc_plan *slot = &rc->plans[0];
     for (int i = 0; i < RC_PLANS; i++) {
         if (!rc->plans[i].valid) {
@@ -266,6 +315,7 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
 done:
     mcp_free(birth);
     mcp_free(death);
+    mcp_free(group);
     mcp_free(items);
     mcp_free(live);
     mcp_free(sig);

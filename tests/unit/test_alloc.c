@@ -396,6 +396,62 @@ static void test_steady_state_allocations(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/*
+ * In-place execution: X -> Exp -> Add(bias) -> Reshape -> Sigmoid -> Neg,
+ * each step's input dying there, runs in one arena block of the tensor's
+ * size (without in-place the plan needs two), and the results are those of
+ * the unplanned first run and of the formulas.
+ */
+static void test_inplace_chain(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    enum { R = 4, C = 256 };
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {R, C}, bd[] = {C}, sd[] = {1}, yd[] = {R * C}, shape[] = {R * C};
+    float bias[C];
+    for (int i = 0; i < C; i++) bias[i] = (float)(i % 7) / 4.0f - 0.75f;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, xd, NULL);
+    mb_add_initializer(m, NULL, "B", MCP_DTYPE_FLOAT, 1, bd, bias, sizeof bias);
+    mb_add_initializer(m, NULL, "S", MCP_DTYPE_INT64, 1, sd, shape, sizeof shape);
+    mb_add_node(m, NULL, "Exp", "exp", "X", "E");
+    mb_add_node(m, NULL, "Add", "add", "E,B", "A");
+    mb_add_node(m, NULL, "Reshape", "reshape", "A,S", "F");
+    mb_add_node(m, NULL, "Sigmoid", "sigmoid", "F", "G");
+    mb_add_node(m, NULL, "Neg", "neg", "G", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 1, yd, NULL);
+    /* The reference kernels declare in-place inputs (src/ops/ref/inplace.c). */
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session_options o = mcp_session_options_default();
+    o.backend = "ref";
+    mcp_session *s = NULL;
+    mcp_status st = mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg);
+    free(buf);
+    TU_REQUIRE_OK(st, msg);
+    mcp_value *first[1] = {mcp_value_new()}, *out[1] = {mcp_value_new()};
+    TU_REQUIRE(first[0] && out[0]);
+    TU_CHECK_STATUS(run_into(s, 2, xd, 3, first, msg, sizeof msg), MCP_STATUS_OK, msg);
+    for (int i = 0; i < 2; i++) TU_CHECK_STATUS(run_into(s, 2, xd, 3, out, msg, sizeof msg), MCP_STATUS_OK, msg);
+    mcp__runctx *rc = mcp__runctx_take(s, false);
+    TU_REQUIRE(rc != NULL);
+    TU_CHECK_INT((int64_t)mcp__runctx_arena_bytes(rc), (int64_t)(R * C * sizeof(float)));
+    mcp__runctx_give(s, rc);
+    TU_REQUIRE(out[0]->tensor.rank == 1 && out[0]->tensor.dims[0] == R * C);
+    const float *a = first[0]->tensor.data, *b = out[0]->tensor.data;
+    for (int i = 0; i < R * C; i++) {
+        float x = (float)((i * 31 + 3) % 17) / 8.0f - 1.0f;
+        float want = -1.0f / (1.0f + expf(-(expf(x) + bias[i % C])));
+        TU_CHECK(fabsf(a[i] - want) <= 1e-5f);
+        TU_CHECK(a[i] == b[i]);
+    }
+    mcp_value_free(first[0]);
+    mcp_value_free(out[0]);
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "alloc") != 0) {
@@ -406,6 +462,7 @@ int main(void)
     TU_RUN(test_counter_itself);
     TU_RUN(test_session_lifecycle);
     TU_RUN(test_steady_state_allocations);
+    TU_RUN(test_inplace_chain);
     TU_RUN(test_kernel_failure_and_subgraphs);
     TU_RUN(test_failed_loads);
     TU_RUN(test_npy_and_values);

@@ -8,6 +8,14 @@
  * broadcasts only the second); commutative ops swap their operands for
  * that, and the remaining cases run on the reference kernel, as do other
  * ranks and dtypes met at run time.
+ *
+ * A channel Concat whose inputs and output share one layout among plain
+ * NCHW, channels-last (NHWC) and nChw16c (every channel count a multiple of
+ * 16) is a sequence of contiguous copies, and is done here directly:
+ * oneDNN 2.6 takes its generic `simple:any` concat for those layouts, which
+ * on SqueezeNet 1.1 cost about twice what plain copies do. The oneDNN
+ * primitive is still built once per input shape, for the output layout it
+ * would write, so consumers read the same format either way.
  */
 #include <string.h>
 
@@ -169,6 +177,108 @@ static mcp_status binary_run(mcp_kernel_ctx *ctx)
     return mcp__dnnl_run_entry(ctx, e, &local, 2, in, md, ids);
 }
 
+/* Layouts the direct Concat copies (see concat_copy_layout). */
+static const dnnl_format_tag_t concat_copy_tags[] = {dnnl_abcd, dnnl_acdb, dnnl_aBcd16b};
+
+/* True when md is the f32 layout `tag` of a tensor with md's own dims. */
+static bool md_has_tag(const dnnl_memory_desc_t *md, dnnl_format_tag_t tag)
+{
+    dnnl_memory_desc_t probe;
+    return md->ndims == 4 &&
+           dnnl_memory_desc_init_by_tag(&probe, 4, md->dims, dnnl_f32, tag) == dnnl_success &&
+           dnnl_memory_desc_equal(&probe, md);
+}
+
+/*
+ * Whether a Concat along channels of the n inputs `md` into `dst` is a
+ * sequence of contiguous copies, and which: in every layout accepted, the
+ * output is `outer` runs of sum(inner[i]) floats, run o holding input i's
+ * floats [o * inner[i], (o + 1) * inner[i]) one input after another. Plain
+ * and nChw16c have one run per batch item (inner = C_i*H*W; nChw16c only
+ * when every C_i is a multiple of 16, so no input has channel padding);
+ * channels-last has one per pixel (inner = C_i).
+ */
+static bool concat_copy_layout(int axis, int n, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *dst,
+                               int64_t *outer, int64_t *inner)
+{
+    if (axis != 1) return false;
+    int tag = -1;
+    for (int t = 0; t < (int)(sizeof concat_copy_tags / sizeof concat_copy_tags[0]) && tag < 0; t++)
+        if (md_has_tag(dst, concat_copy_tags[t])) tag = t;
+    if (tag < 0) return false;
+    const dnnl_dims_t *d = &dst->dims;
+    int64_t pixels = (*d)[2] * (*d)[3];
+    for (int i = 0; i < n; i++) {
+        int64_t c = md[i].dims[1];
+        if (!md_has_tag(&md[i], concat_copy_tags[tag])) return false;
+        if (concat_copy_tags[tag] == dnnl_aBcd16b && c % 16 != 0) return false;
+        inner[i] = concat_copy_tags[tag] == dnnl_acdb ? c : c * pixels;
+    }
+    *outer = concat_copy_tags[tag] == dnnl_acdb ? (*d)[0] * pixels : (*d)[0];
+    return true;
+}
+
+/* Copies n floats. Channels-last runs are often a few dozen floats, where
+ * an inlined loop beats a call to memcpy. */
+static inline void copy_f32(float *restrict dst, const float *restrict src, int64_t n)
+{
+    if (n >= 256) {
+        memcpy(dst, src, (size_t)n * sizeof *dst);
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) dst[k] = src[k];
+}
+
+/* Writes output floats [lo, hi) of the layout concat_copy_layout describes
+ * (`total` = sum of inner, `start[i]` = sum of inner before input i). */
+static void concat_copy_range(float *y, const float *const *x, int n, const int64_t *inner, const int64_t *start,
+                              int64_t total, int64_t lo, int64_t hi)
+{
+    int64_t o = lo / total, r = lo % total;
+    int i = 0;
+    while (i + 1 < n && start[i + 1] <= r) i++;
+    for (int64_t pos = lo; pos < hi;) {
+        int64_t len = start[i] + inner[i] - r;
+        if (len > hi - pos) len = hi - pos;
+        copy_f32(y + pos, x[i] + o * inner[i] + (r - start[i]), len);
+        pos += len;
+        r += len;
+        if (++i == n) {
+            i = 0;
+            r = 0;
+            o++;
+        }
+    }
+}
+
+/* The direct Concat: output in e's layout (checked by concat_copy_layout),
+ * split into one equal range of output floats per thread. */
+static mcp_status concat_copy(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, int n, const mcp_tensor *const *in,
+                              int64_t outer, const int64_t *inner)
+{
+    const dnnl_memory_desc_t *plain = &e->dst.plain_md;
+    const mcp_format *f = mcp__dnnl_format_of(&e->dst);
+    mcp_tensor *y = f ? mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, plain->dims, f)
+                      : mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, 4, plain->dims);
+    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+    const float *x[MCP_DNNL_KEYS];
+    int64_t start[MCP_DNNL_KEYS], total = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = in[i]->data;
+        start[i] = total;
+        total += inner[i];
+    }
+    float *yd = y->data;
+    int64_t size = outer * total;
+    /* A copy moves a float for about what a cheap float operation costs, so
+     * the usual thread budget for `size` element operations applies. */
+    int nt = mcp_kthreads(ctx, size);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++)
+        concat_copy_range(yd, x, n, inner, start, total, size * t / nt, size * (t + 1) / nt);
+    return MCP_STATUS_OK;
+}
+
 static mcp_status concat_run(mcp_kernel_ctx *ctx)
 {
     binary_state *st = ctx->state;
@@ -189,6 +299,12 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, n, concat_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
+    int64_t outer, inner[MCP_DNNL_KEYS];
+    if (concat_copy_layout(st->axis, n, md, &e->dst.md, &outer, inner)) {
+        rs = concat_copy(ctx, e, n, in, outer, inner);
+        if (e == &local) mcp__dnnl_entry_release(&local);
+        return rs;
+    }
     return mcp__dnnl_run_entry(ctx, e, &local, n, in, md, ids);
 }
 
