@@ -6,7 +6,8 @@ python3-torchvision; random weights, fixed seed; dynamic batch axis).
 
 For each model it writes OUTDIR/<name>.onnx, OUTDIR/<name>.input.npy (batch
 2) and OUTDIR/<name>.output.npy (torch's own output on that input), so the
-engine's results can be checked against torch. Nothing here is committed:
+engine's results can be checked against torch. BatchNorm statistics are
+calibrated on random inputs so that activations keep their scale. Nothing here is committed:
 the bench script runs this into its cache folder.
 """
 import os
@@ -46,10 +47,34 @@ MODELS = {
 }
 
 
+def calibrate_batchnorm(model, shape):
+    """Sets every BatchNorm's running statistics from random inputs.
+
+    With fresh running statistics (mean 0, variance 1) the activations of the
+    deep CNNs shrink layer by layer (MobileNetV2's outputs come out near 1e-9,
+    EfficientNet-B0's near 1e-14), which would make comparing outputs with
+    torch's meaningless. Statistics measured on the inputs keep every layer's
+    activations near unit scale, as a trained model's are.
+    """
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the calibration batches
+        m.train()
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for _ in range(4):
+            model(torch.randn(8, *shape, generator=gen))
+    model.eval()
+
+
 def export(name, out_dir):
     make, shape = MODELS[name]
     torch.manual_seed(0)
     model = make().eval()
+    calibrate_batchnorm(model, shape)
     x = torch.randn(2, *shape, generator=torch.Generator().manual_seed(1))
     path = os.path.join(out_dir, f"{name}.onnx")
     with torch.no_grad():

@@ -1,6 +1,7 @@
 /*
  * The oneDNN backend: capability query and helpers shared by its kernels.
  */
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -161,6 +162,19 @@ static mcp_status run_prim(mcp_kernel_ctx *scratch, dnnl_primitive_t prim, int n
     mcp_free(heap);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "execution");
     return MCP_STATUS_OK;
+}
+
+int mcp__dnnl_serial_begin(int64_t macs)
+{
+    if (macs >= MCP_DNNL_SERIAL_MACS || omp_get_max_threads() == 1) return 0;
+    int prev = omp_get_max_threads();
+    omp_set_num_threads(1);
+    return prev;
+}
+
+void mcp__dnnl_serial_end(int prev)
+{
+    if (prev > 0) omp_set_num_threads(prev);
 }
 
 mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,

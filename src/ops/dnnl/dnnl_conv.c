@@ -177,6 +177,15 @@ static dnnl_status_t conv_attr(const conv_state *st, dnnl_primitive_attr_t *attr
 }
 
 /* Creates cp->prim from the descriptors; fills cp->smd, cp->wmd and dmd. */
+/* Multiply-adds of the convolution of input shape in[4]. */
+static int64_t conv_macs(const conv_state *st, const int64_t *in)
+{
+    int64_t out[4], pl[2], pr[2];
+    if (!conv_geometry(&st->p, in, out, pl, pr)) return 0;
+    const int64_t *w = st->w->dims;
+    return in[0] * w[0] * out[2] * out[3] * w[1] * w[2] * w[3];
+}
+
 static dnnl_status_t conv_create(const conv_state *st, const dnnl_convolution_desc_t *cd, conv_prim *cp,
                                  dnnl_memory_desc_t *dmd)
 {
@@ -296,7 +305,9 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     if (known && conv_geometry(&st->p, in, out, pl, pr)) {
         /* A shape oneDNN cannot build here is left to the run path, which
          * reports the error when the node runs. */
+        int prev = mcp__dnnl_serial_begin(conv_macs(st, in));
         if (conv_build(st, in, true, &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
+        mcp__dnnl_serial_end(prev);
     }
     *state = st;
     return MCP_STATUS_OK;
@@ -352,8 +363,12 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 
     conv_prim local;
     const conv_prim *cp = NULL;
+    int prev_threads = mcp__dnnl_serial_begin(conv_macs(st, x->dims));
     mcp_status rs = conv_lookup(ctx, st, x->dims, &local, &cp);
-    if (rs != MCP_STATUS_OK) return rs;
+    if (rs != MCP_STATUS_OK) {
+        mcp__dnnl_serial_end(prev_threads);
+        return rs;
+    }
     mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, mcp__dnnl_format_of(&cp->dst));
     if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
     if (rs == MCP_STATUS_OK && st->has_sum) rs = mcp__dnnl_reorder_into(ctx, sum, &cp->dst.md, y->data);
@@ -405,6 +420,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     mcp_free(heap);
     if (cp == &local) conv_prim_release(&local);
+    mcp__dnnl_serial_end(prev_threads);
     return rs;
 }
 

@@ -15,16 +15,12 @@
  * mutex; execution is outside it). When B is an initializer, each cached
  * primitive reads it in the layout oneDNN prefers, reordered once.
  */
-#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
 #include "ops/dnnl/dnnl_util.h"
 
 #define MM_CACHE_MAX 8
-/* Problems below this many multiply-adds run on one thread: waking a second
- * one costs more than it saves (the MLP's layers at batch 1). */
-#define MM_SERIAL_MACS (1 << 20)
 #define MM_MAX_RANK 6
 
 /* One matmul problem. Batch dims are the broadcast output's; a_batch and
@@ -251,21 +247,12 @@ static void mm_release(void *state)
     mcp_free(st);
 }
 
-/* Sets this thread's OpenMP budget to 1 for a small problem (primitives
- * are built and run under it); returns the budget to restore, or 0. */
+/* Small problems run on one thread (mcp__dnnl_serial_begin). */
 static int mm_serial_begin(const mm_problem *p)
 {
     int64_t macs = p->m * p->n * p->k;
     for (int d = 0; d < p->nb; d++) macs *= p->batch[d];
-    if (macs >= MM_SERIAL_MACS || omp_get_max_threads() == 1) return 0;
-    int prev = omp_get_max_threads();
-    omp_set_num_threads(1);
-    return prev;
-}
-
-static void mm_serial_end(int prev)
-{
-    if (prev > 0) omp_set_num_threads(prev);
+    return mcp__dnnl_serial_begin(macs);
 }
 
 static bool can_prepack(const mm_state *st, const mm_problem *p)
@@ -317,7 +304,7 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
     if (known) {
         int prev = mm_serial_begin(&p);
         if (mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
-        mm_serial_end(prev);
+        mcp__dnnl_serial_end(prev);
     }
     *state = st;
     return MCP_STATUS_OK;
@@ -412,7 +399,7 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     int prev_threads = mm_serial_begin(&p);
     mcp_status rs = mm_lookup(ctx, st, &p, &local, &mp);
     if (rs != MCP_STATUS_OK) {
-        mm_serial_end(prev_threads);
+        mcp__dnnl_serial_end(prev_threads);
         return rs;
     }
     dnnl_memory_desc_t a_md, y_md, c_md;
@@ -432,7 +419,7 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
                                    {DNNL_ARG_BIAS, mem[3]}};
         rs = mcp__dnnl_execute(ctx, mp->prim, p.c_kind == 1 ? 4 : 3, args);
     }
-    mm_serial_end(prev_threads);
+    mcp__dnnl_serial_end(prev_threads);
     for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     if (mp == &local) mm_prim_release(&local);

@@ -57,6 +57,14 @@ dnnl_engine_t mcp__dnnl_engine(void);
 dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
 /* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
  * with a scratchpad allocated for this call, and waits for it. */
+/* Problems under MCP_DNNL_SERIAL_MACS multiply-adds are built and run on
+ * one thread: splitting them costs more in fork, join and imbalance than
+ * it gains. mcp__dnnl_serial_begin sets this thread's OpenMP budget to 1
+ * for such a problem and returns the budget to restore (0: unchanged);
+ * primitives must be built and run under the same budget. */
+#define MCP_DNNL_SERIAL_MACS (1 << 20)
+int mcp__dnnl_serial_begin(int64_t macs);
+void mcp__dnnl_serial_end(int prev);
 mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
                          mcp_err *err);
 /* mcp__dnnl_run with the scratchpad in the kernel's scratch slot 0 and the

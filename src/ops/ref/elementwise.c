@@ -417,8 +417,12 @@ static int ew_unary_f32_cost(ew_unary_op op)
     }
 }
 
-static void ew_unary_f32(ew_unary_op op, const ew_uparams *p, const float *restrict x,
-                         float *restrict y, int64_t n)
+/* y[i] = op(x[i]) for i < n. Each element is read before its own output
+ * is written and no other element is read, so x == y (in-place execution)
+ * is fine; callers pass either distinct or equal pointers, never
+ * overlapping ones (see ew_unary_f32_run). */
+static inline __attribute__((always_inline)) void
+ew_unary_f32(ew_unary_op op, const ew_uparams *p, const float *x, float *y, int64_t n)
 {
     const float alpha = (float)p->alpha, gamma = (float)p->gamma;
     switch (op) {
@@ -539,17 +543,37 @@ static void ew_unary_f32(ew_unary_op op, const ew_uparams *p, const float *restr
     }
 }
 
-/* y = op(x) over n floats in chunks, on up to ctx->threads threads. */
+/* The two instances of ew_unary_f32: distinct buffers, where restrict lets
+ * GCC vectorize without a runtime overlap check, and one buffer read and
+ * written in place, where the single pointer tells GCC the same. */
+static void ew_unary_f32_apart(ew_unary_op op, const ew_uparams *p, const float *restrict x,
+                               float *restrict y, int64_t n)
+{
+    ew_unary_f32(op, p, x, y, n);
+}
+
+static void ew_unary_f32_inplace(ew_unary_op op, const ew_uparams *p, float *y, int64_t n)
+{
+    ew_unary_f32(op, p, y, y, n);
+}
+
+/* y = op(x) over n floats in chunks, on up to ctx->threads threads. y is
+ * either x itself (in-place execution) or a buffer that does not overlap
+ * it. */
 static void ew_unary_f32_run(const mcp_kernel_ctx *ctx, ew_unary_op op, const ew_uparams *p,
                              const float *x, float *y, int64_t n)
 {
     int nt = mcp_kthreads(ctx, n * ew_unary_f32_cost(op));
     int64_t nblk = (n + EW_F32_BLOCK - 1) / EW_F32_BLOCK;
+    bool same = x == y;
 #pragma omp parallel for num_threads(nt) schedule(dynamic) if (nt > 1)
     for (int64_t b = 0; b < nblk; b++) {
         int64_t lo = b * EW_F32_BLOCK;
         int64_t len = n - lo < EW_F32_BLOCK ? n - lo : EW_F32_BLOCK;
-        ew_unary_f32(op, p, x + lo, y + lo, len);
+        if (same)
+            ew_unary_f32_inplace(op, p, y + lo, len);
+        else
+            ew_unary_f32_apart(op, p, x + lo, y + lo, len);
     }
 }
 
@@ -1348,7 +1372,10 @@ static void ew_clip_bound_attr(double v, ew_bound *bd)
 }
 
 /* Clip on float32: the same comparisons as the generic loop (NaN passes
- * through), in chunks on up to ctx->threads threads. */
+ * through), in chunks on up to ctx->threads threads. y is x itself
+ * (in-place execution) or does not overlap it; element i is read before it
+ * is written, and no pointer is restrict, so both are defined (GCC checks
+ * the overlap at run time and still vectorizes). */
 static void ew_clip_f32(const mcp_kernel_ctx *ctx, const float *x, float *y, int64_t n, float lo,
                         float hi)
 {
@@ -1358,12 +1385,10 @@ static void ew_clip_f32(const mcp_kernel_ctx *ctx, const float *x, float *y, int
     for (int64_t b = 0; b < nblk; b++) {
         int64_t lo_i = b * EW_F32_BLOCK;
         int64_t hi_i = n - lo_i < EW_F32_BLOCK ? n : lo_i + EW_F32_BLOCK;
-        const float *restrict xs = x;
-        float *restrict ys = y;
         for (int64_t i = lo_i; i < hi_i; i++) {
-            float v = xs[i];
+            float v = x[i];
             v = v < lo ? lo : v;
-            ys[i] = v > hi ? hi : v;
+            y[i] = v > hi ? hi : v;
         }
     }
 }

@@ -38,8 +38,11 @@ static mcp_status sm_split(mcp_kernel_ctx *ctx, const mcp_tensor *x, int64_t *ou
  * axis, or the flattened tail before opset 13), rows split over threads.
  * Same steps as the generic loop: the maximum ignores NaN and is replaced
  * by 0 when infinite, so NaN and infinities give the same results. exp is
- * the vectorizable mcp__ew_expf; the sum is in double (mcp__red_sum_f32);
- * Softmax stores exp values in y first and scales them in place.
+ * the vectorizable mcp__ew_expf_nonpos (its argument x - max is never
+ * positive); the sum is in double (mcp__red_sum_f32); Softmax stores exp
+ * values in y first and scales them in place by the sum's reciprocal (a
+ * multiply instead of a divide per element: at most one more rounding).
+ * Every element of y is written, so y need not be zeroed first.
  */
 static void sm_rows_f32(const mcp_kernel_ctx *ctx, bool log_form, const float *x, float *y,
                         int64_t rows, int64_t n)
@@ -70,14 +73,14 @@ static void sm_rows_f32(const mcp_kernel_ctx *ctx, bool log_form, const float *x
             continue;
         }
         if (isinf(mx)) mx = 0.0f; /* all -inf (or +inf present): keep IEEE results */
-        for (k = 0; k < n; k++) yr[k] = mcp__ew_expf(xr[k] - mx);
+        for (k = 0; k < n; k++) yr[k] = mcp__ew_expf_nonpos(xr[k] - mx);
         double sum = mcp__red_sum_f32(yr, n);
         if (log_form) {
             float lsum = (float)log(sum);
             for (k = 0; k < n; k++) yr[k] = (xr[k] - mx) - lsum;
         } else {
-            float fsum = (float)sum;
-            for (k = 0; k < n; k++) yr[k] = yr[k] / fsum;
+            float inv = (float)(1.0 / sum);
+            for (k = 0; k < n; k++) yr[k] = yr[k] * inv;
         }
     }
 }
@@ -92,7 +95,8 @@ static mcp_status sm_run(mcp_kernel_ctx *ctx, sm_kind kind)
                          mcp_dtype_name(x->dtype));
     mcp_status st = sm_split(ctx, x, &outer, &n, &inner);
     if (st != MCP_STATUS_OK) return st;
-    mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
+    /* Every path below writes every output element. */
+    mcp_tensor *y = mcp_kout_uninit(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     if (n == 0 || outer == 0 || inner == 0) return MCP_STATUS_OK;
     if (x->dtype == MCP_DTYPE_FLOAT && inner == 1 && kind != SM_HARDMAX) {
