@@ -207,8 +207,8 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *st)
  * the copy is a sequence of row memcpys, or the last two axes are swapped
  * somewhere and the copy is a batch of 2-D transposes done in square tiles
  * so that both reads and writes stay within a few cache lines. On the
- * bert_like model (2 threads) the 24 Transposes went from 3.2 ms to under
- * 1 ms per run this way.
+ * bert_like model (one thread, batch 1) the 24 Transposes went from 2.6 ms
+ * to 0.84 ms per run this way, at batch 8 from 26 ms to 11.7 ms.
  */
 
 /* Tile side of the 2-D transposes: 32 x 32 floats is 4 KB per side. */
