@@ -842,6 +842,14 @@ static void route(conn *k, const char *method, const char *url)
 
 /* ---- libmicrohttpd callbacks ---- */
 
+/* Accepts connections until the server starts shutting down. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+    const mcp_server *s = cls;
+    (void)addr, (void)addrlen;
+    return atomic_load(&s->stopping) ? MHD_NO : MHD_YES;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
 {
@@ -955,7 +963,7 @@ mcp_status mcp_server_start(mcp_server *s, mcp_err *err)
     if (inet_pton(AF_INET, s->opts.host, &addr.sin_addr) != 1)
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "--host '%s' is not an IPv4 address", s->opts.host);
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->opts.port, NULL, NULL, on_access, s,
+    s->daemon = MHD_start_daemon(flags, (uint16_t)s->opts.port, accept_policy, s, on_access, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
                                  MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections,
@@ -977,13 +985,13 @@ int mcp_server_port(const mcp_server *s) { return s->port; }
 void mcp_server_shutdown(mcp_server *s)
 {
     if (!s->daemon) return;
+    /* Stop accepting: from here accept_policy closes every new connection
+     * as soon as it is accepted, so a client learns at once instead of
+     * waiting in the backlog until the drain ends. (MHD_quiesce_daemon is
+     * not used: on an epoll daemon with its own threads it races the
+     * event loop over removing the listening socket, and libmicrohttpd
+     * aborts the process when it loses.) */
     atomic_store(&s->stopping, true);
-    /* Stop accepting. The listening socket stays open until the daemon
-     * stops (its threads may still touch it), so shut it down now: new
-     * connections are refused at once instead of waiting in the backlog
-     * until the drain ends. */
-    MHD_socket listen_fd = MHD_quiesce_daemon(s->daemon);
-    if (listen_fd != MHD_INVALID_SOCKET) shutdown(listen_fd, SHUT_RDWR);
     /* Let every model finish what it has queued and running. */
     mcp_repository_entry *list;
     int n = mcp_repository_index(s->repo, &list);
@@ -1003,7 +1011,6 @@ void mcp_server_shutdown(mcp_server *s)
     s->watcher_running = false;
     MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
-    if (listen_fd != MHD_INVALID_SOCKET) close(listen_fd);
 }
 
 void mcp_server_destroy(mcp_server *s)
