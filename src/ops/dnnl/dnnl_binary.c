@@ -12,10 +12,12 @@
  * A channel Concat whose inputs and output share one layout among plain
  * NCHW, channels-last (NHWC) and nChw16c (every channel count a multiple of
  * 16) is a sequence of contiguous copies, and is done here directly:
- * oneDNN 2.6 takes its generic `simple:any` concat for those layouts, which
- * on SqueezeNet 1.1 cost about twice what plain copies do. The oneDNN
- * primitive is still built once per input shape, for the output layout it
- * would write, so consumers read the same format either way.
+ * oneDNN 2.6 takes its generic `simple:any` concat for those layouts. On
+ * SqueezeNet 1.1 (8 Concats, 2 cores) the copies took the Concats from
+ * 0.20 to 0.12 ms per run at batch 1 (channels-last) and from 1.31 to
+ * 1.16 ms at batch 8 (nChw16c, where both are bound by memory bandwidth).
+ * The oneDNN primitive is still built once per input shape, for the output
+ * layout it would write, so consumers read the same format either way.
  */
 #include <string.h>
 
