@@ -1,0 +1,186 @@
+/*
+ * The default backend against the reference one on graphs whose tensors
+ * travel between oneDNN kernels in blocked layouts (channels-last at batch
+ * 1, nChw16c from batch 2), through Concats the direct copy serves (one
+ * layout, channels a multiple of 16) and ones it leaves to oneDNN (channel
+ * counts that are not); and the per-node profile.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "engine/engine.h"
+#include "mcp/mcp.h"
+#include "model_builder.h"
+#include "tensor/tensor.h"
+#include "test_util.h"
+
+enum { CIN = 8, HW = 9 };
+
+static void fill(float *p, int n, int seed, float scale)
+{
+    for (int i = 0; i < n; i++) p[i] = (float)((i * 37 + seed * 11) % 23 - 11) * scale;
+}
+
+/*
+ * X [b,8,9,9] -> A = Relu(Conv1x1, 16 ch), B = Relu(Conv3x3 pad 1, 16 ch),
+ * C = Conv1x1 (5 ch). D = Concat(A, B) (32 ch) -> Y1 = Conv1x1 (4 ch);
+ * Y2 = Concat(A, C, B) (37 ch).
+ */
+static mb_model *concat_cnn(void)
+{
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {-1, CIN, HW, HW}, y1d[] = {-1, 4, HW, HW}, y2d[] = {-1, 37, HW, HW};
+    const char *const params[] = {"batch", NULL, NULL, NULL};
+    const int64_t wad[] = {16, CIN, 1, 1}, wbd[] = {16, CIN, 3, 3}, wcd[] = {5, CIN, 1, 1}, wdd[] = {4, 32, 1, 1};
+    const int64_t b16[] = {16};
+    static float wa[16 * CIN], wb[16 * CIN * 9], wc[5 * CIN], wd[4 * 32], ba[16];
+    fill(wa, 16 * CIN, 1, 0.05f);
+    fill(wb, 16 * CIN * 9, 2, 0.02f);
+    fill(wc, 5 * CIN, 3, 0.07f);
+    fill(wd, 4 * 32, 4, 0.03f);
+    fill(ba, 16, 5, 0.01f);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
+    mb_add_initializer(m, NULL, "WA", MCP_DTYPE_FLOAT, 4, wad, wa, sizeof wa);
+    mb_add_initializer(m, NULL, "BA", MCP_DTYPE_FLOAT, 1, b16, ba, sizeof ba);
+    mb_add_initializer(m, NULL, "WB", MCP_DTYPE_FLOAT, 4, wbd, wb, sizeof wb);
+    mb_add_initializer(m, NULL, "WC", MCP_DTYPE_FLOAT, 4, wcd, wc, sizeof wc);
+    mb_add_initializer(m, NULL, "WD", MCP_DTYPE_FLOAT, 4, wdd, wd, sizeof wd);
+    const int64_t pads[] = {1, 1, 1, 1};
+    mb_add_node(m, NULL, "Conv", "conv_a", "X,WA,BA", "CA");
+    mb_add_node(m, NULL, "Relu", "relu_a", "CA", "A");
+    Onnx__NodeProto *cb = mb_add_node(m, NULL, "Conv", "conv_b", "X,WB", "CB");
+    mb_attr_ints(m, cb, "pads", pads, 4);
+    mb_add_node(m, NULL, "Relu", "relu_b", "CB", "B");
+    mb_add_node(m, NULL, "Conv", "conv_c", "X,WC", "C");
+    Onnx__NodeProto *d = mb_add_node(m, NULL, "Concat", "concat_ab", "A,B", "D");
+    mb_attr_int(m, d, "axis", 1);
+    mb_add_node(m, NULL, "Conv", "conv_d", "D,WD", "Y1");
+    Onnx__NodeProto *e = mb_add_node(m, NULL, "Concat", "concat_acb", "A,C,B", "Y2");
+    mb_attr_int(m, e, "axis", -3);
+    mb_add_output(m, NULL, "Y1", MCP_DTYPE_FLOAT, 4, y1d, params);
+    mb_add_output(m, NULL, "Y2", MCP_DTYPE_FLOAT, 4, y2d, params);
+    return m;
+}
+
+static mcp_session *open_session(const uint8_t *buf, size_t len, const char *backend, int profile)
+{
+    char msg[1024] = "";
+    mcp_session_options o = mcp_session_options_default();
+    o.backend = backend;
+    o.profile = profile;
+    mcp_session *s = NULL;
+    mcp_status st = mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) fprintf(stderr, "%s session: %s\n", backend, msg);
+    return s;
+}
+
+static mcp_status run_batch(mcp_session *s, int64_t batch, mcp_value **outs, char *msg, size_t cap)
+{
+    mcp_err err = {msg, cap};
+    const int64_t dims[] = {batch, CIN, HW, HW};
+    mcp_value x = {0};
+    x.kind = MCP_VALUE_TENSOR;
+    if (mcp_tensor_alloc(&x.tensor, MCP_DTYPE_FLOAT, 4, dims, &err) != MCP_STATUS_OK) return MCP_STATUS_OUT_OF_MEMORY;
+    fill(x.tensor.data, (int)mcp_tensor_numel(&x.tensor), (int)batch, 0.1f);
+    mcp_value *ins[1] = {&x};
+    mcp_status st = mcp__session_run(s, ins, outs, &err);
+    mcp_value_clear(&x);
+    return st;
+}
+
+static void test_concat_layouts_match_reference(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    mb_model *m = concat_cnn();
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *s = open_session(buf, len, "auto", 0), *ref = open_session(buf, len, "ref", 0);
+    free(buf);
+    TU_REQUIRE(s && ref);
+    const int64_t batches[] = {1, 2, 3, 1};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        /* Twice per shape: the recording run and a planned one. */
+        for (int rep = 0; rep < 2; rep++) {
+            mcp_value *got[2] = {mcp_value_new(), mcp_value_new()}, *want[2] = {mcp_value_new(), mcp_value_new()};
+            TU_REQUIRE(got[0] && got[1] && want[0] && want[1]);
+            TU_CHECK_STATUS(run_batch(s, batches[b], got, msg, sizeof msg), MCP_STATUS_OK, msg);
+            TU_CHECK_STATUS(run_batch(ref, batches[b], want, msg, sizeof msg), MCP_STATUS_OK, msg);
+            for (int o = 0; o < 2; o++) {
+                const mcp_tensor *g = &got[o]->tensor, *w = &want[o]->tensor;
+                TU_CHECK(g->format == NULL);
+                TU_REQUIRE(g->rank == 4 && w->rank == 4 && memcmp(g->dims, w->dims, sizeof g->dims[0] * 4) == 0);
+                TU_CHECK_INT(g->dims[0], batches[b]);
+                const float *gv = g->data, *wv = w->data;
+                int bad = 0;
+                for (int64_t i = 0; i < mcp_tensor_numel(w); i++)
+                    bad += !(fabsf(gv[i] - wv[i]) <= 1e-4f * (1.0f + fabsf(wv[i])));
+                if (bad) fprintf(stderr, "batch %lld output %d: %d elements differ\n", (long long)batches[b], o, bad);
+                TU_CHECK_INT(bad, 0);
+            }
+            for (int o = 0; o < 2; o++) {
+                mcp_value_free(got[o]);
+                mcp_value_free(want[o]);
+            }
+        }
+    }
+    mcp_session_destroy(s);
+    mcp_session_destroy(ref);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+static void test_profile(void)
+{
+    char msg[1024] = "";
+    mb_model *m = concat_cnn();
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *s = open_session(buf, len, "auto", 1), *plain = open_session(buf, len, "auto", 0);
+    free(buf);
+    TU_REQUIRE(s && plain);
+    TU_CHECK_INT(mcp_session_profile(plain, NULL, 0), -1);
+    int n = mcp_session_profile(s, NULL, 0);
+    TU_CHECK_INT(n, s->graph->n_nodes);
+    TU_REQUIRE(n > 0 && n < 32);
+    mcp_node_profile prof[32];
+    TU_CHECK_INT(mcp_session_profile(s, prof, n), n);
+    for (int i = 0; i < n; i++) TU_CHECK(prof[i].calls == 0 && prof[i].total_ms == 0.0);
+    for (int r = 0; r < 3; r++) {
+        mcp_value *outs[2] = {mcp_value_new(), mcp_value_new()};
+        TU_CHECK_STATUS(run_batch(s, 2, outs, msg, sizeof msg), MCP_STATUS_OK, msg);
+        mcp_value_free(outs[0]);
+        mcp_value_free(outs[1]);
+    }
+    TU_CHECK_INT(mcp_session_profile(s, prof, n), n);
+    bool saw_concat = false;
+    for (int i = 0; i < n; i++) {
+        TU_CHECK(prof[i].name && prof[i].op_type && prof[i].backend);
+        TU_CHECK_STR(prof[i].name, s->graph->nodes[i].name);
+        TU_CHECK(strcmp(prof[i].backend, "ref") == 0 || strcmp(prof[i].backend, "dnnl") == 0);
+        TU_CHECK_INT((int64_t)prof[i].calls, 3);
+        TU_CHECK(prof[i].total_ms > 0.0);
+        saw_concat |= strcmp(prof[i].op_type, "Concat") == 0;
+    }
+    TU_CHECK(saw_concat);
+    /* A short capacity fills what fits and still returns the count. */
+    mcp_node_profile one;
+    TU_CHECK_INT(mcp_session_profile(s, &one, 1), n);
+    TU_CHECK_STR(one.name, s->graph->nodes[0].name);
+    mcp_session_profile_reset(s);
+    TU_CHECK_INT(mcp_session_profile(s, prof, n), n);
+    for (int i = 0; i < n; i++) TU_CHECK(prof[i].calls == 0 && prof[i].total_ms == 0.0);
+    mcp_session_destroy(s);
+    mcp_session_destroy(plain);
+}
+
+int main(void)
+{
+    int64_t start = mcp_alloc_live_count();
+    TU_RUN(test_concat_layouts_match_reference);
+    TU_RUN(test_profile);
+    TU_CHECK_INT(mcp_alloc_live_count(), start);
+    return tu_finish("test_backends");
+}
