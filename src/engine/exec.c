@@ -46,6 +46,7 @@ struct mcp__runctx {
     bool *owned;
     size_t *rec;  /* bytes recorded this run per entry (2 * n_values) */
     int *rec_birth; /* node that allocated each shadow entry */
+    bool *rec_concat; /* per node: its output was its inputs one after another */
     rc_plan plans[RC_PLANS];
     rc_plan *cur; /* the plan this run follows, or NULL while recording */
     uint64_t tick;
@@ -81,7 +82,8 @@ static mcp__runctx *runctx_new(const mcp_graph *g)
     rc->owned = mcp_calloc(n + 1, sizeof *rc->owned);
     rc->rec = mcp_calloc(2 * n + 1, sizeof *rc->rec);
     rc->rec_birth = mcp_calloc(n + 1, sizeof *rc->rec_birth);
-    if (!rc->slots || !rc->vals || !rc->owned || !rc->rec || !rc->rec_birth) {
+    rc->rec_concat = mcp_calloc((size_t)g->n_nodes + 1, sizeof *rc->rec_concat);
+    if (!rc->slots || !rc->vals || !rc->owned || !rc->rec || !rc->rec_birth || !rc->rec_concat) {
         mcp__runctx_free(rc);
         return NULL;
     }
@@ -105,6 +107,7 @@ void mcp__runctx_free(mcp__runctx *rc)
     mcp_free(rc->owned);
     mcp_free(rc->rec);
     mcp_free(rc->rec_birth);
+    mcp_free(rc->rec_concat);
     mcp_free(rc->arena);
     for (int i = 0; i < MCP_KSCRATCH_SLOTS; i++) mcp_free(rc->scratch[i]);
     mcp_free(rc);
@@ -195,15 +198,58 @@ static size_t align_up(size_t n) { return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * 
  * j (mcp_kernel_inplace_inputs), the input dies at that node, and both
  * take the same recorded bytes and dtype, the output joins the input's
  * group: one arena block whose lifetime spans both. Chains (Reshape after
- * Add after ...) share one block. group[v] is v's group root; the root's
- * birth and death become the group's.
+ * Add after ...) share one block.
+ *
+ * Concat in place: where the recording run found a Concat's output to be
+ * its inputs' bytes one after another (mcp_knote_concat_inplace), each
+ * input's group moves into the output's block at that input's range, so the
+ * producers write there and the Concat copies nothing.
+ *
+ * group[v] is v's group root and suboff[v] its byte offset in the root's
+ * block; the root's birth and death become the group's.
  */
-static void alias_inplace(const mcp__runctx *rc, int *birth, int *death, int *group)
+static void alias_concat(const mcp__runctx *rc, int i, int *birth, int *death, int *group, int64_t *suboff)
+{
+    const mcp_graph *g = rc->graph;
+    const mcp_node *n = &g->nodes[i];
+    int nv = rc->n_values;
+    int o = n->n_outputs > 0 ? n->outputs[0] : -1;
+    if (o < 0 || !rc->rec[o] || rc->rec[o + nv] || group[o] != o || birth[o] != i) return;
+    size_t total = 0;
+    for (int j = 0; j < n->n_inputs; j++) {
+        int in = n->inputs[j];
+        if (in < 0 || !rc->rec[in] || rc->rec[in + nv] || total % ARENA_ALIGN) return;
+        int root = group[in];
+        if (root == o || birth[root] < 0 || suboff[in] != 0 || rc->rec[root] != rc->rec[in]) return;
+        for (int k = 0; k < j; k++)
+            if (group[n->inputs[k]] == root) return;
+        total += rc->rec[in];
+    }
+    if (total != rc->rec[o]) return;
+    int64_t at = 0;
+    for (int j = 0; j < n->n_inputs; j++) {
+        int in = n->inputs[j], root = group[in];
+        if (birth[root] < birth[o]) birth[o] = birth[root];
+        if (death[root] > death[o]) death[o] = death[root];
+        for (int v = 0; v < 2 * nv; v++)
+            if (group[v] == root) {
+                group[v] = o;
+                suboff[v] += at;
+            }
+        at += (int64_t)rc->rec[in];
+    }
+}
+
+static void alias_inplace(const mcp__runctx *rc, int *birth, int *death, int *group, int64_t *suboff)
 {
     const mcp_graph *g = rc->graph;
     int nv = rc->n_values;
     for (int i = 0; i < g->n_nodes; i++) {
         const mcp_node *n = &g->nodes[i];
+        if (rc->rec_concat[i]) {
+            alias_concat(rc, i, birth, death, group, suboff);
+            continue;
+        }
         unsigned mask = n->n_outputs > 0 ? mcp_kernel_inplace_inputs(n) : 0;
         int o = mask ? n->outputs[0] : -1;
         if (o < 0 || !rc->rec[o] || birth[o] != i) continue;
@@ -217,6 +263,7 @@ static void alias_inplace(const mcp__runctx *rc, int *birth, int *death, int *gr
             for (int k = 0; k < n->n_inputs; k++) once &= k == j || n->inputs[k] != in;
             if (!once) continue;
             group[o] = root;
+            suboff[o] = suboff[in];
             death[root] = death[o];
             break;
         }
@@ -235,13 +282,14 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
     int *birth = mcp_calloc((size_t)2 * nv + 1, sizeof *birth);
     int *death = mcp_calloc((size_t)2 * nv + 1, sizeof *death);
     int *group = mcp_calloc((size_t)2 * nv + 1, sizeof *group);
+    int64_t *suboff = mcp_calloc((size_t)2 * nv + 1, sizeof *suboff);
     plan_item *items = mcp_calloc((size_t)2 * nv + 1, sizeof *items);
     plan_item **live = mcp_calloc((size_t)2 * nv + 1, sizeof *live);
     int len = signature(g, inputs, NULL);
     int64_t *sig = mcp_calloc((size_t)len + 1, sizeof *sig);
     int64_t *off = mcp_malloc(sizeof *off * (size_t)(2 * nv + 1));
     size_t *bytes = mcp_calloc((size_t)2 * nv + 1, sizeof *bytes);
-    if (!birth || !death || !group || !items || !live || !sig || !off || !bytes) goto done;
+    if (!birth || !death || !group || !suboff || !items || !live || !sig || !off || !bytes) goto done;
     signature(g, inputs, sig);
     for (int v = 0; v < 2 * nv; v++) {
         birth[v] = -1;
@@ -258,7 +306,7 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
         }
     for (int v = 0; v < nv; v++) birth[v + nv] = rc->rec[v + nv] ? rc->rec_birth[v] : -1;
     for (int v = 0; v < 2 * nv; v++) group[v] = v;
-    alias_inplace(rc, birth, death, group);
+    alias_inplace(rc, birth, death, group, suboff);
     int n = 0;
     for (int v = 0; v < 2 * nv; v++) {
         if (!rc->rec[v] || birth[v] < 0 || group[v] != v) continue;
@@ -289,8 +337,8 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
     }
     for (int v = 0; v < 2 * nv; v++)
         if (group[v] != v) {
-            off[v] = off[group[v]];
-            bytes[v] = bytes[group[v]];
+            off[v] = off[group[v]] < 0 ? -1 : off[group[v]] + suboff[v];
+            bytes[v] = rc->rec[v];
         }
     rc_plan *slot = &rc->plans[0];
     for (int i = 0; i < RC_PLANS; i++) {
@@ -316,6 +364,7 @@ done:
     mcp_free(birth);
     mcp_free(death);
     mcp_free(group);
+    mcp_free(suboff);
     mcp_free(items);
     mcp_free(live);
     mcp_free(sig);
@@ -350,6 +399,11 @@ void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbyt
 {
     if (!f || i < 0 || i >= n->n_outputs) return NULL;
     return planned(f, n->outputs[i], nbytes);
+}
+
+void mcp__exec_note_concat(mcp_exec *f)
+{
+    if (f && f->rc && !f->rc->cur && f->node >= 0 && f->node < f->graph->n_nodes) f->rc->rec_concat[f->node] = true;
 }
 
 void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes)
@@ -620,7 +674,10 @@ mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const
     rc->tick++;
     rc->cur = find_plan(rc, inputs);
     if (rc->cur) rc->cur->used = rc->tick;
-    else memset(rc->rec, 0, sizeof *rc->rec * (size_t)(2 * rc->n_values));
+    else {
+        memset(rc->rec, 0, sizeof *rc->rec * (size_t)(2 * rc->n_values));
+        memset(rc->rec_concat, 0, sizeof *rc->rec_concat * (size_t)g->n_nodes);
+    }
     mcp_status st = exec_frame(s, g, NULL, rc, inputs, outputs, err);
     if (st == MCP_STATUS_OK && !rc->cur) make_plan(rc, inputs);
     rc->cur = NULL;

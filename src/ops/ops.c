@@ -158,6 +158,11 @@ bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
 #endif
 }
 
+void mcp_knote_concat_inplace(mcp_kernel_ctx *ctx)
+{
+    mcp__exec_note_concat(ctx->exec);
+}
+
 unsigned mcp_kernel_inplace_inputs(const mcp_node *n)
 {
     if (!n->kernel || !n->kernel_backend || strcmp(n->kernel_backend, "ref") != 0) return 0;

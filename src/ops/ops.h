@@ -75,6 +75,14 @@ bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit);
  * input. */
 unsigned mcp_kernel_inplace_inputs(const mcp_node *n);
 
+/* Called by a Concat-like kernel whose output 0 holds, in this run, its
+ * inputs' bytes one after another (input j a contiguous range, in input
+ * order, nothing else). When the run records sizes, the memory plan may
+ * then place every input at its range of the output's block: the producers
+ * write there, and the kernel must skip copying an input whose data already
+ * is at its range. */
+void mcp_knote_concat_inplace(mcp_kernel_ctx *ctx);
+
 /* A backend: a set of kernels with a priority and a capability query. The
  * reference backend supports every op and is always consulted last. */
 typedef struct mcp_backend {
@@ -123,6 +131,7 @@ void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes);
  * memory for output i of node n, or NULL to allocate; scratch buffers. */
 void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbytes);
 void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes);
+void mcp__exec_note_concat(mcp_exec *f);
 
 /* Allocates output i in backend format f (f->nbytes bytes, not zeroed);
  * the logical shape is (rank, dims). NULL with the error set on failure. */

@@ -131,6 +131,57 @@ static void test_concat_layouts_match_reference(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/*
+ * Concat in place: X -> two Conv (16 channels each, blocked) -> Concat -> Y.
+ * At batch 1 the plan puts both convolutions' outputs inside Y's block, so
+ * the arena is Y alone (without it, A, B and Y are live together: twice
+ * that); the results stay those of the reference backend.
+ */
+static void test_concat_in_place(void)
+{
+    char msg[1024] = "";
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {1, CIN, HW, HW}, yd[] = {1, 32, HW, HW}, wd[] = {16, CIN, 1, 1}, wbd[] = {16, CIN, 3, 3};
+    static float wa[16 * CIN], wb[16 * CIN * 9];
+    fill(wa, 16 * CIN, 6, 0.05f);
+    fill(wb, 16 * CIN * 9, 7, 0.02f);
+    const int64_t pads[] = {1, 1, 1, 1};
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, NULL);
+    mb_add_initializer(m, NULL, "WA", MCP_DTYPE_FLOAT, 4, wd, wa, sizeof wa);
+    mb_add_initializer(m, NULL, "WB", MCP_DTYPE_FLOAT, 4, wbd, wb, sizeof wb);
+    mb_add_node(m, NULL, "Conv", "conv_a", "X,WA", "A");
+    Onnx__NodeProto *cb = mb_add_node(m, NULL, "Conv", "conv_b", "X,WB", "B");
+    mb_attr_ints(m, cb, "pads", pads, 4);
+    Onnx__NodeProto *c = mb_add_node(m, NULL, "Concat", "concat", "A,B", "Y");
+    mb_attr_int(m, c, "axis", 1);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, yd, NULL);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *s = open_session(buf, len, "auto", 0), *ref = open_session(buf, len, "ref", 0);
+    free(buf);
+    TU_REQUIRE(s && ref);
+    for (int rep = 0; rep < 3; rep++) {
+        mcp_value *got[1] = {mcp_value_new()}, *want[1] = {mcp_value_new()};
+        TU_REQUIRE(got[0] && want[0]);
+        TU_CHECK_STATUS(run_batch(s, 1, got, msg, sizeof msg), MCP_STATUS_OK, msg);
+        TU_CHECK_STATUS(run_batch(ref, 1, want, msg, sizeof msg), MCP_STATUS_OK, msg);
+        const float *gv = got[0]->tensor.data, *wv = want[0]->tensor.data;
+        int bad = 0;
+        for (int64_t i = 0; i < mcp_tensor_numel(&want[0]->tensor); i++)
+            bad += !(fabsf(gv[i] - wv[i]) <= 1e-4f * (1.0f + fabsf(wv[i])));
+        TU_CHECK_INT(bad, 0);
+        mcp_value_free(got[0]);
+        mcp_value_free(want[0]);
+    }
+    mcp__runctx *rc = mcp__runctx_take(s, false);
+    TU_REQUIRE(rc != NULL);
+    TU_CHECK_INT((int64_t)mcp__runctx_arena_bytes(rc), 32 * HW * HW * (int64_t)sizeof(float));
+    mcp__runctx_give(s, rc);
+    mcp_session_destroy(s);
+    mcp_session_destroy(ref);
+}
+
 static void test_profile(void)
 {
     char msg[1024] = "";
@@ -180,6 +231,7 @@ int main(void)
 {
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_concat_layouts_match_reference);
+    TU_RUN(test_concat_in_place);
     TU_RUN(test_profile);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_backends");
