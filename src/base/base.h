@@ -42,6 +42,9 @@ void mcp_err_prefix(mcp_err *err, const char *fmt, ...) __attribute__((format(pr
 /* Allocation wrappers: they return NULL on failure (never abort), so a
  * tensor-sized allocation failure becomes MCP_STATUS_OUT_OF_MEMORY. */
 void *mcp_malloc(size_t n);
+/* mcp_malloc for a large buffer the model load fills once and does not keep
+ * for the runs (huge pages where the kernel allows them; see base.c). */
+void *mcp_malloc_load(size_t n);
 void *mcp_calloc(size_t count, size_t size);
 void *mcp_realloc(void *p, size_t n);
 void mcp_free(void *p);

@@ -25,7 +25,7 @@ typedef struct import_ctx {
 static void *pb_malloc(void *unused, size_t n)
 {
     (void)unused;
-    return mcp_malloc(n);
+    return mcp_malloc_load(n);
 }
 
 static void pb_free(void *unused, void *p)
