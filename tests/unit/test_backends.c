@@ -75,6 +75,28 @@ static mcp_session *open_session(const uint8_t *buf, size_t len, const char *bac
     return s;
 }
 
+/* Packs m (and frees it) and opens it twice: backends a and b, each with
+ * its profile option. */
+static void open_two(mb_model *m, const char *a, int profile_a, mcp_session **sa, const char *b, int profile_b,
+                     mcp_session **sb)
+{
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    *sa = open_session(buf, len, a, profile_a);
+    *sb = open_session(buf, len, b, profile_b);
+    free(buf);
+}
+
+/* Elements of g farther than 1e-4 relative from w's. */
+static int mismatches(const mcp_tensor *g, const mcp_tensor *w)
+{
+    const float *gv = g->data, *wv = w->data;
+    int bad = 0;
+    for (int64_t i = 0; i < mcp_tensor_numel(w); i++) bad += !(fabsf(gv[i] - wv[i]) <= 1e-4f * (1.0f + fabsf(wv[i])));
+    return bad;
+}
+
 static mcp_status run_batch(mcp_session *s, int64_t batch, mcp_value **outs, char *msg, size_t cap)
 {
     mcp_err err = {msg, cap};
@@ -93,12 +115,8 @@ static void test_concat_layouts_match_reference(void)
 {
     char msg[1024] = "";
     int64_t base = mcp_alloc_live_count();
-    mb_model *m = concat_cnn();
-    size_t len;
-    uint8_t *buf = mb_pack(m, &len);
-    mb_model_free(m);
-    mcp_session *s = open_session(buf, len, "auto", 0), *ref = open_session(buf, len, "ref", 0);
-    free(buf);
+    mcp_session *s, *ref;
+    open_two(concat_cnn(), "auto", 0, &s, "ref", 0, &ref);
     TU_REQUIRE(s && ref);
     const int64_t batches[] = {1, 2, 3, 1};
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
@@ -113,10 +131,7 @@ static void test_concat_layouts_match_reference(void)
                 TU_CHECK(g->format == NULL);
                 TU_REQUIRE(g->rank == 4 && w->rank == 4 && memcmp(g->dims, w->dims, sizeof g->dims[0] * 4) == 0);
                 TU_CHECK_INT(g->dims[0], batches[b]);
-                const float *gv = g->data, *wv = w->data;
-                int bad = 0;
-                for (int64_t i = 0; i < mcp_tensor_numel(w); i++)
-                    bad += !(fabsf(gv[i] - wv[i]) <= 1e-4f * (1.0f + fabsf(wv[i])));
+                int bad = mismatches(g, w);
                 if (bad) fprintf(stderr, "batch %lld output %d: %d elements differ\n", (long long)batches[b], o, bad);
                 TU_CHECK_INT(bad, 0);
             }
@@ -155,22 +170,15 @@ static void test_concat_in_place(void)
     Onnx__NodeProto *c = mb_add_node(m, NULL, "Concat", "concat", "A,B", "Y");
     mb_attr_int(m, c, "axis", 1);
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, yd, NULL);
-    size_t len;
-    uint8_t *buf = mb_pack(m, &len);
-    mb_model_free(m);
-    mcp_session *s = open_session(buf, len, "auto", 0), *ref = open_session(buf, len, "ref", 0);
-    free(buf);
+    mcp_session *s, *ref;
+    open_two(m, "auto", 0, &s, "ref", 0, &ref);
     TU_REQUIRE(s && ref);
     for (int rep = 0; rep < 3; rep++) {
         mcp_value *got[1] = {mcp_value_new()}, *want[1] = {mcp_value_new()};
         TU_REQUIRE(got[0] && want[0]);
         TU_CHECK_STATUS(run_batch(s, 1, got, msg, sizeof msg), MCP_STATUS_OK, msg);
         TU_CHECK_STATUS(run_batch(ref, 1, want, msg, sizeof msg), MCP_STATUS_OK, msg);
-        const float *gv = got[0]->tensor.data, *wv = want[0]->tensor.data;
-        int bad = 0;
-        for (int64_t i = 0; i < mcp_tensor_numel(&want[0]->tensor); i++)
-            bad += !(fabsf(gv[i] - wv[i]) <= 1e-4f * (1.0f + fabsf(wv[i])));
-        TU_CHECK_INT(bad, 0);
+        TU_CHECK_INT(mismatches(&got[0]->tensor, &want[0]->tensor), 0);
         mcp_value_free(got[0]);
         mcp_value_free(want[0]);
     }
@@ -185,12 +193,8 @@ static void test_concat_in_place(void)
 static void test_profile(void)
 {
     char msg[1024] = "";
-    mb_model *m = concat_cnn();
-    size_t len;
-    uint8_t *buf = mb_pack(m, &len);
-    mb_model_free(m);
-    mcp_session *s = open_session(buf, len, "auto", 1), *plain = open_session(buf, len, "auto", 0);
-    free(buf);
+    mcp_session *s, *plain;
+    open_two(concat_cnn(), "auto", 1, &s, "auto", 0, &plain);
     TU_REQUIRE(s && plain);
     TU_CHECK_INT(mcp_session_profile(plain, NULL, 0), -1);
     int n = mcp_session_profile(s, NULL, 0);
