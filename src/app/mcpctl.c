@@ -267,8 +267,9 @@ static void usage(FILE *f)
             "      FILE is NAME.npy (tensor), DIR.seq (sequence of 0000.npy, 0001.npy, ...)\n"
             "      or FILE.none (empty optional); bfloat16 travels as uint16 bits\n"
             "  inspect MODEL.onnx                   print inputs, outputs, opsets and op histogram\n"
-            "  perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] [--backend B] [--json]\n"
-            "                                       load time, median/p90 latency and peak RSS on random inputs\n"
+            "  perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] [--backend B] [--profile] [--json]\n"
+            "                                       load time, median/p90 latency and peak RSS on random inputs;\n"
+            "                                       --profile adds time per op type and the slowest nodes\n"
             "  version                              print the version\n"
             "%s",
             mcpctl_client_usage());
