@@ -164,9 +164,9 @@ static mcp_status run_prim(mcp_kernel_ctx *scratch, dnnl_primitive_t prim, int n
     return MCP_STATUS_OK;
 }
 
-int mcp__dnnl_serial_begin(int64_t macs)
+int mcp__dnnl_serial_begin(int64_t macs, int64_t below)
 {
-    if (macs >= MCP_DNNL_SERIAL_MACS || omp_get_max_threads() == 1) return 0;
+    if (macs >= below || omp_get_max_threads() == 1) return 0;
     int prev = omp_get_max_threads();
     omp_set_num_threads(1);
     return prev;

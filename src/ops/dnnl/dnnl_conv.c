@@ -332,7 +332,7 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     if (known && conv_geometry(&st->p, in, out, pl, pr)) {
         /* A shape oneDNN cannot build here is left to the run path, which
          * reports the error when the node runs. */
-        int prev = mcp__dnnl_serial_begin(conv_macs(st, in));
+        int prev = mcp__dnnl_serial_begin(conv_macs(st, in), MCP_DNNL_SERIAL_CONV_MACS);
         if (conv_build(st, in, true, &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
         mcp__dnnl_serial_end(prev);
     }
@@ -390,7 +390,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 
     conv_prim local;
     const conv_prim *cp = NULL;
-    int prev_threads = mcp__dnnl_serial_begin(conv_macs(st, x->dims));
+    int prev_threads = mcp__dnnl_serial_begin(conv_macs(st, x->dims), MCP_DNNL_SERIAL_CONV_MACS);
     mcp_status rs = conv_lookup(ctx, st, x->dims, &local, &cp);
     if (rs != MCP_STATUS_OK) {
         mcp__dnnl_serial_end(prev_threads);

@@ -252,7 +252,7 @@ static int mm_serial_begin(const mm_problem *p)
 {
     int64_t macs = p->m * p->n * p->k;
     for (int d = 0; d < p->nb; d++) macs *= p->batch[d];
-    return mcp__dnnl_serial_begin(macs);
+    return mcp__dnnl_serial_begin(macs, MCP_DNNL_SERIAL_MM_MACS);
 }
 
 static bool can_prepack(const mm_state *st, const mm_problem *p)

@@ -57,13 +57,16 @@ dnnl_engine_t mcp__dnnl_engine(void);
 dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
 /* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
  * with a scratchpad allocated for this call, and waits for it. */
-/* Problems under MCP_DNNL_SERIAL_MACS multiply-adds are built and run on
- * one thread: splitting them costs more in fork, join and imbalance than
- * it gains. mcp__dnnl_serial_begin sets this thread's OpenMP budget to 1
- * for such a problem and returns the budget to restore (0: unchanged);
- * primitives must be built and run under the same budget. */
-#define MCP_DNNL_SERIAL_MACS (1 << 20)
-int mcp__dnnl_serial_begin(int64_t macs);
+/* Small problems are built and run on one thread: splitting them costs
+ * more in fork, join and imbalance than it gains. mcp__dnnl_serial_begin
+ * sets this thread's OpenMP budget to 1 when macs < below and returns the
+ * budget to restore (0: unchanged); primitives must be built and run under
+ * the same budget. MatMul/Gemm: under 1M multiply-adds (the MLP's layers at
+ * batch 1). Conv: under 256K (EfficientNet's squeeze-and-excitation convs;
+ * depthwise convs of 0.4M at 7x7 still gained from a second thread). */
+#define MCP_DNNL_SERIAL_MM_MACS (1 << 20)
+#define MCP_DNNL_SERIAL_CONV_MACS (1 << 18)
+int mcp__dnnl_serial_begin(int64_t macs, int64_t below);
 void mcp__dnnl_serial_end(int prev);
 mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
                          mcp_err *err);
