@@ -24,6 +24,10 @@ WARMUP=${WARMUP:-2}
 # Fast configurations run more iterations, so each engine measures for at
 # least MIN_MS (a 10-iteration median of a 50 us model is mostly noise).
 MIN_MS=${MIN_MS:-1000}
+# On a host whose speed drifts (shared VMs), ROUNDS=3 alternates the two
+# engines three times per configuration; every figure is then the median
+# over the rounds, and "spread" gives the lowest and highest round ratio.
+ROUNDS=${ROUNDS:-1}
 mkdir -p "$CACHE"
 
 [ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
@@ -62,8 +66,9 @@ cc -O2 -o "$CACHE/sgemm_peak" bench/engine/sgemm_peak.c -ldnnl
 for t in $THREADS; do PEAK[$t]=$(OMP_NUM_THREADS=$t "$CACHE/sgemm_peak"); done
 echo "== sgemm peak (oneDNN sgemm, 2048^3): $(for t in $THREADS; do printf '%s threads %s GFLOP/s  ' "$t" "${PEAK[$t]}"; done)"
 echo
-printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s\n' model batch thr \
-  ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak"
+printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s%s\n' model batch thr \
+  ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak" \
+  "$([ "$ROUNDS" -gt 1 ] && echo '  spread')"
 for m in $MODELS; do
   for b in $BATCHES; do
     flops=$(/usr/bin/python3 bench/engine/flops.py "$CACHE/$m.onnx" "$b")
@@ -75,17 +80,30 @@ for m in $MODELS; do
         ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
       fi
       ort=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")
+      for ((round = 2; round <= ROUNDS; round++)); do
+        ours="$ours
+$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)"
+        ort="$ort
+$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")"
+      done
       /usr/bin/python3 - "$m" "$b" "$t" "$flops" "${PEAK[$t]}" "$ours" "$ort" <<'PY'
-import json, sys
+import json, statistics, sys
 m, b, t, flops, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-o, r = json.loads(sys.argv[6]), json.loads(sys.argv[7])
+rounds = [json.loads(line) for line in sys.argv[6].splitlines() if line.strip()]
+orts = [json.loads(line) for line in sys.argv[7].splitlines() if line.strip()]
+med = lambda runs, key: statistics.median(x[key] for x in runs)
+o = {k: med(rounds, k) for k in ("load_ms", "median_ms", "p90_ms", "peak_rss_mb")}
+r = {k: med(orts, k) for k in ("load_ms", "median_ms", "p90_ms", "peak_rss_mb")}
+ratios = [x["median_ms"] / y["median_ms"] for x, y in zip(rounds, orts)]
 gf = flops / (o["median_ms"] / 1e3) / 1e9 if o["median_ms"] > 0 else 0
+spread = f" {min(ratios):5.2f}-{max(ratios):4.2f}" if len(ratios) > 1 else ""
 print(f"{m:16s} {b:5d} {t:3d} | {o['load_ms']:9.1f} {o['median_ms']:9.3f} {o['p90_ms']:9.3f} {o['peak_rss_mb']:8.1f} | "
       f"{r['load_ms']:9.1f} {r['median_ms']:9.3f} {r['p90_ms']:9.3f} {r['peak_rss_mb']:8.1f} | "
-      f"{o['median_ms'] / r['median_ms']:6.2f} {gf:6.1f} {100 * gf / peak:6.1f}%")
+      f"{statistics.median(ratios):6.2f} {gf:6.1f} {100 * gf / peak:6.1f}%{spread}")
 PY
     done
   done
 done
 echo "(load/median/p90 in ms, rss in MB; ratio = ours/ORT median latency; gflops = ours;"
-echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and configuration)"
+echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and configuration;"
+echo " $ROUNDS round(s) per configuration, medians over the rounds)"
