@@ -51,6 +51,35 @@ check "plain-text report exits 0" $?
 grep -q "^latency: median" "$TMP/out.txt" && grep -q "^peak RSS:" "$TMP/out.txt" && grep -q "^load:" "$TMP/out.txt"
 check "plain-text report has load, latency and peak RSS lines" $?
 
+# --profile: in JSON, "ops" sums the nodes per op type and backend and
+# "nodes" lists every node (ms per run, non-negative, names unique); in text,
+# an op-type table and the slowest nodes.
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations 20 --profile --json > "$TMP/prof.json" 2> "$TMP/err"
+rc=$?
+check "perf --profile --json exits 0 ($(cat "$TMP/err"))" $rc
+"$PY" -c '
+import json, sys
+obj = json.load(open(sys.argv[1]))
+ops, nodes = obj["ops"], obj["nodes"]
+assert nodes and ops, "empty profile"
+names = [n["name"] for n in nodes]
+assert len(set(names)) == len(names), "node names repeat"
+for n in nodes:
+    assert n["ms"] >= 0 and n["backend"] in ("ref", "dnnl"), n
+assert [n["ms"] for n in nodes] == sorted((n["ms"] for n in nodes), reverse=True), "nodes not slowest first"
+per_op = {}
+for n in nodes:
+    per_op[(n["op_type"], n["backend"])] = per_op.get((n["op_type"], n["backend"]), 0) + 1
+assert {(o["op_type"], o["backend"]): o["nodes"] for o in ops} == per_op, "ops do not count the nodes"
+total = sum(n["ms"] for n in nodes)
+assert abs(sum(o["ms"] for o in ops) - total) <= 1e-6 + 1e-6 * total, "ops do not sum the nodes"
+' "$TMP/prof.json"
+check "profile JSON: ops count and sum the nodes ($(head -c 300 "$TMP/prof.json"))" $?
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations 5 --profile > "$TMP/prof.txt" 2> "$TMP/err"
+check "perf --profile exits 0" $?
+grep -q "^profile, per run" "$TMP/prof.txt" && grep -q "^slowest nodes:" "$TMP/prof.txt"
+check "plain-text profile has the op table and the slowest nodes" $?
+
 expect_error() { # description, pattern, command...
   local desc=$1 pattern=$2
   shift 2
