@@ -626,6 +626,7 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     if (mcp__dnnl_concat_supported(node, graph)) return &mcp__dnnl_concat_kernel;
     if (mcp__dnnl_eltwise_supported(node, graph)) return &mcp__dnnl_eltwise_kernel;
     if (mcp__dnnl_layernorm_supported(node, graph)) return &mcp__dnnl_layernorm_kernel;
+    if (mcp__dnnl_softmax_supported(node, graph)) return &mcp__dnnl_softmax_kernel;
     return NULL;
 }
 
