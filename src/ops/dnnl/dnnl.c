@@ -627,6 +627,7 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     if (mcp__dnnl_eltwise_supported(node, graph)) return &mcp__dnnl_eltwise_kernel;
     if (mcp__dnnl_layernorm_supported(node, graph)) return &mcp__dnnl_layernorm_kernel;
     if (mcp__dnnl_softmax_supported(node, graph)) return &mcp__dnnl_softmax_kernel;
+    if (mcp__dnnl_transpose_supported(node, graph)) return &mcp__dnnl_transpose_kernel;
     return NULL;
 }
 
