@@ -473,26 +473,46 @@ mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int ran
     return st;
 }
 
+mcp_status mcp__dnnl_exec_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
+                                const int *ids, const dnnl_memory_desc_t *const *mds, void *const *data)
+{
+    MCP_ASSERT(n > 0 && n <= MCP_DNNL_KEYS + 2);
+    dnnl_memory_t m[MCP_DNNL_KEYS + 2] = {NULL};
+    dnnl_exec_arg_t args[MCP_DNNL_KEYS + 2];
+    mcp_status rs = MCP_STATUS_OK;
+    for (int i = 0; i < n && rs == MCP_STATUS_OK; i++) {
+        rs = mcp__dnnl_wrap(ctx, mds[i], data[i], &m[i]);
+        args[i] = (dnnl_exec_arg_t){ids[i], m[i]};
+    }
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, e->prim, n, args);
+    for (int i = 0; i < n; i++)
+        if (m[i]) dnnl_memory_destroy(m[i]);
+    if (e == local) mcp__dnnl_entry_release(local);
+    return rs;
+}
+
 mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
                                const mcp_tensor *const *in, const dnnl_memory_desc_t *md, const int *arg_ids)
 {
     MCP_ASSERT(n > 0 && n <= MCP_DNNL_KEYS);
     const dnnl_memory_desc_t *plain = &e->dst.plain_md;
     mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, plain->ndims, plain->dims, mcp__dnnl_format_of(&e->dst));
-    dnnl_memory_t m[MCP_DNNL_KEYS + 1] = {NULL};
-    dnnl_exec_arg_t args[MCP_DNNL_KEYS + 1];
-    mcp_status rs = y ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
-    for (int i = 0; i < n && rs == MCP_STATUS_OK; i++) {
-        rs = mcp__dnnl_wrap(ctx, &md[i], in[i]->data, &m[i]);
-        args[i] = (dnnl_exec_arg_t){arg_ids[i], m[i]};
+    if (!y) {
+        if (e == local) mcp__dnnl_entry_release(local);
+        return MCP_STATUS_OUT_OF_MEMORY;
     }
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[n]);
-    args[n] = (dnnl_exec_arg_t){DNNL_ARG_DST, m[n]};
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, e->prim, n + 1, args);
-    for (int i = 0; i <= n; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == local) mcp__dnnl_entry_release(local);
-    return rs;
+    int ids[MCP_DNNL_KEYS + 1];
+    const dnnl_memory_desc_t *mds[MCP_DNNL_KEYS + 1];
+    void *data[MCP_DNNL_KEYS + 1];
+    for (int i = 0; i < n; i++) {
+        ids[i] = arg_ids[i];
+        mds[i] = &md[i];
+        data[i] = in[i]->data; /* oneDNN takes non-const handles; inputs are only read */
+    }
+    ids[n] = DNNL_ARG_DST;
+    mds[n] = &e->dst.md;
+    data[n] = y->data;
+    return mcp__dnnl_exec_entry(ctx, e, local, n + 1, ids, mds, data);
 }
 
 /* ---- the reference kernel as a run-time fallback ---- */

@@ -185,22 +185,15 @@ static mcp_status ln_run(mcp_kernel_ctx *ctx)
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &md, 1, ln_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
-    mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
-    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
-    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, x->data, &m[0]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, y->data, &m[1]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &vmd, scale->data, &m[2]);
-    if (rs == MCP_STATUS_OK && st->has_shift) rs = mcp__dnnl_wrap(ctx, &vmd, shift->data, &m[3]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}, {DNNL_ARG_SCALE, m[2]}, {DNNL_ARG_SHIFT, m[3]}};
-        rs = mcp__dnnl_execute(ctx, e->prim, st->has_shift ? 4 : 3, args);
+    mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
+    if (!y) {
+        if (e == &local) mcp__dnnl_entry_release(&local);
+        return MCP_STATUS_OUT_OF_MEMORY;
     }
-    for (int i = 0; i < 4; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    static const int ids[4] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_SCALE, DNNL_ARG_SHIFT};
+    const dnnl_memory_desc_t *mds[4] = {&md, &md, &vmd, &vmd};
+    void *data[4] = {x->data, y->data, scale->data, st->has_shift ? shift->data : NULL};
+    return mcp__dnnl_exec_entry(ctx, e, &local, st->has_shift ? 4 : 3, ids, mds, data);
 }
 
 static mcp_status softmax_run(mcp_kernel_ctx *ctx)
@@ -221,18 +214,14 @@ static mcp_status softmax_run(mcp_kernel_ctx *ctx)
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &md, 1, softmax_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
-    dnnl_memory_t m[2] = {NULL, NULL};
-    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, x->data, &m[0]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, y->data, &m[1]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_DST, m[1]}};
-        rs = mcp__dnnl_execute(ctx, e->prim, 2, args);
+    if (!y) {
+        if (e == &local) mcp__dnnl_entry_release(&local);
+        return MCP_STATUS_OUT_OF_MEMORY;
     }
-    for (int i = 0; i < 2; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    static const int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    const dnnl_memory_desc_t *mds[2] = {&md, &md};
+    void *data[2] = {x->data, y->data};
+    return mcp__dnnl_exec_entry(ctx, e, &local, 2, ids, mds, data);
 }
 
 const mcp_kernel_def mcp__dnnl_eltwise_kernel = {

@@ -118,19 +118,16 @@ static mcp_status tr_run(mcp_kernel_ctx *ctx)
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &md, 1, tr_build, &local, &e);
-    mcp_tensor *y = rs == MCP_STATUS_OK ? mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, ydims) : NULL;
-    dnnl_memory_t m[2] = {NULL, NULL};
-    if (rs == MCP_STATUS_OK && !y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &md, x->data, &m[0]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &dst, y->data, &m[1]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
-        rs = mcp__dnnl_execute(ctx, e->prim, 2, args);
+    if (rs != MCP_STATUS_OK) return rs;
+    mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, ydims);
+    if (!y) {
+        if (e == &local) mcp__dnnl_entry_release(&local);
+        return MCP_STATUS_OUT_OF_MEMORY;
     }
-    for (int i = 0; i < 2; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    static const int ids[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    const dnnl_memory_desc_t *mds[2] = {&md, &dst};
+    void *data[2] = {x->data, y->data};
+    return mcp__dnnl_exec_entry(ctx, e, &local, 2, ids, mds, data);
 }
 
 const mcp_kernel_def mcp__dnnl_transpose_kernel = {

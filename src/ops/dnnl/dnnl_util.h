@@ -152,6 +152,10 @@ mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const voi
 /* Runs entry e over the n inputs `in` (laid out as md, passed as arg_ids)
  * into a new output 0 in e's destination layout, then releases e when it
  * is the caller's `local`. */
+/* Executes e's primitive with n memory arguments (arg id, descriptor,
+ * data), then releases e when it is the per-call `local` one. */
+mcp_status mcp__dnnl_exec_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
+                                const int *ids, const dnnl_memory_desc_t *const *mds, void *const *data);
 mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
                                const mcp_tensor *const *in, const dnnl_memory_desc_t *md, const int *arg_ids);
 
