@@ -262,16 +262,9 @@ mcp_status mcp__fold_constants(mcp_graph *g, mcp_err *err)
     if (!g || g->n_nodes == 0) return MCP_STATUS_OK;
     bool *folded = mcp_calloc((size_t)g->n_nodes, sizeof *folded);
     int *uses = mcp_calloc((size_t)g->n_values + 1, sizeof *uses);
-    /* Folded nodes are released through mcp_graph_free on a graph that
-     * holds only them; it is allocated first so that the release cannot
-     * fail. */
-    mcp_graph *bin = mcp_calloc(1, sizeof *bin);
-    mcp_node *bin_nodes = mcp_calloc((size_t)g->n_nodes, sizeof *bin_nodes);
-    if (!folded || !uses || !bin || !bin_nodes) {
+    if (!folded || !uses) {
         mcp_free(folded);
         mcp_free(uses);
-        mcp_free(bin);
-        mcp_free(bin_nodes);
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     count_uses(g, uses);
@@ -295,23 +288,7 @@ mcp_status mcp__fold_constants(mcp_graph *g, mcp_err *err)
         for (int k = 0; folded[i] && k < n->n_inputs; k++)
             if (n->inputs[k] >= 0) uses[n->inputs[k]]--;
     }
-    int kept = 0, n_bin = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        if (folded[i]) {
-            bin_nodes[n_bin++] = g->nodes[i];
-            continue;
-        }
-        if (kept != i) g->nodes[kept] = g->nodes[i];
-        kept++;
-    }
-    g->n_nodes = kept;
-    for (int v = 0; v < g->n_values; v++) g->values[v].producer = -1;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_outputs; k++)
-            if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
-    bin->nodes = bin_nodes;
-    bin->n_nodes = n_bin;
-    mcp_graph_free(bin);
+    mcp_graph_remove_nodes(g, folded);
     mcp_free(folded);
     mcp_free(uses);
     return st;

@@ -1137,12 +1137,11 @@ static void pass_unused_initializers(pass_ctx *c)
 
 /* ---- driver ---- */
 
-static void compact_nodes(pass_ctx *c)
+void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop)
 {
-    mcp_graph *g = c->g;
     int kept = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (c->removed[i]) {
+        if (drop[i]) {
             node_release(&g->nodes[i]);
             continue;
         }
@@ -1179,7 +1178,7 @@ mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err)
     if (st == MCP_STATUS_OK) pass_unused_initializers(&c);
     /* Compaction runs on failure too: every rewrite above leaves the graph
      * consistent, so a half-optimized graph is still a valid graph. */
-    compact_nodes(&c);
+    mcp_graph_remove_nodes(c.g, c.removed);
     mcp_free(c.removed);
     mcp_free(c.uses);
     mcp_free(c.is_output);
