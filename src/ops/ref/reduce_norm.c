@@ -133,25 +133,21 @@ mcp_status mcp__ref_reduce_batchnorm_run(mcp_kernel_ctx *ctx)
 /* ---- LayerNormalization ---- */
 
 /*
- * LayerNormalization of float32 X: `outer` rows of `inner` contiguous
- * elements, rows split over threads; mo and io (Mean, InvStdDev) may be
- * NULL. Scale and B are first expanded to one row of doubles (their
- * broadcast walk, once instead of per row); mean and variance are double
- * sums in a fixed order (as mcp__red_sum_f32), and the normalization is the
- * generic path's double arithmetic.
+ * Scale and B expanded to one row of `inner` doubles each (their broadcast
+ * walk over the normalized dims nd, once instead of per row): sb[0, inner)
+ * and sb[inner, 2 * inner) (0 without B). The buffer is the run's scratch
+ * when there is one, so steady-state runs do not allocate; else *owned,
+ * which the caller frees.
  */
-static mcp_status ln_rows_f32(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp_tensor *scale,
-                              const mcp_tensor *bias, const int64_t *sstr, const int64_t *bstr,
-                              int nr, const int64_t *nd, double eps, mcp_tensor *y,
-                              mcp_tensor *mo, mcp_tensor *io, int64_t outer, int64_t inner)
+static double *ln_expand(mcp_kernel_ctx *ctx, const mcp_tensor *scale, const mcp_tensor *bias,
+                         const int64_t *sstr, const int64_t *bstr, int nr, const int64_t *nd, int64_t inner,
+                         double **owned)
 {
-    /* The run's scratch when there is one, so steady-state runs do not
-     * allocate; the heap otherwise. */
-    size_t sb_bytes = (size_t)inner * 2 * sizeof(double);
+    size_t sb_bytes = (size_t)inner * 2 * sizeof(double) + 1;
     double *sb = (double *)mcp_kscratch(ctx, 0, sb_bytes);
-    double *owned = NULL;
-    if (!sb) sb = owned = (double *)mcp_malloc(sb_bytes);
-    if (!sb) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    *owned = NULL;
+    if (!sb) sb = *owned = (double *)mcp_malloc(sb_bytes);
+    if (!sb) return NULL;
     double *sv = sb, *bv = sb + inner;
     int64_t idx[MCP_MAX_RANK] = {0};
     int64_t so = 0, bo = 0;
@@ -168,9 +164,22 @@ static mcp_status ln_rows_f32(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mc
             idx[i] = 0;
         }
     }
+    return sb;
+}
+
+/*
+ * LayerNormalization of float32 X: `outer` rows of `inner` contiguous
+ * elements, rows split over threads; mo and io (Mean, InvStdDev) may be
+ * NULL; sv and bv are Scale and B expanded (ln_expand). Mean and variance
+ * are double sums in a fixed order (as mcp__red_sum_f32), and the
+ * normalization is the generic path's double arithmetic.
+ */
+static void ln_rows_f32(const mcp_kernel_ctx *ctx, const mcp_tensor *x, const double *sv, const double *bv,
+                        bool has_bias, double eps, mcp_tensor *y, mcp_tensor *mo, mcp_tensor *io, int64_t outer,
+                        int64_t inner)
+{
     const float *xv = x->data;
     float *yv = y->data;
-    bool has_bias = bias != NULL;
     int nt = mcp_kthreads(ctx, outer * inner * 3);
     const int chunk = mcp__red_chunk(inner * 3);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
@@ -202,8 +211,6 @@ static mcp_status ln_rows_f32(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mc
             for (j = 0; j < inner; j++) yr[j] = (float)((xr[j] - mean) * inv * sv[j]);
         }
     }
-    mcp_free(owned);
-    return MCP_STATUS_OK;
 }
 
 mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
@@ -264,9 +271,15 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
         return MCP_STATUS_OUT_OF_MEMORY;
     if (ctx->n_outputs > 2 && !(io = mcp_kout(ctx, 2, ut, x->rank, sdims)))
         return MCP_STATUS_OUT_OF_MEMORY;
-    if (x->dtype == MCP_DTYPE_FLOAT && outer * inner > 0)
-        return ln_rows_f32(ctx, x, scale, bias, sstr, bstr, nr, nd, eps, y, mo, io, outer, inner);
-
+    if (outer == 0) return MCP_STATUS_OK;
+    double *owned;
+    const double *sv = ln_expand(ctx, scale, bias, sstr, bstr, nr, nd, inner, &owned), *bv = sv + inner;
+    if (!sv) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (x->dtype == MCP_DTYPE_FLOAT && inner > 0) {
+        ln_rows_f32(ctx, x, sv, bv, bias != NULL, eps, y, mo, io, outer, inner);
+        mcp_free(owned);
+        return MCP_STATUS_OK;
+    }
     for (int64_t o = 0; o < outer; o++) {
         int64_t base = o * inner;
         double mean = 0.0, var = 0.0;
@@ -280,24 +293,13 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
         double inv = 1.0 / sqrt(var + eps);
         if (mo) mcp__red_st_f64(ut, mo->data, o, mean);
         if (io) mcp__red_st_f64(ut, io->data, o, inv);
-        int64_t idx[MCP_MAX_RANK] = {0};
-        int64_t so = 0, bo = 0;
         for (int64_t j = 0; j < inner; j++) {
-            double v = (mcp__red_ld_f64(x->dtype, x->data, base + j) - mean) * inv;
-            v *= mcp__red_ld_f64(scale->dtype, scale->data, so);
-            if (bias) v += mcp__red_ld_f64(bias->dtype, bias->data, bo);
+            double v = (mcp__red_ld_f64(x->dtype, x->data, base + j) - mean) * inv * sv[j];
+            if (bias) v += bv[j];
             mcp__red_st_f64(y->dtype, y->data, base + j, v);
-            for (int i = nr - 1; i >= 0; i--) {
-                idx[i]++;
-                so += sstr[i];
-                if (bias) bo += bstr[i];
-                if (idx[i] < nd[i]) break;
-                so -= sstr[i] * idx[i];
-                if (bias) bo -= bstr[i] * idx[i];
-                idx[i] = 0;
-            }
         }
     }
+    mcp_free(owned);
     return MCP_STATUS_OK;
 }
 
