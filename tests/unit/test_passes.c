@@ -99,6 +99,22 @@ static const char *ops_of(const mcp_graph *g, char *buf, size_t cap)
         TU_CHECK_STR(ops_of((g), ob_, sizeof ob_), (expect));                 \
     } while (0)
 
+/* Optimizes m (without folding), checks the op types of the result and
+ * frees the graph and m. */
+static void expect_ops_at(int line, mb_model *m, const char *expect)
+{
+    mcp_graph *g = optimized_at(line, m, false);
+    if (g) {
+        char ob[256];
+        tu_checks++;
+        if (strcmp(ops_of(g, ob, sizeof ob), expect) != 0)
+            TU_FAIL_AT(__FILE__, line, "ops \"%s\", expected \"%s\"", ob, expect);
+        mcp_graph_free(g);
+    }
+    mb_model_free(m);
+}
+#define EXPECT_OPS(m, expect) expect_ops_at(__LINE__, (m), (expect))
+
 static const char *value_name(const mcp_graph *g, int v)
 {
     return v >= 0 && v < g->n_values ? g->values[v].name : "<none>";
@@ -247,12 +263,7 @@ static void test_dropout_kept(void)
     mb_add_node(m, NULL, "Add", "add", "D,D", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 1, xd, NULL);
     mb_add_output(m, NULL, "MF", MCP_DTYPE_UNDEFINED, -1, NULL, NULL);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Dropout,Cast,Add");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Dropout,Cast,Add");
 }
 
 /* ---- BatchNormalization into Conv ---- */
@@ -396,12 +407,7 @@ static void test_matmul_add_kept(void)
     mb_add_node(m, NULL, "MatMul", "mm", "X,W", "M");
     mb_add_node(m, NULL, "Add", "add", "M,B", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, y2, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "MatMul,Add");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "MatMul,Add");
 }
 
 /* ---- fusions: shared builders ---- */
@@ -540,12 +546,7 @@ static void test_conv_sum_shapes(void)
     mb_add_node(m, NULL, "Add", "add", "A,bias", "T");
     mb_add_node(m, NULL, "Relu", "relu", "T", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Add,Relu");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Add,Relu");
 }
 
 /* torch's GELU of x into y, its constants initializers "<y>_sqrt2", ... */
@@ -661,12 +662,7 @@ static void test_conv_fusion_blocked(void)
     mb_add_node(m, NULL, "Neg", "neg", "A", "Z");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
     mb_add_output(m, NULL, "Z", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Relu,Neg");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Relu,Neg");
 
     m = mb_model_new(13);
     mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, conv_xd, NULL);
@@ -674,12 +670,7 @@ static void test_conv_fusion_blocked(void)
     mb_add_node(m, NULL, "Relu", "relu", "A", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
     mb_add_output(m, NULL, "A", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Relu");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Relu");
 
     static const float lo = 0.0f;
     int64_t sd[1] = {1};
@@ -690,12 +681,7 @@ static void test_conv_fusion_blocked(void)
     add_conv(m, "conv", "X", "A", 2, 7);
     mb_add_node(m, NULL, "Clip", "clip", "A,lo,hi", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Clip");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Clip");
 
     m = mb_model_new(13);
     mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, conv_xd, NULL);
@@ -704,12 +690,7 @@ static void test_conv_fusion_blocked(void)
     mb_add_node(m, NULL, "Mul", "mul", "A,S", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
     mb_add_output(m, NULL, "S", MCP_DTYPE_FLOAT, 4, conv_yd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Sigmoid,Mul");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Sigmoid,Mul");
 
     static const double wd64[3 * 2 * 9] = {0};
     int64_t wd[4] = {3, 2, 3, 3};
@@ -719,12 +700,7 @@ static void test_conv_fusion_blocked(void)
     mb_add_node(m, NULL, "Conv", "conv", "X,W", "A");
     mb_add_node(m, NULL, "Relu", "relu", "A", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_DOUBLE, -1, NULL, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Conv,Relu");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Conv,Relu");
 }
 
 /* ---- Gemm -> activation => FusedGemm ---- */
@@ -789,12 +765,7 @@ static void test_gemm_activation(void)
     mb_add_node(m, NULL, "Neg", "neg", "H", "Z");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, yd, NULL);
     mb_add_output(m, NULL, "Z", MCP_DTYPE_FLOAT, 2, yd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Gemm,Relu,Neg");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Gemm,Relu,Neg");
 }
 
 /* ---- MatMul -> [Add(bias)] -> [activation] => FusedMatMul ---- */
@@ -870,12 +841,7 @@ static void test_matmul_fusions(void)
     mb_add_node(m, NULL, "MatMul", "mm", "X,W", "H");
     mb_add_node(m, NULL, "Add", "add", "H,B", "Y");
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 3, yd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "MatMul,Add");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "MatMul,Add");
 }
 
 /* ---- GELU => Gelu ---- */
@@ -962,21 +928,11 @@ static void test_gelu(void)
     }
     /* 0.6 is not GELU's half. */
     mb_model *m = gelu_model(1, 0.6f);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Neg,Mul,Erf,Add,Mul,Mul");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Neg,Mul,Erf,Add,Mul,Mul");
     /* Erf's output read by a second node. */
     m = gelu_model(0, 0.5f);
     mb_add_output(m, NULL, "e", MCP_DTYPE_FLOAT, 2, xd, NULL);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Constant,Constant,Neg,Constant,Div,Erf,Add,Mul,Mul");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Constant,Constant,Neg,Constant,Div,Erf,Add,Mul,Mul");
 }
 
 /* ---- LayerNorm => LayerNormalization ---- */
@@ -1055,20 +1011,10 @@ static void test_layernorm(void)
     }
     /* Over axis 1, not the last one. */
     mb_model *m = layernorm_model(13, 1, true, false);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Constant,Constant,ReduceMean,Sub,Pow,ReduceMean,Add,Sqrt,Div,Mul,Add");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Constant,Constant,ReduceMean,Sub,Pow,ReduceMean,Add,Sqrt,Div,Mul,Add");
     /* Epsilon computed at run time. */
     m = layernorm_model(13, -1, true, true);
-    g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Constant,ReduceMean,Sub,Pow,ReduceMean,Add,Sqrt,Div,Mul,Add");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Constant,ReduceMean,Sub,Pow,ReduceMean,Add,Sqrt,Div,Mul,Add");
 }
 
 /* ---- the fused reference kernels, written directly in a model ---- */
@@ -1317,12 +1263,7 @@ static void test_subgraph_capture(void)
     mb_attr_graph(m, n, "then_branch", t2);
     mb_attr_graph(m, n, "else_branch", e2);
     mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 1, xd, NULL);
-    mcp_graph *g = optimized(m);
-    if (g) {
-        CHECK_OPS(g, "Identity,If");
-        mcp_graph_free(g);
-    }
-    mb_model_free(m);
+    EXPECT_OPS(m, "Identity,If");
 }
 
 int main(void)
