@@ -312,20 +312,29 @@ static void print_profile(const mcp_session *s, int runs, bool json)
     qsort(np, (size_t)n, sizeof *np, node_by_ms_desc);
     int top = n < TOP_NODES ? n : TOP_NODES;
     if (json) {
-        printf(", \"ops\": [");
-        for (int k = 0; k < n_ops; k++)
-            printf("%s{\"op_type\": \"%s\", \"backend\": \"%s\", \"nodes\": %d, \"ms\": %.6g}", k ? ", " : "",
-                   ops[k].op_type, ops[k].backend, ops[k].nodes, ops[k].ms);
-        printf("], \"nodes\": [");
-        for (int i = 0; i < n; i++) {
-            mcp_buf name = {0};
-            mcp_buf_json_string(&name, np[i].name);
-            printf("%s{\"name\": %.*s", i ? ", " : "", (int)name.len, name.data ? (const char *)name.data : "\"\"");
-            mcp_buf_free(&name);
-            printf(", \"op_type\": \"%s\", \"backend\": \"%s\", \"ms\": %.6g}", np[i].op_type, np[i].backend,
-                   np[i].total_ms / runs);
+        mcp_buf b = {0};
+        mcp_buf_puts(&b, ", \"ops\": [");
+        for (int k = 0; k < n_ops; k++) {
+            mcp_buf_puts(&b, k ? ", {\"op_type\": " : "{\"op_type\": ");
+            mcp_buf_json_string(&b, ops[k].op_type);
+            mcp_buf_puts(&b, ", \"backend\": ");
+            mcp_buf_json_string(&b, ops[k].backend);
+            mcp_buf_printf(&b, ", \"nodes\": %d, \"ms\": %.6g}", ops[k].nodes, ops[k].ms);
         }
-        printf("]");
+        mcp_buf_puts(&b, "], \"nodes\": [");
+        for (int i = 0; i < n; i++) {
+            mcp_buf_puts(&b, i ? ", {\"name\": " : "{\"name\": ");
+            mcp_buf_json_string(&b, np[i].name);
+            mcp_buf_puts(&b, ", \"op_type\": ");
+            mcp_buf_json_string(&b, np[i].op_type);
+            mcp_buf_puts(&b, ", \"backend\": ");
+            mcp_buf_json_string(&b, np[i].backend);
+            mcp_buf_printf(&b, ", \"ms\": %.6g}", np[i].total_ms / runs);
+        }
+        mcp_buf_puts(&b, "]");
+        if (b.failed) printf(", \"ops\": [], \"nodes\": []");
+        else printf("%.*s", (int)b.len, (const char *)b.data);
+        mcp_buf_free(&b);
     } else {
         printf("profile, per run (%d nodes, %.3f ms in nodes):\n", n, total);
         printf("  %-24s %-8s %6s %10s %7s\n", "op type", "backend", "nodes", "ms", "share");

@@ -149,7 +149,6 @@ static mcp_status binary_run(mcp_kernel_ctx *ctx)
         b_full &= y >= x;
     }
     if (!a_full) {
-        if (!b_full && !st->commutative) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
         if (!st->commutative || !b_full) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
         const mcp_tensor *t = in[0];
         in[0] = in[1];

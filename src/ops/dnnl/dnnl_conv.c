@@ -177,7 +177,6 @@ static dnnl_status_t conv_attr(const conv_state *st, dnnl_primitive_attr_t *attr
     return s;
 }
 
-/* Creates cp->prim from the descriptors; fills cp->smd, cp->wmd and dmd. */
 /* Multiply-adds of the convolution of input shape in[4]. */
 static int64_t conv_macs(const conv_state *st, const int64_t *in)
 {
@@ -187,6 +186,7 @@ static int64_t conv_macs(const conv_state *st, const int64_t *in)
     return in[0] * w[0] * out[2] * out[3] * w[1] * w[2] * w[3];
 }
 
+/* Creates cp->prim from the descriptors; fills cp->smd, cp->wmd and dmd. */
 static dnnl_status_t conv_create(const conv_state *st, const dnnl_convolution_desc_t *cd, conv_prim *cp,
                                  dnnl_memory_desc_t *dmd)
 {
@@ -238,8 +238,13 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
      * faster), except in graphs that concatenate convolutions' channels:
      * there the blocked layout makes each input of the Concat one contiguous
      * range of its output, which the memory plan can have the convolutions
-     * write in place (SqueezeNet's Concats: 0.40 ms to 0.04 ms per run). */
-    bool blocked = in[0] >= 2 || st->blocked_batch1;
+     * write in place (SqueezeNet's Concats: 0.40 ms to 0.04 ms per run).
+     * Grouped convolutions take it only when each group's channels fill
+     * whole blocks, or when depthwise: otherwise oneDNN 2.6 has only its
+     * reference kernel for the blocked layout. */
+    int64_t g = st->p.group, icg = in[1] / g, ocg = out[1] / g;
+    bool group_ok = g == 1 || (icg == 1 && ocg == 1) || (icg % 16 == 0 && ocg % 16 == 0);
+    bool blocked = group_ok && (in[0] >= 2 || st->blocked_batch1);
     dnnl_format_tag_t src_tag = blocked && in[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
     dnnl_format_tag_t dst_tag = blocked && out[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, src_tag);

@@ -1,9 +1,8 @@
 /*
  * oneDNN ConvTranspose: fp32, 2-D, NCHW, groups, strides, dilations,
  * explicit pads and bias; W of static shape (an initializer or an input).
- * auto_pad other
- * than NOTSET, output_shape and non-zero output_padding stay with the
- * reference kernel. X is read in whatever layout it arrives in and Y is
+ * auto_pad other than NOTSET, output_shape and non-zero output_padding stay
+ * with the reference kernel. X is read in whatever layout it arrives in and Y is
  * written in the layout oneDNN picks; the weights are read in place (ONNX's
  * [C, M/group, kH, kW] order is oneDNN's iohw / giohw).
  */
@@ -133,25 +132,15 @@ static mcp_status deconv_run(mcp_kernel_ctx *ctx)
     if (rs != MCP_STATUS_OK) return rs;
     mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, mcp__dnnl_format_of(&e->dst));
     const_dnnl_primitive_desc_t pd = NULL;
-    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
-    if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK && dnnl_primitive_get_primitive_desc(e->prim, &pd) != dnnl_success)
-        rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN primitive query failed");
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
-    if (rs == MCP_STATUS_OK)
-        rs = mcp__dnnl_wrap(ctx, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), w->data, &m[1]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &e->dst.md, y->data, &m[2]);
-    if (rs == MCP_STATUS_OK && st->has_bias)
-        rs = mcp__dnnl_wrap(ctx, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1), b->data, &m[3]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[4] = {
-            {DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]}, {DNNL_ARG_BIAS, m[3]}};
-        rs = mcp__dnnl_execute(ctx, e->prim, st->has_bias ? 4 : 3, args);
+    if (!y || dnnl_primitive_get_primitive_desc(e->prim, &pd) != dnnl_success) {
+        if (e == &local) mcp__dnnl_entry_release(&local);
+        return y ? mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN primitive query failed") : MCP_STATUS_OUT_OF_MEMORY;
     }
-    for (int i = 0; i < 4; i++)
-        if (m[i]) dnnl_memory_destroy(m[i]);
-    if (e == &local) mcp__dnnl_entry_release(&local);
-    return rs;
+    static const int ids[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
+    const dnnl_memory_desc_t *mds[4] = {&xmd, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &e->dst.md,
+                                        dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1)};
+    void *data[4] = {x->data, w->data, y->data, st->has_bias ? b->data : NULL};
+    return mcp__dnnl_exec_entry(ctx, e, &local, st->has_bias ? 4 : 3, ids, mds, data);
 }
 
 const mcp_kernel_def mcp__dnnl_deconv_kernel = {

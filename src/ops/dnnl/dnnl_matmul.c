@@ -331,11 +331,13 @@ static mcp_status mm_lookup(mcp_kernel_ctx *ctx, mm_state *st, const mm_problem 
         rs = mm_build(st, p, can_prepack(st, p), &st->prims[st->n_prims], ctx->err);
         if (rs == MCP_STATUS_OK) *out = &st->prims[st->n_prims++];
     }
-    pthread_mutex_unlock(&st->lock);
+    /* A per-call primitive once the cache is full, also under the lock:
+     * packing for it may write the node's packed weights. */
     if (rs == MCP_STATUS_OK && !*out) {
         rs = mm_build(st, p, can_prepack(st, p), local, ctx->err);
         if (rs == MCP_STATUS_OK) *out = local;
     }
+    pthread_mutex_unlock(&st->lock);
     if (rs != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
     return rs;
 }

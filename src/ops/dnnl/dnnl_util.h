@@ -55,8 +55,6 @@ dnnl_engine_t mcp__dnnl_engine(void);
  * library scratchpad is shared, and primitives using it must run on the
  * thread that created them; ours run on whatever thread runs the session. */
 dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
-/* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
- * with a scratchpad allocated for this call, and waits for it. */
 /* Small problems are built and run on one thread: splitting them costs
  * more in fork, join and imbalance than it gains. mcp__dnnl_serial_begin
  * sets this thread's OpenMP budget to 1 when macs < below and returns the
@@ -68,6 +66,8 @@ dnnl_status_t mcp__dnnl_attr_create(dnnl_primitive_attr_t *attr);
 #define MCP_DNNL_SERIAL_CONV_MACS (1 << 18)
 int mcp__dnnl_serial_begin(int64_t macs, int64_t below);
 void mcp__dnnl_serial_end(int prev);
+/* Runs prim (nargs <= 7, built with mcp__dnnl_attr_create) on a fresh stream
+ * with a scratchpad allocated for this call, and waits for it. */
 mcp_status mcp__dnnl_run(dnnl_primitive_t prim, int nargs, const dnnl_exec_arg_t *args,
                          mcp_err *err);
 /* mcp__dnnl_run with the scratchpad in the kernel's scratch slot 0 and the
@@ -149,13 +149,13 @@ mcp_status mcp__dnnl_cache_get(mcp_kernel_ctx *ctx, mcp_dnnl_cache *c, const voi
                                mcp_dnnl_build_fn build, mcp_dnnl_entry *local,
                                const mcp_dnnl_entry **out);
 
-/* Runs entry e over the n inputs `in` (laid out as md, passed as arg_ids)
- * into a new output 0 in e's destination layout, then releases e when it
- * is the caller's `local`. */
 /* Executes e's primitive with n memory arguments (arg id, descriptor,
  * data), then releases e when it is the per-call `local` one. */
 mcp_status mcp__dnnl_exec_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
                                 const int *ids, const dnnl_memory_desc_t *const *mds, void *const *data);
+/* Runs entry e over the n inputs `in` (laid out as md, passed as arg_ids)
+ * into a new output 0 in e's destination layout, then releases e when it
+ * is the caller's `local`. */
 mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp_dnnl_entry *local, int n,
                                const mcp_tensor *const *in, const dnnl_memory_desc_t *md, const int *arg_ids);
 
