@@ -270,22 +270,13 @@ static mcp_status run_layernorm(mcp_kernel_ctx *ctx)
     const mcp_kernel_def *k =
         family_kernel(mcp__ref_reduce_kernels, mcp__ref_reduce_kernel_count, "LayerNormalization");
     if (!k) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "no reference LayerNormalization kernel");
-    /* The ONNX kernel also writes Mean and InvStdDev; this op has only Y, so
-     * those two go to scratch values dropped afterwards. */
-    mcp_value *outs[3] = {ctx->outputs[0], mcp_value_new(), mcp_value_new()};
-    if (!outs[1] || !outs[2]) {
-        st = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    } else {
-        mcp_kernel_ctx sub = *ctx;
-        sub.n_inputs = ctx->n_inputs < 3 ? ctx->n_inputs : 3;
-        sub.n_outputs = 3;
-        sub.outputs = outs;
-        sub.state = NULL;
-        st = k->run(&sub);
-    }
-    mcp_value_free(outs[1]);
-    mcp_value_free(outs[2]);
-    return st;
+    /* The ONNX kernel computes Mean and InvStdDev only for a node that
+     * lists them; this op has Y alone. */
+    mcp_kernel_ctx sub = *ctx;
+    sub.n_inputs = ctx->n_inputs < 3 ? ctx->n_inputs : 3;
+    sub.n_outputs = 1;
+    sub.state = NULL;
+    return k->run(&sub);
 }
 
 const mcp_kernel_def mcp__ref_fused_kernels[] = {

@@ -63,13 +63,16 @@ static void sm_rows_f32(const mcp_kernel_ctx *ctx, bool log_form, const float *x
         for (; k < n; k++) m4[0] = xr[k] > m4[0] ? xr[k] : m4[0];
         float mx = m4[0];
         for (int j = 1; j < 4; j++) mx = m4[j] > mx ? m4[j] : mx;
-        if (mx == INFINITY && !log_form) {
-            /* Generic arithmetic for this rare row: with the shift at 0,
-             * values above 88.7 overflow expf but not exp, which decides
-             * between 0 and NaN. */
+        if (mx == INFINITY) {
+            /* The generic path's double arithmetic for this rare row: with
+             * the shift at 0 the inputs may be positive (outside
+             * mcp__ew_expf_nonpos), and values above 88.7 overflow expf but
+             * not exp, which decides between 0 and NaN. */
             double dsum = 0.0;
             for (k = 0; k < n; k++) dsum += exp((double)xr[k]);
-            for (k = 0; k < n; k++) yr[k] = (float)(exp((double)xr[k]) / dsum);
+            double lsum = log(dsum);
+            for (k = 0; k < n; k++)
+                yr[k] = (float)(log_form ? (double)xr[k] - lsum : exp((double)xr[k]) / dsum);
             continue;
         }
         if (isinf(mx)) mx = 0.0f; /* all -inf (or +inf present): keep IEEE results */

@@ -275,7 +275,7 @@ static void fc_rows(const fc_plan *p, const char *src, char *dst, size_t es, int
             off += idx[k] * p->ist[k];
         }
         for (int64_t r = r0; r < r1; r++) {
-            memcpy(dst + (size_t)r * row_bytes, src + (size_t)off * es, row_bytes);
+            memcpy(dst + (size_t)r * row_bytes, src + off * (ptrdiff_t)es, row_bytes);
             for (int k = nax - 1; k >= 0; k--) {
                 off += p->ist[k];
                 if (++idx[k] < p->dims[k]) break;
