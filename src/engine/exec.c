@@ -47,6 +47,7 @@ struct mcp__runctx {
     size_t *rec;  /* bytes recorded this run per entry (2 * n_values) */
     int *rec_birth; /* node that allocated each shadow entry */
     bool *rec_concat; /* per node: its output was its inputs one after another */
+    int64_t *sig;     /* the running inputs' signature (room for the longest) */
     rc_plan plans[RC_PLANS];
     rc_plan *cur; /* the plan this run follows, or NULL while recording */
     uint64_t tick;
@@ -83,7 +84,8 @@ static mcp__runctx *runctx_new(const mcp_graph *g)
     rc->rec = mcp_calloc(2 * n + 1, sizeof *rc->rec);
     rc->rec_birth = mcp_calloc(n + 1, sizeof *rc->rec_birth);
     rc->rec_concat = mcp_calloc((size_t)g->n_nodes + 1, sizeof *rc->rec_concat);
-    if (!rc->slots || !rc->vals || !rc->owned || !rc->rec || !rc->rec_birth || !rc->rec_concat) {
+    rc->sig = mcp_calloc((size_t)g->n_inputs * (2 + MCP_MAX_RANK) + 1, sizeof *rc->sig);
+    if (!rc->slots || !rc->vals || !rc->owned || !rc->rec || !rc->rec_birth || !rc->rec_concat || !rc->sig) {
         mcp__runctx_free(rc);
         return NULL;
     }
@@ -108,6 +110,7 @@ void mcp__runctx_free(mcp__runctx *rc)
     mcp_free(rc->rec);
     mcp_free(rc->rec_birth);
     mcp_free(rc->rec_concat);
+    mcp_free(rc->sig);
     mcp_free(rc->arena);
     for (int i = 0; i < MCP_KSCRATCH_SLOTS; i++) mcp_free(rc->scratch[i]);
     mcp_free(rc);
@@ -159,10 +162,8 @@ static int signature(const mcp_graph *g, mcp_value *const *inputs, int64_t *sig)
 
 static rc_plan *find_plan(mcp__runctx *rc, mcp_value *const *inputs)
 {
-    int64_t small[64];
     int len = signature(rc->graph, inputs, NULL);
-    int64_t *sig = len <= 64 ? small : NULL;
-    if (!sig) return NULL; /* very long signatures are not planned */
+    int64_t *sig = rc->sig;
     signature(rc->graph, inputs, sig);
     for (int i = 0; i < RC_PLANS; i++) {
         rc_plan *p = &rc->plans[i];
@@ -349,10 +350,12 @@ static void make_plan(mcp__runctx *rc, mcp_value *const *inputs)
         if (rc->plans[i].used < slot->used) slot = &rc->plans[i];
     }
     if (total > rc->arena_cap) {
+        /* The other plans keep the old arena when a larger one cannot be had. */
+        uint8_t *arena = mcp_malloc(total + ARENA_ALIGN);
+        if (!arena) goto done;
         mcp_free(rc->arena);
-        rc->arena = mcp_malloc(total + ARENA_ALIGN);
-        rc->arena_cap = rc->arena ? total : 0;
-        if (!rc->arena) goto done;
+        rc->arena = arena;
+        rc->arena_cap = total;
     }
     plan_clear(slot);
     *slot = (rc_plan){.valid = true, .sig = sig, .sig_len = len, .off = off, .bytes = bytes,

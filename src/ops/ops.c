@@ -103,29 +103,36 @@ static mcp_tensor *kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, c
     mcp_value_clear(v);
     v->kind = MCP_VALUE_TENSOR;
     mcp_tensor *t = &v->tensor;
-    if (dtype != MCP_DTYPE_STRING && rank >= 0 && rank <= MCP_MAX_RANK && ctx->exec) {
-        bool ok = true;
-        for (int d = 0; d < rank; d++) ok &= dims[d] >= 0;
-        if (ok) {
+    size_t nbytes = 0;
+    mcp_status st = mcp_tensor_size_check(dtype, rank, dims, &nbytes, ctx->err);
+    void *p = st == MCP_STATUS_OK && dtype != MCP_DTYPE_STRING && nbytes && ctx->exec
+                  ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes)
+                  : NULL;
+    if (p) {
+        /* Planned memory may be an input's very storage (in-place
+         * execution): the output keeps its data. Any other overlap with an
+         * input (a run whose shapes differ from the recorded ones) takes the
+         * heap instead. */
+        bool alias = false, overlap = false;
+        for (int j = 0; j < ctx->n_inputs; j++) {
+            const mcp_tensor *x = mcp_kin(ctx, j);
+            if (!x || !x->data) continue;
+            const uint8_t *a = x->data, *b = p;
+            size_t xn = mcp_tensor_nbytes(x);
+            if (a == b && xn == nbytes) alias = true;
+            else if (a < b + nbytes && b < a + xn) overlap = true;
+        }
+        if (!overlap) {
+            if (zero && !alias) memset(p, 0, nbytes);
             t->dtype = dtype;
             t->rank = rank;
             if (rank > 0) memcpy(t->dims, dims, sizeof *dims * (size_t)rank);
-            size_t nbytes = mcp_tensor_nbytes(t);
-            void *p = nbytes ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes) : NULL;
-            if (p) {
-                /* An output given its input's storage keeps the data. */
-                for (int j = 0; zero && j < ctx->n_inputs; j++)
-                    if (ctx->inputs[j] && ctx->inputs[j]->kind == MCP_VALUE_TENSOR && ctx->inputs[j]->tensor.data == p)
-                        zero = false;
-                if (zero) memset(p, 0, nbytes);
-                t->data = p;
-                t->owns_data = false;
-                return t;
-            }
-            memset(t, 0, sizeof *t);
+            t->data = p;
+            t->owns_data = false;
+            return t;
         }
     }
-    mcp_status st = mcp_tensor_alloc(t, dtype, rank, dims, ctx->err);
+    if (st == MCP_STATUS_OK) st = mcp_tensor_alloc(t, dtype, rank, dims, ctx->err);
     if (st != MCP_STATUS_OK) {
         mcp_err_prefix(ctx->err, "node '%s' (%s): output #%d", ctx->node->name, ctx->node->op_type, i);
         return NULL;

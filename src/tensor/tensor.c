@@ -63,10 +63,8 @@ size_t mcp_tensor_nbytes(const mcp_tensor *t)
     return (size_t)mcp_tensor_numel(t) * es;
 }
 
-mcp_status mcp_tensor_alloc(mcp_tensor *t, mcp_dtype dtype, int rank, const int64_t *dims,
-                            mcp_err *err)
+mcp_status mcp_tensor_size_check(mcp_dtype dtype, int rank, const int64_t *dims, size_t *nbytes, mcp_err *err)
 {
-    memset(t, 0, sizeof *t);
     if (rank < 0 || rank > MCP_MAX_RANK)
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "rank %d outside 0..%d", rank,
                            MCP_MAX_RANK);
@@ -82,6 +80,17 @@ mcp_status mcp_tensor_alloc(mcp_tensor *t, mcp_dtype dtype, int rank, const int6
         if (!mcp_mul_overflow_size(total, (size_t)dims[i], &total) || total > ((size_t)1 << 46))
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "tensor size overflows");
     }
+    *nbytes = total;
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_tensor_alloc(mcp_tensor *t, mcp_dtype dtype, int rank, const int64_t *dims,
+                            mcp_err *err)
+{
+    memset(t, 0, sizeof *t);
+    size_t total = 0;
+    mcp_status st = mcp_tensor_size_check(dtype, rank, dims, &total, err);
+    if (st != MCP_STATUS_OK) return st;
     t->dtype = dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->dims[i] = dims[i];

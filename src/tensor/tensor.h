@@ -49,6 +49,10 @@ int64_t mcp_shape_numel(int rank, const int64_t *dims);
 /* Bytes of data (numel * element size; numel * sizeof(char *) for strings). */
 size_t mcp_tensor_nbytes(const mcp_tensor *t);
 
+/* The byte size of a tensor of this dtype and shape into *nbytes; fails
+ * with INVALID_ARGUMENT (negative dims, rank too large, over 2^46 bytes or
+ * overflowing) or UNSUPPORTED (a dtype without storage). */
+mcp_status mcp_tensor_size_check(mcp_dtype dtype, int rank, const int64_t *dims, size_t *nbytes, mcp_err *err);
 /* Allocates zeroed storage for the given dtype and shape into *t (strings
  * start as empty strings). Fails with OUT_OF_MEMORY or INVALID_ARGUMENT
  * (negative dims, rank too large, size overflow). */

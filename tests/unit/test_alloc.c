@@ -452,6 +452,109 @@ static void test_inplace_chain(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/*
+ * A model with many inputs (a long input signature: 12 rank-4 inputs) is
+ * planned like any other: after the first runs, runs allocate nothing.
+ */
+static void test_many_inputs_planned(void)
+{
+    enum { N = 12 };
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    mb_model *m = mb_model_new(13);
+    const int64_t d[] = {1, 2, 2, 2};
+    char names[N][8], list[N * 8] = "";
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "X%d", i);
+        mb_add_input(m, NULL, names[i], MCP_DTYPE_FLOAT, 4, d, NULL);
+        strcat(list, i ? "," : "");
+        strcat(list, names[i]);
+    }
+    mb_add_node(m, NULL, "Sum", "sum", list, "S");
+    mb_add_node(m, NULL, "Relu", "relu", "S", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, d, NULL);
+    mcp_session *s = NULL;
+    mcp_status st = load(m, NULL, &s, msg, sizeof msg);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    mcp_err err = {msg, sizeof msg};
+    mcp_value xs[N], *ins[N];
+    for (int i = 0; i < N; i++) {
+        memset(&xs[i], 0, sizeof xs[i]);
+        xs[i].kind = MCP_VALUE_TENSOR;
+        TU_REQUIRE_OK(mcp_tensor_alloc(&xs[i].tensor, MCP_DTYPE_FLOAT, 4, d, &err), msg);
+        float *v = xs[i].tensor.data;
+        for (int k = 0; k < 8; k++) v[k] = (float)(i + k) - 6.0f;
+        ins[i] = &xs[i];
+    }
+    mcp_value *out[1] = {mcp_value_new()};
+    TU_REQUIRE(out[0] != NULL);
+    for (int r = 0; r < 2; r++) TU_CHECK_STATUS(mcp__session_run(s, ins, out, &err), MCP_STATUS_OK, msg);
+    int64_t before = mcp_alloc_total_count();
+    for (int r = 0; r < 3; r++) TU_CHECK_STATUS(mcp__session_run(s, ins, out, &err), MCP_STATUS_OK, msg);
+    TU_CHECK_INT(mcp_alloc_total_count() - before, 0);
+    const float *y = out[0]->tensor.data;
+    for (int k = 0; k < 8; k++) {
+        float want = 0.0f;
+        for (int i = 0; i < N; i++) want += (float)(i + k) - 6.0f;
+        TU_CHECK(y[k] == (want > 0.0f ? want : 0.0f));
+    }
+    for (int i = 0; i < N; i++) mcp_value_clear(&xs[i]);
+    mcp_value_free(out[0]);
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
+/*
+ * An output whose size comes from the data: once the shape has a plan, a
+ * request for an absurd size (2^61 + 1 rows) fails with a clear error, as
+ * it does without a plan, and later runs still work.
+ */
+static void test_planned_size_overflow(void)
+{
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    mb_model *m = mb_model_new(13);
+    const int64_t sd[] = {4}, xd[] = {1, 1, 1, 1}, k[] = {1, 1};
+    static const float xv = 2.5f;
+    static const int64_t iv = 0;
+    mb_add_input(m, NULL, "S", MCP_DTYPE_INT64, 1, sd, NULL);
+    mb_add_initializer(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, &xv, sizeof xv);
+    mb_add_initializer(m, NULL, "I", MCP_DTYPE_INT64, 4, xd, &iv, sizeof iv);
+    Onnx__NodeProto *u = mb_add_node(m, NULL, "MaxUnpool", "unpool", "X,I,S", "Y");
+    mb_attr_ints(m, u, "kernel_shape", k, 2);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    mcp_session *s = NULL;
+    mcp_status st = load(m, NULL, &s, msg, sizeof msg);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    mcp_err err = {msg, sizeof msg};
+    const int64_t widths[4] = {3, 3, ((int64_t)1 << 61) + 1, 3};
+    for (int r = 0; r < 4; r++) {
+        mcp_value x = {0};
+        x.kind = MCP_VALUE_TENSOR;
+        TU_REQUIRE_OK(mcp_tensor_alloc(&x.tensor, MCP_DTYPE_INT64, 1, sd, &err), msg);
+        int64_t shape[4] = {1, 1, 2, widths[r]}; /* 2 * (2^61 + 1) * 4 bytes wraps to 8 */
+        memcpy(x.tensor.data, shape, sizeof shape);
+        mcp_value *ins[1] = {&x}, *out[1] = {mcp_value_new()};
+        TU_REQUIRE(out[0] != NULL);
+        msg[0] = '\0';
+        st = mcp__session_run(s, ins, out, &err);
+        if (r == 2) {
+            TU_CHECK(st != MCP_STATUS_OK);
+            TU_CHECK_CONTAINS(msg, "unpool");
+        } else {
+            TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+            TU_CHECK(out[0]->tensor.rank == 4 && out[0]->tensor.dims[3] == 3);
+            if (st == MCP_STATUS_OK) TU_CHECK(((const float *)out[0]->tensor.data)[0] == 2.5f);
+        }
+        mcp_value_clear(&x);
+        mcp_value_free(out[0]);
+    }
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "alloc") != 0) {
@@ -463,6 +566,8 @@ int main(void)
     TU_RUN(test_session_lifecycle);
     TU_RUN(test_steady_state_allocations);
     TU_RUN(test_inplace_chain);
+    TU_RUN(test_many_inputs_planned);
+    TU_RUN(test_planned_size_overflow);
     TU_RUN(test_kernel_failure_and_subgraphs);
     TU_RUN(test_failed_loads);
     TU_RUN(test_npy_and_values);

@@ -273,14 +273,33 @@ static mcp_status concat_copy(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, int 
     }
     float *yd = y->data;
     int64_t size = outer * total;
-    /* One run: input i is the output's floats [start[i], start[i] + inner[i]),
-     * so the memory plan may have the producers write there; then there is
-     * nothing to copy. */
-    if (outer == 1) {
+    /* One run of a blocked layout: input i is the output's floats
+     * [start[i], start[i] + inner[i]), so the memory plan may have the
+     * producers write there; then there is nothing to copy. (A plain output
+     * comes from mcp_kout_uninit, which does not hand out memory that
+     * overlaps an input.) */
+    if (outer == 1 && f) {
         mcp_knote_concat_inplace(ctx);
         bool placed = true;
         for (int i = 0; i < n; i++) placed &= x[i] == yd + start[i];
         if (placed) return MCP_STATUS_OK;
+    }
+    /* An input inside the output's block but not at its range (a run whose
+     * sizes differ from the plan's) is moved out of the way first. */
+    float *moved = NULL;
+    size_t moved_n = 0;
+    for (int i = 0; i < n; i++)
+        if (x[i] != yd + start[i] && x[i] < yd + size && yd < x[i] + outer * inner[i]) moved_n += (size_t)(outer * inner[i]);
+    if (moved_n) {
+        moved = mcp_malloc(moved_n * sizeof *moved);
+        if (!moved) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        size_t at = 0;
+        for (int i = 0; i < n; i++)
+            if (x[i] != yd + start[i] && x[i] < yd + size && yd < x[i] + outer * inner[i]) {
+                memcpy(moved + at, x[i], (size_t)(outer * inner[i]) * sizeof *moved);
+                x[i] = moved + at;
+                at += (size_t)(outer * inner[i]);
+            }
     }
     /* A copy moves a float for about what a cheap float operation costs, so
      * the usual thread budget for `size` element operations applies. */
@@ -288,6 +307,7 @@ static mcp_status concat_copy(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, int 
 #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++)
         concat_copy_range(yd, x, n, inner, start, total, size * t / nt, size * (t + 1) / nt);
+    mcp_free(moved);
     return MCP_STATUS_OK;
 }
 
