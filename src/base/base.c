@@ -81,7 +81,8 @@ static atomic_llong alloc_live, alloc_total;
  * 4 KiB page, and on virtual machines a fault is expensive: loading
  * ResNet-50 took 79 000 faults and 1.1-1.4 s, with huge pages 31 000 and
  * 0.5-0.8 s. Memory that every run touches (packed weights, arenas) stays
- * on small pages: on the bench VM, runs over huge pages took 10-25% longer
+ * on small pages (except plain weights of 2 MiB and more that the import
+ * takes over and a kernel keeps reading, e.g. on --backend ref): on the bench VM, runs over huge pages took 10-25% longer
  * at the median and up to 2x at p90 (the guest saw no faults; the cost is
  * in the hypervisor's handling of the guest's large pages). Where the
  * kernel's policy is "never" the advice is ignored.

@@ -24,8 +24,9 @@ struct mcp_session {
     mcp_io_info *inputs;  /* one per graph input */
     mcp_io_info *outputs; /* one per graph output */
     /* Idle run contexts: a run takes one (or makes one) and gives it back,
-     * so there are as many as the most runs ever in flight at once. The
-     * only state a session changes after load; guarded by ctx_lock. */
+     * so there are as many as the most runs ever in flight at once. With
+     * the profile counters below, the only state a session changes after
+     * load; guarded by ctx_lock. */
     pthread_mutex_t ctx_lock;
     mcp__runctx *idle;
     /* Per top-graph node, with options.profile: nanoseconds and calls,

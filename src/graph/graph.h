@@ -179,8 +179,8 @@ void mcp_attr_release(mcp_attr *a);
  * mcp_graph_infer_shapes (the fusions read static types) and before
  * kernels are resolved. */
 mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
-/* Releases the nodes with drop[i] set (which must have no subgraphs),
- * closes the gaps and relinks every value's producer. */
+/* Releases the nodes with drop[i] set (their subgraphs included), closes
+ * the gaps and relinks every value's producer. */
 void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop);
 
 /* Computes value lifetimes for g and its subgraphs: a value dies after the

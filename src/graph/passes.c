@@ -879,8 +879,8 @@ static mcp_status pass_fuse_gemm(pass_ctx *c)
 
 /* ---- MatMul -> [Add(bias)] -> [activation] => FusedMatMul ---- */
 
-/* What MatMul + Add(bias) -> Gemm leaves: A of another rank than 2 (a
- * transformer's [batch, seq, hidden]), B a matrix; the bias is a float32
+/* What MatMul + Add(bias) -> Gemm leaves: A of rank 2 or more (a
+ * transformer's [batch, seq, hidden] among them), B a matrix; the bias is a float32
  * vector of B's columns, so the Add does not widen the product. A MatMul
  * fuses when it takes a bias, an activation or both. */
 static mcp_status pass_fuse_matmul(pass_ctx *c)

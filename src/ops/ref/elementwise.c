@@ -1070,9 +1070,10 @@ static void ew_binary_f32(const mcp_kernel_ctx *ctx, ew_binary_op op, const ew_a
 }
 
 /*
- * out = op(a, b) with numpy broadcasting of a and b to out's shape. `a` may
- * alias out when it has out's shape (the variadic folds rely on this: each
- * element is read before it is written, at the same index).
+ * out = op(a, b) with numpy broadcasting of a and b to out's shape. `a` or
+ * `b` may alias out when it has out's shape (the variadic folds and
+ * in-place execution rely on this: each element is read before it is
+ * written, at the same index).
  */
 static void ew_binary_apply(const mcp_kernel_ctx *ctx, ew_binary_op op, bool fmod_mode,
                             const ew_arg *a, const ew_arg *b, mcp_tensor *out)
