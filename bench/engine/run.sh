@@ -76,7 +76,7 @@ for m in $MODELS; do
       ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
       n=$(/usr/bin/python3 -c "import json,sys,math; o=json.loads(sys.argv[1]); print(min(20000, max($ITERATIONS, math.ceil($MIN_MS / max(o['median_ms'], 1e-3)))))" "$ours")
       warm=$(( WARMUP > n / 10 ? WARMUP : n / 10 ))
-      if [ "$n" -gt "$ITERATIONS" ]; then
+      if [ "$n" -gt "$ITERATIONS" ] || [ "$warm" -ne "$WARMUP" ]; then
         ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
       fi
       ort=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")

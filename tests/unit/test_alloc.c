@@ -369,9 +369,19 @@ static void test_steady_state_allocations(void)
     TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
     int64_t before = mcp_alloc_total_count();
     for (int i = 0; i < 5; i++)
-        TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
+        TU_CHECK_STATUS(run_into(s, 4, d1, 1 + i, out, msg, sizeof msg), MCP_STATUS_OK, msg);
     /* The input tensor run_into makes is the only allocation. */
     TU_CHECK_INT(mcp_alloc_total_count() - before, 5);
+    /* Planned runs compute from their own inputs (other seeds each time). */
+    mcp_value *want5[1] = {mcp_value_new()};
+    TU_REQUIRE(want5[0] != NULL);
+    TU_CHECK_STATUS(run_into(ref, 4, d1, 5, want5, msg, sizeof msg), MCP_STATUS_OK, msg);
+    for (int i = 0; i < 3; i++) {
+        float g = ((const float *)out[0]->tensor.data)[i], w = ((const float *)want5[0]->tensor.data)[i];
+        TU_CHECK(fabsf(g - w) <= 1e-4f * (1.0f + fabsf(w)));
+    }
+    mcp_value_free(want5[0]);
+    TU_CHECK_STATUS(run_into(s, 4, d1, 1, out, msg, sizeof msg), MCP_STATUS_OK, msg);
     const float *a = first[0]->tensor.data, *b = out[0]->tensor.data, *r = want[0]->tensor.data;
     TU_REQUIRE(out[0]->tensor.rank == 2 && out[0]->tensor.dims[0] == 1 && out[0]->tensor.dims[1] == 3);
     for (int i = 0; i < 3; i++) {

@@ -69,7 +69,7 @@ static mcp_status load_optimized(mb_model *m, bool fold, mcp_graph **out, mcp_er
     return st;
 }
 
-/* Imports and optimizes m (without constant folding). Returns the graph
+/* Imports and optimizes m (constant folding with `fold`). Returns the graph
  * (caller frees) or NULL. */
 static mcp_graph *optimized_at(int line, mb_model *m, bool fold)
 {
@@ -180,6 +180,13 @@ static void check_same_numbers(int line, mb_model *m, int n_in, const int64_t *c
     const char *names[8];
     for (int i = 0; st == MCP_STATUS_OK && i < n_in; i++) names[i] = g->values[g->inputs[i]].name;
     if (st == MCP_STATUS_OK) st = mcp_session_run(base_s, n_in, names, ins, 0, NULL, base, msg, sizeof msg);
+    /* The default session twice: its first run records sizes, the second
+     * follows the memory plan, and that one is compared. */
+    if (st == MCP_STATUS_OK) st = mcp_session_run(auto_s, n_in, names, ins, 0, NULL, fast, msg, sizeof msg);
+    for (int i = 0; st == MCP_STATUS_OK && i < 8; i++) {
+        mcp_value_destroy(fast[i]);
+        fast[i] = NULL;
+    }
     if (st == MCP_STATUS_OK) st = mcp_session_run(auto_s, n_in, names, ins, 0, NULL, fast, msg, sizeof msg);
     if (st == MCP_STATUS_OK) {
         mcp_session opt_s = {0};
