@@ -168,6 +168,16 @@ mcp_status mcp_kernel_run_subgraph(mcp_kernel_ctx *ctx, const mcp_graph *g, int 
  * float operations take on one core. */
 #define MCP_PAR_MIN 32768
 
+/* Iterations per dynamically scheduled chunk for a loop whose iterations
+ * each cost `per_iter` element operations: about 16384 per chunk. Chunks
+ * are handed out as threads free up, so a thread that the OS preempts
+ * holds back at most one chunk instead of a fixed share of the loop. */
+static inline int mcp_kchunk(int64_t per_iter)
+{
+    if (per_iter >= 16384) return 1;
+    return (int)(16384 / (per_iter > 0 ? per_iter : 1));
+}
+
 /* Threads for a kernel loop over `work` element operations: the session's
  * intra-op budget, fewer for small loops, one below MCP_PAR_MIN. */
 static inline int mcp_kthreads(const mcp_kernel_ctx *ctx, int64_t work)

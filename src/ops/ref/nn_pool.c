@@ -113,7 +113,7 @@ static void avg_pool_f32_2d(const mcp__nn_geom *g, bool include_pad, const float
     const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     const int64_t KH = g->kernel[0], KW = g->kernel[1];
     const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1];
-    const int chunk = mcp__nn_chunk(OH * OW * KH * KW);
+    const int chunk = mcp_kchunk(OH * OW * KH * KW);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t nc = 0; nc < NC; nc++) {
         const float *xs = x + nc * H * W;
@@ -235,7 +235,7 @@ static void max_pool_f32_2d(const mcp__nn_geom *g, bool col_major, const float *
     const int64_t H = g->in[0], W = g->in[1], OH = g->out[0], OW = g->out[1];
     const int64_t KH = g->kernel[0], KW = g->kernel[1];
     const int64_t sh = g->stride[0], sw = g->stride[1], dh = g->dil[0], dw = g->dil[1];
-    const int chunk = mcp__nn_chunk(OH * OW * KH * KW);
+    const int chunk = mcp_kchunk(OH * OW * KH * KW);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t nc = 0; nc < NC; nc++) {
         const float *xs = x + nc * H * W;
@@ -371,7 +371,7 @@ enum global_kind { GLOBAL_AVG, GLOBAL_MAX, GLOBAL_LP };
  */
 static void global_pool_f32(bool is_max, const float *x, float *y, int64_t NC, int64_t IS,
                             int nt) {
-    const int chunk = mcp__nn_chunk(IS);
+    const int chunk = mcp_kchunk(IS);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t nc = 0; nc < NC; nc++) {
         const float *xs = x + nc * IS;

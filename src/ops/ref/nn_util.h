@@ -66,15 +66,6 @@ int64_t mcp__nn_mul_sat(int64_t a, int64_t b);
  * out of memory or when the size does not fit. Free with mcp_free. */
 void *mcp__nn_alloc(int64_t count, size_t elem);
 
-/* Iterations per dynamically scheduled chunk for a loop whose iterations
- * each cost `per_iter` element operations: about 16384 per chunk. Chunks
- * are handed out as threads free up, so a thread that the OS preempts
- * holds back at most one chunk instead of a fixed share of the loop. */
-static inline int mcp__nn_chunk(int64_t per_iter)
-{
-    if (per_iter >= 16384) return 1;
-    return (int)(16384 / (per_iter > 0 ? per_iter : 1));
-}
 
 /* ---- batched matrix product (MatMul semantics) ----
  * A [batch_a..., M, K] times B [batch_b..., K, N] with numpy broadcasting of

@@ -265,7 +265,7 @@ static void red_rows_f32(const mcp_kernel_ctx *ctx, bool mean, const float *x, f
                          int64_t rows, int64_t count)
 {
     int nt = mcp_kthreads(ctx, rows * count);
-    const int chunk = mcp__red_chunk(count);
+    const int chunk = mcp_kchunk(count);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t r = 0; r < rows; r++) {
         double s = mcp__red_sum_f32(x + r * count, count);

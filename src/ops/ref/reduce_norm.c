@@ -181,7 +181,7 @@ static void ln_rows_f32(const mcp_kernel_ctx *ctx, const mcp_tensor *x, const do
     const float *xv = x->data;
     float *yv = y->data;
     int nt = mcp_kthreads(ctx, outer * inner * 3);
-    const int chunk = mcp__red_chunk(inner * 3);
+    const int chunk = mcp_kchunk(inner * 3);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t o = 0; o < outer; o++) {
         const float *xr = xv + o * inner;

@@ -49,7 +49,7 @@ static void sm_rows_f32(const mcp_kernel_ctx *ctx, bool log_form, const float *x
 {
     /* An exp costs about as much as 8 cheap ops per element. */
     int nt = mcp_kthreads(ctx, rows * n * 8);
-    const int chunk = mcp__red_chunk(n * 8);
+    const int chunk = mcp_kchunk(n * 8);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * n;

@@ -226,15 +226,6 @@ static inline void mcp__red_walk_next(mcp__red_walk *w)
 
 /* ---- float32 row helpers ---- */
 
-/* Rows per dynamically scheduled chunk for rows of `per_row` element
- * operations: about 16384 per chunk. Chunks are handed out as threads free
- * up, so a thread that the OS preempts holds back at most one chunk instead
- * of a fixed share of the rows. */
-static inline int mcp__red_chunk(int64_t per_row)
-{
-    if (per_row >= 16384) return 1;
-    return (int)(16384 / (per_row > 0 ? per_row : 1));
-}
 
 /* Sum of n floats in double, over four interleaved partial sums (one
  * running sum would wait on each add's latency). The order is fixed, so
