@@ -20,7 +20,9 @@ extern "C" {
     X(RESOURCE_EXHAUSTED, "resource exhausted")                               \
     X(DEADLINE_EXCEEDED, "deadline exceeded")                                 \
     X(CANCELLED, "cancelled")                                                 \
-    X(TOO_LARGE, "too large")
+    X(TOO_LARGE, "too large")                                                 \
+    X(PERMISSION_DENIED, "permission denied")                                 \
+    X(UNAUTHENTICATED, "unauthenticated")
 
 typedef enum mcp_status {
 #define MCP__STATUS_ENUM(name, text) MCP_STATUS_##name,

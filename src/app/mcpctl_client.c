@@ -397,7 +397,8 @@ static int cmd_delete(mcpctl_http *h, int argc, char **argv)
 
 const char *mcpctl_client_usage(void)
 {
-    return "server commands (--server URL, else $MCP_SERVER, else " DEFAULT_SERVER "):\n"
+    return "server commands (--server URL, else $MCP_SERVER, else " DEFAULT_SERVER "; $MCP_ADMIN_TOKEN, when set,\n"
+           "is sent as the bearer token a server with --admin-token-file asks for):\n"
            "  apply -f model.yaml                  validate, then load it on the server; prints its URL\n"
            "  get models                           the server's models: name, version, state, reason\n"
            "  describe model NAME                  descriptor, state, statistics, inputs and outputs\n"

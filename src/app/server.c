@@ -24,7 +24,10 @@ typedef struct server_config {
     const char *config;
     const char *model_paths[64];
     int n_model_paths;
+    const char *model_roots[64];
+    int n_model_roots;
     const char *model_repository;
+    const char *admin_token_file;
     const char *host;
     int64_t port;
     int64_t workers;
@@ -47,31 +50,34 @@ typedef struct opt {
     const char *name; /* flag without "--"; config key with '-' as '_' */
     opt_kind kind;
     size_t offset;
+    size_t count_offset; /* OPT_PATHS: the int counting the array's entries */
     int64_t min, max;
     const char *help;
 } opt;
 
 #define OFF(f) offsetof(server_config, f)
 static const opt options[] = {
-    {"config", OPT_STRING, OFF(config), 0, 0, "YAML file with any of these options (flags override it)"},
-    {"model-path", OPT_PATHS, OFF(model_paths), 0, 0, "serve this .onnx file, named after the file (repeatable)"},
-    {"model-repository", OPT_STRING, OFF(model_repository), 0, 0, "load every *.yaml descriptor and Triton model folder in DIR"},
-    {"host", OPT_STRING, OFF(host), 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
-    {"port", OPT_INT, OFF(port), 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
-    {"workers", OPT_INT, OFF(workers), 1, 256, "instance workers per model (default 1)"},
-    {"threads", OPT_INT, OFF(threads), 0, 256, "intra-op threads per instance (default 0: cores / workers, at least 1)"},
-    {"http-threads", OPT_INT, OFF(http_threads), 1, 256, "transport threads; they never run kernels (default 2)"},
-    {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
-    {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
-    {"max-connections", OPT_INT, OFF(max_connections), 1, 1 << 20, "concurrent connections (default 1024)"},
-    {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
-    {"max-batch-size", OPT_INT, OFF(max_batch_size), 0, 1 << 20, "default max_batch_size for models (default 32; 0 = no batching)"},
-    {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},
-    {"max-queue-size", OPT_INT, OFF(max_queue_size), 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
-    {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 1024, "batches formed ahead of busy workers (default 8)"},
-    {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, "reuse request and batch tensors from a pool (default true)"},
-    {"model-control", OPT_STRING, OFF(model_control), 0, 0, "explicit (load/unload API on, default) or none"},
-    {"log-level", OPT_STRING, OFF(log_level), 0, 0, "error, warn or info (default info)"},
+    {"config", OPT_STRING, OFF(config), 0, 0, 0, "YAML file with any of these options (flags override it)"},
+    {"model-path", OPT_PATHS, OFF(model_paths), OFF(n_model_paths), 0, 0, "serve this .onnx file, named after the file (repeatable)"},
+    {"model-repository", OPT_STRING, OFF(model_repository), 0, 0, 0, "load every *.yaml descriptor and Triton model folder in DIR (a model root)"},
+    {"model-root", OPT_PATHS, OFF(model_roots), OFF(n_model_roots), 0, 0, "a folder descriptors loaded at run time may name files in (repeatable)"},
+    {"admin-token-file", OPT_STRING, OFF(admin_token_file), 0, 0, 0, "file holding the bearer token that load/unload calls must send (required off loopback)"},
+    {"host", OPT_STRING, OFF(host), 0, 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
+    {"port", OPT_INT, OFF(port), 0, 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
+    {"workers", OPT_INT, OFF(workers), 0, 1, 256, "instance workers per model (default 1)"},
+    {"threads", OPT_INT, OFF(threads), 0, 0, 256, "intra-op threads per instance (default 0: cores / workers, at least 1)"},
+    {"http-threads", OPT_INT, OFF(http_threads), 0, 1, 256, "transport threads; they never run kernels (default 2)"},
+    {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 0, 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
+    {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
+    {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
+    {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 0, 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
+    {"max-batch-size", OPT_INT, OFF(max_batch_size), 0, 0, 1 << 20, "default max_batch_size for models (default 32; 0 = no batching)"},
+    {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},
+    {"max-queue-size", OPT_INT, OFF(max_queue_size), 0, 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
+    {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 0, 1024, "batches formed ahead of busy workers (default 8)"},
+    {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, 0, "reuse request and batch tensors from a pool (default true)"},
+    {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default) or none"},
+    {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn or info (default info)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -110,13 +116,15 @@ static bool set_opt(server_config *c, const opt *o, const char *value, const cha
     char *field = (char *)c + o->offset;
     switch (o->kind) {
     case OPT_STRING: *(const char **)field = value; return true;
-    case OPT_PATHS:
-        if (c->n_model_paths == 64) {
-            fprintf(stderr, "mcp2026-server: %s: too many --model-path values (64 at most)\n", where);
+    case OPT_PATHS: {
+        int *count = (int *)((char *)c + o->count_offset);
+        if (*count == 64) {
+            fprintf(stderr, "mcp2026-server: %s: too many --%s values (64 at most)\n", where, o->name);
             return false;
         }
-        c->model_paths[c->n_model_paths++] = value;
+        ((const char **)field)[(*count)++] = value;
         return true;
+    }
     case OPT_BOOL:
         if (!strcmp(value, "true") || !strcmp(value, "1") || !strcmp(value, "yes")) *(bool *)field = true;
         else if (!strcmp(value, "false") || !strcmp(value, "0") || !strcmp(value, "no")) *(bool *)field = false;
@@ -194,6 +202,42 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
     return ok;
 }
 
+/* Reads the admin token: the file's first line, 16 to 255 printable
+ * characters. The file should be readable by the server's user only. */
+static bool read_token(const char *path, char *out, size_t cap)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    char msg[512] = "";
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_file_read(path, &data, &len, &err) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: --admin-token-file: %s\n", msg);
+        return false;
+    }
+    size_t n = 0;
+    while (n < len && data[n] != '\n' && data[n] != '\r') n++;
+    bool printable = true;
+    for (size_t i = 0; i < n; i++) printable &= data[i] > 0x20 && data[i] < 0x7f;
+    bool ok = n >= 16 && n < cap && printable;
+    if (ok) {
+        memcpy(out, data, n);
+        out[n] = '\0';
+    } else {
+        fprintf(stderr,
+                "mcp2026-server: --admin-token-file %s: the first line must be a token of 16 to %zu printable characters "
+                "without spaces\n", path, cap - 1);
+    }
+    explicit_bzero(data, len);
+    mcp_free(data);
+    return ok;
+}
+
+/* 127.0.0.0/8, ::1 and localhost: reachable from this machine only. */
+static bool host_is_loopback(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "[::1]") || !strcmp(host, "localhost");
+}
+
 int main(int argc, char **argv)
 {
     server_config cli = {0}, c = {
@@ -245,13 +289,10 @@ int main(int argc, char **argv)
     struct fy_document *cfg_doc = NULL;
     size_t cfg_idx = (size_t)(find_opt("config", false) - options);
     if (flag_count[cfg_idx] && !load_config(&c, flag_values[cfg_idx][0], &cfg_doc)) return 2;
-    bool paths_from_flags = false;
     for (size_t i = 0; i < N_OPTIONS; i++)
         for (int k = 0; k < flag_count[i]; k++) {
-            if (options[i].kind == OPT_PATHS && !paths_from_flags) {
-                c.n_model_paths = 0; /* flags replace the config file's list */
-                paths_from_flags = true;
-            }
+            if (options[i].kind == OPT_PATHS && k == 0)
+                *(int *)((char *)&c + options[i].count_offset) = 0; /* flags replace the config file's list */
             char where[160];
             snprintf(where, sizeof where, "--%s", options[i].name);
             if (!set_opt(&c, &options[i], flag_values[i][k], where)) return 2;
@@ -280,6 +321,44 @@ int main(int argc, char **argv)
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     dd.instance_threads = c.threads > 0 ? c.threads : cores / c.workers > 1 ? cores / c.workers : 1;
 
+    /* Model roots: the repository and every --model-root. Descriptors that
+     * arrive over the load API may name files inside them only. */
+    mcp_model_roots *roots = mcp_model_roots_create();
+    char rmsg[1024] = "";
+    mcp_err rerr = {rmsg, sizeof rmsg};
+    if (!roots) {
+        fprintf(stderr, "mcp2026-server: out of memory\n");
+        return 1;
+    }
+    if (c.model_repository && mcp_model_roots_add(roots, c.model_repository, &rerr) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: --model-repository: %s\n", rmsg);
+        mcp_model_roots_destroy(roots);
+        return 2;
+    }
+    for (int i = 0; i < c.n_model_roots; i++)
+        if (mcp_model_roots_add(roots, c.model_roots[i], &rerr) != MCP_STATUS_OK) {
+            fprintf(stderr, "mcp2026-server: --model-root: %s\n", rmsg);
+            mcp_model_roots_destroy(roots);
+            return 2;
+        }
+    dd.roots = roots;
+
+    /* Management calls off loopback need a credential. */
+    char token[256] = "";
+    bool control = strcmp(c.model_control, "none") != 0;
+    if (c.admin_token_file && !read_token(c.admin_token_file, token, sizeof token)) {
+        mcp_model_roots_destroy(roots);
+        return 2;
+    }
+    if (control && !token[0] && !host_is_loopback(c.host)) {
+        fprintf(stderr,
+                "mcp2026-server: --host %s is not a loopback address, so the model load/unload API would be open to the "
+                "network: give --admin-token-file FILE (a bearer token clients must send) or --model-control none\n",
+                c.host);
+        mcp_model_roots_destroy(roots);
+        return 2;
+    }
+
     mcp_metrics *metrics = mcp_metrics_create();
     mcp_repository *repo = mcp_repository_create(&dd);
     mcp_server_options so = mcp_server_options_default();
@@ -290,7 +369,8 @@ int main(int argc, char **argv)
     so.max_header_bytes = (size_t)c.max_header_bytes;
     so.max_connections = (unsigned)c.max_connections;
     so.connection_timeout_s = (unsigned)c.connection_timeout_s;
-    so.model_control = strcmp(c.model_control, "none") != 0;
+    so.model_control = control;
+    so.admin_token = token[0] ? token : NULL;
     char msg[4096] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_server *srv = NULL;
@@ -345,6 +425,8 @@ out:
     mcp_server_destroy(srv);
     mcp_repository_destroy(repo);
     mcp_metrics_destroy(metrics);
+    mcp_model_roots_destroy(roots);
+    explicit_bzero(token, sizeof token);
     if (cfg_doc) fy_document_destroy(cfg_doc);
     return rc;
 }

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const status_names[] = {
 #define MCP__STATUS_NAME(name, text) text,
@@ -161,17 +163,36 @@ int mcp_mul_overflow_size(size_t a, size_t b, size_t *out)
     return 1;
 }
 
+mcp_status mcp_file_open_regular(const char *path, FILE **out, mcp_err *err)
+{
+    *out = NULL;
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer forever; it is refused below, before anything is read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return mcp_err_set(err, errno == ENOENT ? MCP_STATUS_NOT_FOUND : MCP_STATUS_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "cannot read '%s': not a regular file", path);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot open '%s': out of memory", path);
+    }
+    *out = f;
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err)
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot open '%s': %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot read '%s': not a regular file", path);
-    }
+    FILE *f;
+    mcp_status st = mcp_file_open_regular(path, &f, err);
+    if (st != MCP_STATUS_OK) return st;
     if (fseek(f, 0, SEEK_END) != 0) {
         fclose(f);
         return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot seek '%s'", path);

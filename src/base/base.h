@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "mcp/status.h"
 
@@ -59,6 +60,10 @@ int mcp_mul_overflow_size(size_t a, size_t b, size_t *out);
 
 /* Reads a whole file. *data is owned by the caller (mcp_free). */
 mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err);
+/* Opens a regular file for reading; a FIFO, device or folder is refused
+ * without blocking (NOT_FOUND when missing, INVALID_ARGUMENT when not a
+ * regular file). */
+mcp_status mcp_file_open_regular(const char *path, FILE **out, mcp_err *err);
 
 /* ---- memory pool: many small allocations freed in one go ----
  * Used per request: the request's tensors and strings live in its pool and

@@ -88,8 +88,20 @@ static mcp_status read_external(const Onnx__TensorProto *tp, const import_ctx *i
     if (offset < 0) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': negative external data offset", name);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", ic->base_dir, loc);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': cannot open external data '%s': %s", name, path, strerror(errno));
+    /* The file must stay inside the model's folder after symbolic links
+     * too, and be a regular file (a FIFO would block the load). */
+    char real[PATH_MAX], base_real[PATH_MAX];
+    if (!realpath(ic->base_dir, base_real) || !realpath(path, real))
+        return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': cannot open external data '%s': %s", name, loc, strerror(errno));
+    size_t bl = strlen(base_real);
+    if (strncmp(real, base_real, bl) != 0 || real[bl] != '/')
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "tensor '%s': external data location '%s' leads outside the model's folder (symbolic link)", name, loc);
+    FILE *f;
+    char why[512];
+    mcp_err ferr = {why, sizeof why};
+    if (mcp_file_open_regular(real, &f, &ferr) != MCP_STATUS_OK)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data '%s': %s", name, loc, why);
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_IO_ERROR, "tensor '%s': cannot seek '%s'", name, path); }
     long size = ftell(f);
     if (size < 0 || offset > size) { fclose(f); return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data offset %lld beyond end of '%s'", name, offset, path); }

@@ -35,6 +35,7 @@ typedef struct yctx {
     char path[512];
     size_t path_len;
     const char *dir; /* descriptor's folder, for relative paths; NULL = cwd */
+    const mcp_model_roots *roots; /* where named files may be; NULL = anywhere */
     /* The declared inputs (preprocess) or outputs (postprocess) that a
      * step's `tensor` must name; none declared = any name. */
     const mcp_io_spec *step_io;
@@ -44,6 +45,20 @@ typedef struct yctx {
     size_t text_len;
     mcp_pool *pool;   /* decoded scalars; freed with the parse */
 } yctx;
+
+/* With model roots, replaces *path by its resolved form inside them; false
+ * (message in msg) when it is outside or not a file. Without roots the path
+ * stays as written (a local descriptor the operator reads). */
+static bool confine_path(yctx *c, char **path, const char *what, bool allow_dir, char *msg, size_t cap)
+{
+    if (!c->roots) return true;
+    char *real = NULL;
+    mcp_err err = {msg, cap};
+    if (mcp_model_roots_resolve(c->roots, *path, what, allow_dir, &real, &err) != MCP_STATUS_OK) return false;
+    mcp_free(*path);
+    *path = real;
+    return true;
+}
 
 static void yerr(yctx *c, yloc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void yerr(yctx *c, yloc at, const char *fmt, ...)
@@ -920,7 +935,8 @@ static void parse_step_args(yctx *c, int kind, struct fy_node *args, yloc key_at
                 char msg[600];
                 if (!s->labels_path)
                     yerr(c, key_at, "out of memory");
-                else if (mcp__desc_labels_read(s->labels_path, &s->labels, &s->n_labels, msg, sizeof msg) != MCP_STATUS_OK)
+                else if (!confine_path(c, &s->labels_path, "labels file", false, msg, sizeof msg) ||
+                         mcp__desc_labels_read(s->labels_path, &s->labels, &s->n_labels, msg, sizeof msg) != MCP_STATUS_OK)
                     yerr(c, node_loc(f[S_LABELS].val, f[S_LABELS].key_at), "%s", msg);
                 mcp_free(rel);
             }
@@ -1209,7 +1225,10 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         char *rel = NULL;
         if (want_string(c, f[R_PATH].val, f[R_PATH].key_at, "a model file path", &rel)) {
             d->path = mcp__desc_path_join(source_dir, rel);
+            char msg[600];
             if (!d->path) yerr(c, f[R_PATH].key_at, "out of memory");
+            else if (!confine_path(c, &d->path, "model file", true, msg, sizeof msg))
+                yerr(c, node_loc(f[R_PATH].val, f[R_PATH].key_at), "%s", msg);
             mcp_free(rel);
         }
         path_pop(c, old);
@@ -1410,7 +1429,11 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
         yerr(&c, (yloc){0, 0}, "out of memory");
         return MCP_STATUS_OUT_OF_MEMORY;
     }
-    c.dir = dir;
+    c.roots = defaults ? defaults->roots : NULL;
+    /* A descriptor sent without a folder of its own ("config") names files
+     * relative to the first model root, never to the server's working
+     * folder. */
+    c.dir = (!dir || !strcmp(dir, ".")) && c.roots ? mcp_model_roots_first(c.roots) : dir;
     c.text = text;
     c.text_len = len;
     c.pool = mcp_pool_create(4096);
@@ -1476,7 +1499,7 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
         /* Pass 2 builds the (first) document and walks it. */
         fp = fy_parser_create(&pc);
         if (fp && fy_parser_set_string(fp, text, len) == 0) doc = fy_parse_load_document(fp);
-        if (doc && !take_yaml_errors(&c, fd)) parse_root(&c, fy_document_root(doc), dir, d);
+        if (doc && !take_yaml_errors(&c, fd)) parse_root(&c, fy_document_root(doc), c.dir, d);
         else if (!doc && !take_yaml_errors(&c, fd))
             yerr(&c, (yloc){0, 0}, "YAML syntax error: %s", cap.last[0] ? cap.last : "the document could not be read");
     }

@@ -92,7 +92,8 @@ static mcp_status warm_up(mcp_model_version *v, mcp_err *err)
     return st;
 }
 
-mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out, mcp_err *err)
+mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_model_roots *roots, mcp_model_version **out,
+                                  mcp_err *err)
 {
     *out = NULL;
     mcp_model_version *v = mcp_calloc(1, sizeof *v);
@@ -117,6 +118,7 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, mcp_model_version **out,
         mcp_diags diags = {0};
         mcp_descriptor *t = NULL;
         mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
+        dd.roots = roots;
         if (mcp_descriptor_load_triton(desc->path, &dd, &t, &diags) != MCP_STATUS_OK) {
             mcp_diags_format(&diags, desc->path, msg, sizeof msg);
             mcp_diags_clear(&diags);

@@ -34,6 +34,30 @@ void mcp_diags_clear(mcp_diags *d);
 /* "file:line:col: path: message" one per line into buf (truncating). */
 void mcp_diags_format(const mcp_diags *d, const char *file, char *buf, size_t cap);
 
+/* ---- model roots: the folders model files may come from ---- */
+
+typedef struct mcp_model_roots mcp_model_roots;
+
+mcp_model_roots *mcp_model_roots_create(void);
+void mcp_model_roots_destroy(mcp_model_roots *r);
+/* Adds a folder (it must exist); kept as given and as its realpath. */
+mcp_status mcp_model_roots_add(mcp_model_roots *r, const char *dir, mcp_err *err);
+int mcp_model_roots_count(const mcp_model_roots *r);
+/* The first root's resolved path (NULL when none): relative paths of a
+ * descriptor sent without a folder of its own resolve against it. */
+const char *mcp_model_roots_first(const mcp_model_roots *r);
+/* Resolves `path` (absolute, or relative to the working folder) to its
+ * realpath, which must lie inside a root and be a regular file (or a folder
+ * with allow_dir). A path outside the roots, or with a ".." segment, is
+ * refused with PERMISSION_DENIED before the file system is consulted, so
+ * the answer never tells whether such a file exists. `what` names the
+ * field in messages ("model file", "labels file"). *resolved: caller frees. */
+mcp_status mcp_model_roots_resolve(const mcp_model_roots *r, const char *path, const char *what, bool allow_dir,
+                                   char **resolved, mcp_err *err);
+/* `path` relative to the root holding it, or its file name when none does:
+ * what a client may be shown (never an absolute host path). */
+const char *mcp_model_roots_display(const mcp_model_roots *r, const char *path, char *buf, size_t cap);
+
 /* ---- descriptor ---- */
 
 typedef struct mcp_io_spec {
@@ -108,6 +132,10 @@ typedef struct mcp_descriptor_defaults {
     bool enable_tensor_cache;     /* true */
     int64_t instance_count;       /* 1 */
     int64_t instance_threads;     /* 1 */
+    /* Where the descriptor's files may be (not owned). NULL = anywhere: a
+     * local file the operator or `mcpctl validate` reads. Descriptors that
+     * come over the network always parse with the server's roots. */
+    const mcp_model_roots *roots;
 } mcp_descriptor_defaults;
 
 mcp_descriptor_defaults mcp_descriptor_defaults_default(void);
@@ -168,8 +196,10 @@ typedef struct mcp_model_version {
     void (*serving_free)(void *serving);
 } mcp_model_version;
 
-/* Loads the model a descriptor names: import, prepare, warm-up run. */
-mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, mcp_model_version **out, mcp_err *err);
+/* Loads the model a descriptor names: import, prepare, warm-up run. The
+ * files a Triton folder selects must lie inside `roots` (NULL = anywhere). */
+mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, const mcp_model_roots *roots,
+                                  mcp_model_version **out, mcp_err *err);
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);
 
@@ -210,6 +240,8 @@ typedef struct mcp_repository_hooks {
     void *user;
 } mcp_repository_hooks;
 void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks);
+/* The defaults (and model roots) descriptors of this repository parse with. */
+const mcp_descriptor_defaults *mcp_repository_defaults(const mcp_repository *r);
 /* Adds every *.yaml descriptor and Triton model folder found in dir as
  * known (not loaded) entries; loads them when load_all. */
 mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all, mcp_diags *diags);

@@ -43,6 +43,8 @@ mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults)
 
 void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks) { r->hooks = hooks; }
 
+const mcp_descriptor_defaults *mcp_repository_defaults(const mcp_repository *r) { return &r->defaults; }
+
 static void retire(mcp_repository *r, mcp_model_version *v)
 {
     if (!v) return;
@@ -117,7 +119,7 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
     }
 
     mcp_model_version *v = NULL;
-    mcp_status st = mcp_model_version_load(desc, &v, err);
+    mcp_status st = mcp_model_version_load(desc, r->defaults.roots, &v, err);
     if (st == MCP_STATUS_OK && r->hooks.on_ready) {
         st = r->hooks.on_ready(v, r->hooks.user, err);
         if (st != MCP_STATUS_OK) {

@@ -389,6 +389,7 @@ static void parse_message(pparse *p, pnode *msg, int depth, char close)
 
 typedef struct tctx {
     mcp_diags *diags;
+    const mcp_model_roots *roots; /* where the folder's files may be; NULL = anywhere */
     int errors;
     char path[512];
     size_t path_len;
@@ -420,6 +421,25 @@ static void twarn(tctx *t, const pnode *at, const char *fmt, ...)
     tdiag(t, true, at ? at->line : 0, at ? at->col : 0, fmt, ap);
     va_end(ap);
 }
+
+/* A file the folder names: a regular file, inside the model roots when
+ * there are roots (then *path becomes its resolved form). */
+static bool file_ok(tctx *t, char **path, const char *what, char *why, size_t cap)
+{
+    mcp_err err = {why, cap};
+    if (t->roots) {
+        char *real = NULL;
+        if (mcp_model_roots_resolve(t->roots, *path, what, false, &real, &err) != MCP_STATUS_OK) return false;
+        mcp_free(*path);
+        *path = real;
+        return true;
+    }
+    struct stat sb;
+    if (stat(*path, &sb) == 0 && S_ISREG(sb.st_mode)) return true;
+    mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "%s '%s' not found", what, *path);
+    return false;
+}
+
 
 static size_t tpush(tctx *t, const char *key, int index)
 {
@@ -646,9 +666,9 @@ static void map_io(tctx *t, const pnode *msg, bool output, const char *model_dir
             const char *s;
             if (singular(t, msg, i) && get_string(t, n, &s) && model_dir) {
                 char *p = mcp__desc_path_join(model_dir, s);
-                struct stat sb;
+                char why[600];
                 if (!p) terr(t, n, "out of memory");
-                else if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode)) terr(t, n, "labels file '%s' not found", p);
+                else if (!file_ok(t, &p, "labels file", why, sizeof why)) terr(t, n, "%s", why);
                 else twarn(t, n, "label_filename is checked but not applied: the classification extension is not served");
                 mcp_free(p);
             }
@@ -949,8 +969,8 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, c
     d->semver[1] = d->semver[2] = 0;
     mcp_free(d->path);
     d->path = path;
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) terr(t, NULL, "model file '%s' not found", path);
+    char why[600];
+    if (!file_ok(t, &d->path, "model file", why, sizeof why)) terr(t, NULL, "%s", why);
 }
 
 /* ---- ModelConfig ---- */
@@ -1183,7 +1203,7 @@ mcp_status mcp__triton_parse_config(const char *text, size_t len, const char *mo
         mcp_diags_add(diags, "", 0, 0, "out of memory");
         return MCP_STATUS_OUT_OF_MEMORY;
     }
-    tctx t = {.diags = diags};
+    tctx t = {.diags = diags, .roots = defaults ? defaults->roots : NULL};
     int first_diag = diags ? diags->count : 0;
     map_config(&t, &root, model_dir, d);
     node_free(&root);

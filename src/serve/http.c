@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +44,7 @@ typedef struct conn {
     const char *content_type;
     struct conn *next_waiting; /* list of suspended connections */
     bool counted;         /* an accepted inference, counted in srv->open_requests */
+    bool www_authenticate; /* a 401: say which scheme */
 } conn;
 
 struct mcp_server {
@@ -148,6 +150,7 @@ static enum MHD_Result send_reply(conn *k)
     }
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
+    if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
     if (k->json_len) {
         char hl[32];
         snprintf(hl, sizeof hl, "%zu", k->json_len);
@@ -471,8 +474,11 @@ static void h_repo_describe(conn *k, const char *name)
     mcp_buf_json_string(b, e->reason);
     mcp_model_version *v = mcp_repository_get(k->srv->repo, name, NULL);
     if (v) {
+        /* Relative to its model root: no absolute host path leaves. */
+        char shown[1024];
         mcp_buf_puts(b, ",\"path\":");
-        mcp_buf_json_string(b, v->desc->path);
+        mcp_buf_json_string(b, mcp_model_roots_display(mcp_repository_defaults(k->srv->repo)->roots, v->desc->path, shown,
+                                                       sizeof shown));
         mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", v->memory_bytes);
         json_model_config(b, v);
         mcp_buf_puts(b, ",\"stats\":");
@@ -507,12 +513,36 @@ static bool load_config_text(conn *k, char **text, char **source)
     return true;
 }
 
+/* Constant-time comparison of a presented token with the configured one. */
+static bool token_equal(const char *given, const char *want)
+{
+    size_t n = strlen(want), m = strlen(given);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
+/* Management calls (load, unload): on when model control is, and with a
+ * configured admin token only for callers who send it as a bearer token. */
+static bool admin_allowed(conn *k)
+{
+    const mcp_server_options *o = &k->srv->opts;
+    if (!o->model_control) {
+        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
+        return false;
+    }
+    if (!o->admin_token) return true;
+    const char *auth = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Authorization");
+    if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, o->admin_token)) return true;
+    reply_error(k, 401, "%s", auth ? "the bearer token is not valid for model control"
+                                   : "model control needs 'Authorization: Bearer <token>' (the server's --admin-token-file)");
+    k->www_authenticate = true;
+    return false;
+}
+
 static void h_repo_load(conn *k, const char *name)
 {
-    if (!k->srv->opts.model_control) {
-        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
-        return;
-    }
+    if (!admin_allowed(k)) return;
     char *text, *source;
     if (!load_config_text(k, &text, &source)) return;
     char msg[2048] = "";
@@ -521,7 +551,9 @@ static void h_repo_load(conn *k, const char *name)
     if (text) {
         mcp_diags diags = {0};
         mcp_descriptor *desc = NULL;
-        mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
+        /* The server's defaults and model roots: a descriptor from the
+         * network names files inside the roots only. */
+        mcp_descriptor_defaults dd = *mcp_repository_defaults(k->srv->repo);
         const char *where = source ? source : "config";
         st = mcp_descriptor_parse_yaml(text, strlen(text), where, &dd, &desc, &diags);
         mcp_free(text);
@@ -553,10 +585,7 @@ static void h_repo_load(conn *k, const char *name)
 
 static void h_repo_unload(conn *k, const char *name)
 {
-    if (!k->srv->opts.model_control) {
-        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
-        return;
-    }
+    if (!admin_allowed(k)) return;
     char msg[512] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_status st = mcp_repository_unload(k->srv->repo, name, &err);

@@ -339,6 +339,8 @@ int mcp_status_http_code(mcp_status s)
     case MCP_STATUS_INVALID_MODEL: return 400;
     case MCP_STATUS_NOT_FOUND: return 404;
     case MCP_STATUS_TOO_LARGE: return 413;
+    case MCP_STATUS_UNAUTHENTICATED: return 401;
+    case MCP_STATUS_PERMISSION_DENIED: return 403;
     case MCP_STATUS_RESOURCE_EXHAUSTED: return 429;
     case MCP_STATUS_CANCELLED: return 499;
     case MCP_STATUS_UNSUPPORTED: return 501;

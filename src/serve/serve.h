@@ -224,6 +224,7 @@ typedef struct mcp_server_options {
     unsigned max_connections;    /* default 1024 */
     unsigned connection_timeout_s; /* idle/slow client limit; default 30 */
     bool model_control;          /* repository load/unload API enabled; default true */
+    const char *admin_token;     /* bearer token load/unload calls must send; NULL = none (loopback only) */
 } mcp_server_options;
 
 mcp_server_options mcp_server_options_default(void);

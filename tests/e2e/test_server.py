@@ -1255,7 +1255,9 @@ class RepositoryServerTestCase(ServerTestCase):
 
     @classmethod
     def server_args(cls):
-        return ["--model-repository", cls.repo_dir]
+        # The descriptors name the generated and the demo models: both
+        # folders are model roots beside the repository.
+        return ["--model-repository", cls.repo_dir, "--model-root", MODELS_DIR, "--model-root", DEMO_DIR]
 
 
 class RepositoryTests(RepositoryServerTestCase):

@@ -434,7 +434,7 @@ static void test_empty_and_odd_inputs(void)
     TU_CHECK_CONTAINS(diags.items[0].message, "not valid UTF-8 (byte 0x93");
     mcp_diags_clear(&diags);
     /* A missing file. */
-    TU_CHECK_STATUS(mcp_descriptor_load_file("/nonexistent/model.yaml", &defaults, &d, &diags), MCP_STATUS_IO_ERROR,
+    TU_CHECK_STATUS(mcp_descriptor_load_file("/nonexistent/model.yaml", &defaults, &d, &diags), MCP_STATUS_NOT_FOUND,
                     NULL);
     TU_REQUIRE(diags.count == 1);
     TU_CHECK_CONTAINS(diags.items[0].message, "/nonexistent/model.yaml");

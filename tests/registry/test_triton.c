@@ -222,7 +222,7 @@ static void test_version_policy(void)
     mcp_descriptor *d = NULL;
     mcp_diags diags = {0};
     mcp_descriptor_defaults defaults = mcp_descriptor_defaults_default();
-    TU_CHECK_STATUS(mcp_descriptor_load_triton(f.model, &defaults, &d, &diags), MCP_STATUS_IO_ERROR, NULL);
+    TU_CHECK_STATUS(mcp_descriptor_load_triton(f.model, &defaults, &d, &diags), MCP_STATUS_NOT_FOUND, NULL);
     TU_REQUIRE(diags.count == 1);
     TU_CHECK_CONTAINS(diags.items[0].message, "config.pbtxt");
     mcp_diags_clear(&diags);

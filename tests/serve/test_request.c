@@ -231,6 +231,8 @@ static void test_http_codes(void)
     TU_CHECK_INT(mcp_status_http_code(MCP_STATUS_UNSUPPORTED), 501);
     TU_CHECK_INT(mcp_status_http_code(MCP_STATUS_UNAVAILABLE), 503);
     TU_CHECK_INT(mcp_status_http_code(MCP_STATUS_DEADLINE_EXCEEDED), 504);
+    TU_CHECK_INT(mcp_status_http_code(MCP_STATUS_UNAUTHENTICATED), 401);
+    TU_CHECK_INT(mcp_status_http_code(MCP_STATUS_PERMISSION_DENIED), 403);
     for (int s = 0; s < MCP_STATUS_COUNT; s++) {
         int code = mcp_status_http_code((mcp_status)s);
         TU_CHECK(s == MCP_STATUS_OK ? code == 200 : code >= 400 && code < 600);

@@ -685,20 +685,20 @@ static void test_small_error_buffers(void)
     char path[2048], full[2048] = "";
     tu_path(path, sizeof path, tmp_dir, "absent-model.onnx");
     mcp_session *s = NULL;
-    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, full, sizeof full), MCP_STATUS_IO_ERROR, full);
+    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, full, sizeof full), MCP_STATUS_NOT_FOUND, full);
     TU_CHECK_CONTAINS(full, "absent-model.onnx");
     size_t full_len = strlen(full);
     for (size_t cap = 1; cap < full_len + 4; cap++) {
         char small[2100];
         memset(small, '#', sizeof small);
-        TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, small, cap), MCP_STATUS_IO_ERROR, NULL);
+        TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, small, cap), MCP_STATUS_NOT_FOUND, NULL);
         size_t n = strnlen(small, cap);
         if (n >= cap || small[cap] != '#' || strncmp(small, full, n) != 0) {
             TU_FAIL_AT(__FILE__, __LINE__, "cap %zu: '%.*s'", cap, (int)(n < cap ? n : cap), small);
             break;
         }
     }
-    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, NULL, 0), MCP_STATUS_IO_ERROR, NULL);
+    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &s, NULL, 0), MCP_STATUS_NOT_FOUND, NULL);
     TU_CHECK(s == NULL);
 
     /* mcp_err_prefix directly, including a prefix longer than the buffer. */

@@ -269,7 +269,7 @@ static void test_file_vs_memory(void)
     /* A missing file and a folder fail and name the path. */
     tu_path(path, sizeof path, tmp_dir, "missing.onnx");
     file = (mcp_session *)&file;
-    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &file, msg, sizeof msg), MCP_STATUS_IO_ERROR, msg);
+    TU_CHECK_STATUS(mcp_session_create_from_file(path, NULL, &file, msg, sizeof msg), MCP_STATUS_NOT_FOUND, msg);
     TU_CHECK(file == NULL);
     TU_CHECK_CONTAINS(msg, "missing.onnx");
     TU_CHECK(mcp_session_create_from_file(tmp_dir, NULL, &file, msg, sizeof msg) != MCP_STATUS_OK);

@@ -641,7 +641,7 @@ static void test_npy_roundtrip(void)
     mcp_tensor_release(&t);
     /* A missing file names its path. */
     tu_path(path, sizeof path, tmp_dir, "missing.npy");
-    TU_CHECK_STATUS(mcp_npy_read(path, &t, &err), MCP_STATUS_IO_ERROR, msg);
+    TU_CHECK_STATUS(mcp_npy_read(path, &t, &err), MCP_STATUS_NOT_FOUND, msg);
     TU_CHECK_CONTAINS(msg, "missing.npy");
 }
 

@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Attacks on mcp2026-server, each reproduced against a real server on
+127.0.0.1 and answered with a refusal (issue 9, item 0).
+
+The helpers (Server, http, model files) come from test_server.py; run one
+class by hand as test_server.py says, e.g.
+
+  MCP_SERVER_BIN=build/bin/mcp2026-server MCPCTL_BIN=build/bin/mcpctl \\
+    /usr/bin/python3 -m unittest -v test_security.ModelRootsTests
+"""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import test_server as ts
+
+
+def setUpModule():
+    ts.setUpModule()
+
+
+def tearDownModule():
+    ts.tearDownModule()
+
+
+def descriptor(name, path, labels=None):
+    text = f"name: {name}\nformat: onnx\npath: {path}\n"
+    if labels is not None:
+        text += f"postprocess:\n  - topk: {{tensor: probabilities, k: 3, labels: {labels}}}\n"
+    return text
+
+
+def load(tc, name, text, descriptor_path=None, headers=None):
+    params = {"config": text}
+    if descriptor_path is not None:
+        params["descriptor_path"] = descriptor_path
+    return tc.call("POST", f"/v2/repository/models/{name}/load", json_body={"parameters": params},
+                   headers=headers)
+
+
+PASSWD_LINE = "root:x:0:0"
+
+
+class ModelRootsTests(ts.ServerTestCase):
+    """Model and labels files resolve, after symbolic links, inside the
+    model roots only; a refusal never tells whether a file exists."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="mcp-e2e-root-")
+        shutil.copy(ts.DIGITS, os.path.join(cls.root, "digits.onnx"))
+        with open(os.path.join(cls.root, "labels.txt"), "w") as f:
+            f.write("".join(f"digit {i}\n" for i in range(10)))
+        os.symlink("/etc/passwd", os.path.join(cls.root, "passwd_link.txt"))
+        os.symlink("/etc", os.path.join(cls.root, "etc_link"))
+        os.mkfifo(os.path.join(cls.root, "fifo.onnx"))
+        os.mkfifo(os.path.join(cls.root, "fifo.txt"))
+        try:
+            super().setUpClass()
+        except BaseException:
+            shutil.rmtree(cls.root, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.root, ignore_errors=True)
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--model-root", cls.root]
+
+    def refused(self, r, path):
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("outside the model roots", msg)
+        self.assertNotIn(PASSWD_LINE, r.text)
+        for leak in ("No such file", "not found", "Permission denied", "not a regular"):
+            self.assertNotIn(leak, msg, f"refusal of {path} tells more than the rule")
+        return msg.replace(path, "<PATH>")
+
+    def test_absolute_model_path_outside_refused_alike_whether_it_exists(self):
+        a = self.refused(load(self, "m1", descriptor("m1", "/etc/passwd")), "/etc/passwd")
+        b = self.refused(load(self, "m1", descriptor("m1", "/etc/no-such-file-here")), "/etc/no-such-file-here")
+        self.assertEqual(a, b, "existing and missing files outside the roots get different answers")
+
+    def test_labels_outside_refused_and_never_echoed(self):
+        model = os.path.join(self.root, "digits.onnx")
+        self.refused(load(self, "m2", descriptor("m2", model, "/etc/passwd")), "/etc/passwd")
+        # The same through a symbolic link planted inside the root.
+        link = os.path.join(self.root, "passwd_link.txt")
+        self.refused(load(self, "m2", descriptor("m2", model, link)), link)
+        self.assertEqual(self.call("GET", "/v2/models/m2").status_code, 404)
+
+    def test_dotdot_refused(self):
+        for p in (os.path.join(self.root, "..", "..", "etc", "passwd"), self.root + "/../" + os.path.basename(self.root)
+                  + "/digits.onnx"):
+            self.refused(load(self, "m3", descriptor("m3", p)), p)
+
+    def test_symlinked_folder_out_of_root_refused(self):
+        p = os.path.join(self.root, "etc_link", "passwd")
+        self.refused(load(self, "m4", descriptor("m4", p)), p)
+
+    def test_descriptor_path_parameter_cannot_move_the_base(self):
+        # A relative path against a base the client names outside the roots.
+        r = load(self, "m5", descriptor("m5", "passwd"), descriptor_path="/etc/model.yaml")
+        self.refused(r, "/etc/passwd")
+
+    def test_relative_path_resolves_in_the_first_root(self):
+        r = load(self, "m6", descriptor("m6", "digits.onnx", "labels.txt"))
+        self.assertEqual(r.status_code, 200, r.text)
+        d = self.call("GET", "/v2/repository/models/m6").json()
+        self.assertEqual(d["path"], "digits.onnx", "describe shows the path relative to its root")
+        self.assertEqual(self.call("POST", "/v2/repository/models/m6/unload").status_code, 200)
+
+    def test_describe_never_shows_absolute_paths(self):
+        d = self.call("GET", "/v2/repository/models/digits")
+        self.assertEqual(d.status_code, 200, d.text)
+        self.assertEqual(d.json()["path"], "digits.onnx")
+        self.assertNotIn(ts.DEMO_DIR, d.text)
+
+    def test_fifo_refused_without_blocking(self):
+        for name, text in (("m7", descriptor("m7", os.path.join(self.root, "fifo.onnx"))),
+                           ("m8", descriptor("m8", os.path.join(self.root, "digits.onnx"),
+                                             os.path.join(self.root, "fifo.txt")))):
+            r = self.call("POST", f"/v2/repository/models/{name}/load", json_body={"parameters": {"config": text}},
+                          timeout=30)
+            msg = ts.error_message(self, r, 400)
+            self.assertIn("not a regular file", msg)
+        self.assertEqual(self.call("GET", "/v2/health/ready", timeout=10).status_code, 200)
+
+
+class NoRootsTests(ts.ServerTestCase):
+    """A server given only --model-path has no model roots: the load API
+    takes no descriptor that names a file."""
+
+    def test_load_with_descriptor_refused(self):
+        r = load(self, "x", descriptor("x", ts.DIGITS))
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("no model roots", msg)
+        self.assertIn("--model-root", msg)
+
+
+class AdminTokenTests(ts.ServerTestCase):
+    """--admin-token-file: load and unload need the bearer token."""
+    TOKEN = "s3cret-token-0123456789"
+
+    @classmethod
+    def server_args(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-token-")
+        path = os.path.join(cls.tmp, "token")
+        with open(path, "w") as f:
+            f.write(cls.TOKEN + "\n")
+        os.chmod(path, 0o600)
+        return ["--model-path", ts.DIGITS, "--admin-token-file", path]
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_management_needs_the_token(self):
+        for path in ("/v2/repository/models/digits/load", "/v2/repository/models/digits/unload"):
+            r = self.call("POST", path)
+            ts.error_message(self, r, 401)
+            self.assertTrue(r.headers.get("WWW-Authenticate", "").startswith("Bearer"), r.headers)
+            for bad in ("Bearer wrong", "Bearer " + self.TOKEN[:-1], "Bearer " + self.TOKEN + "x",
+                        "Basic " + self.TOKEN, self.TOKEN):
+                r = self.call("POST", path, headers={"Authorization": bad})
+                ts.error_message(self, r, 401)
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200, "an unauthorised unload ran")
+        auth = {"Authorization": "Bearer " + self.TOKEN}
+        self.assertEqual(self.call("POST", "/v2/repository/models/digits/unload", headers=auth).status_code, 200)
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 404)
+
+    def test_inference_and_health_need_no_token(self):
+        self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
+        self.assertEqual(self.call("GET", "/metrics").status_code, 200)
+
+
+class StartupRefusalTests(unittest.TestCase):
+    """Configurations that would expose model control are refused before
+    the server binds anything."""
+
+    def run_server(self, *args):
+        return subprocess.run([ts.SERVER_BIN, "--model-path", ts.DIGITS, "--port", "0", *args],
+                              capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+
+    def test_off_loopback_without_token_refused(self):
+        p = self.run_server("--host", "0.0.0.0")
+        self.assertEqual(p.returncode, 2, p.stderr)
+        err = p.stderr.decode()
+        self.assertIn("--admin-token-file", err)
+        self.assertIn("--model-control none", err)
+        self.assertNotIn("listening", err)
+
+    def test_weak_or_missing_token_file_refused(self):
+        with tempfile.TemporaryDirectory() as d:
+            short = os.path.join(d, "short")
+            with open(short, "w") as f:
+                f.write("abc\n")
+            for path in (short, os.path.join(d, "missing")):
+                p = self.run_server("--host", "127.0.0.1", "--admin-token-file", path)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("--admin-token-file", p.stderr.decode())
+                self.assertNotIn("listening", p.stderr.decode())
+
+
+if __name__ == "__main__":
+    unittest.main()
