@@ -32,6 +32,7 @@ typedef struct server_config {
     int64_t port;
     int64_t workers;
     int64_t threads;
+    int64_t max_model_threads;
     int64_t http_threads;
     int64_t max_body_bytes;
     int64_t max_header_bytes;
@@ -66,6 +67,7 @@ static const opt options[] = {
     {"port", OPT_INT, OFF(port), 0, 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
     {"workers", OPT_INT, OFF(workers), 0, 1, 256, "instance workers per model (default 1)"},
     {"threads", OPT_INT, OFF(threads), 0, 0, 256, "intra-op threads per instance (default 0: cores / workers, at least 1)"},
+    {"max-model-threads", OPT_INT, OFF(max_model_threads), 0, 0, 1 << 16, "threads one model may start, instances x threads (default 0: cores, or --workers x --threads when larger)"},
     {"http-threads", OPT_INT, OFF(http_threads), 0, 1, 256, "transport threads; they never run kernels (default 2)"},
     {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 0, 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
@@ -320,6 +322,13 @@ int main(int argc, char **argv)
     /* By default instances share the cores: threads x workers <= cores. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     dd.instance_threads = c.threads > 0 ? c.threads : cores / c.workers > 1 ? cores / c.workers : 1;
+    /* No descriptor starts more threads than the server was given (its
+     * cores, or what the operator's own flags ask for), nor warms up on
+     * inputs larger than any request the server would accept. */
+    dd.max_model_threads = c.max_model_threads > 0                         ? c.max_model_threads
+                           : dd.instance_count * dd.instance_threads > cores ? dd.instance_count * dd.instance_threads
+                                                                              : cores;
+    dd.max_warmup_bytes = c.max_body_bytes;
 
     /* Model roots: the repository and every --model-root. Descriptors that
      * arrive over the load API may name files inside them only. */

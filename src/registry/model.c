@@ -66,17 +66,38 @@ static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp
 }
 
 /* One run on zeros (batch 1) so the first request does not pay for lazy
- * work, and so a model that cannot run fails at load, not per request. */
-static mcp_status warm_up(mcp_model_version *v, mcp_err *err)
+ * work, and so a model that cannot run fails at load, not per request.
+ * Shapes come from the model's own static dimensions; a dimension the model
+ * leaves open takes the descriptor's value when it gives one (a model may
+ * need it), else 1; the batch dimension is always 1. The inputs' bytes are
+ * capped by the server (max_bytes), so a descriptor cannot make the load
+ * allocate or compute without bound. */
+static mcp_status warm_up(mcp_model_version *v, int64_t max_bytes, mcp_err *err)
 {
     const mcp_graph *g = v->session->graph;
     mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
     mcp_value **outs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs);
     mcp_status st = ins && outs ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+    bool batched = v->desc->max_batch_size > 0;
+    double total = 0;
     for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++) {
         const mcp_tensor_meta *m = &v->inputs[i];
+        const mcp_io_info *io = &v->session->inputs[i];
         int64_t dims[MCP_MAX_RANK];
-        for (int d = 0; d < m->rank; d++) dims[d] = m->dims[d] >= 0 ? m->dims[d] : 1;
+        double bytes = mcp_dtype_size(m->dtype) > 0 ? mcp_dtype_size(m->dtype) : 8;
+        for (int d = 0; d < m->rank; d++) {
+            int64_t own = d < io->rank ? io->dims[d] : -1;
+            dims[d] = own >= 0 ? own : (d == 0 && batched) || m->dims[d] < 0 ? 1 : m->dims[d];
+            bytes *= (double)dims[d];
+        }
+        total += bytes;
+        if (max_bytes > 0 && total > (double)max_bytes) {
+            st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                             "warm-up inputs would take %.0f bytes (input '%s' and those before it); this server allows %lld "
+                             "(check the shapes the descriptor declares)",
+                             total, m->name, (long long)max_bytes);
+            break;
+        }
         ins[i] = mcp_value_new();
         if (!ins[i]) st = MCP_STATUS_OUT_OF_MEMORY;
         else st = mcp_tensor_alloc(&ins[i]->tensor, m->dtype, m->rank, dims, err);
@@ -92,7 +113,7 @@ static mcp_status warm_up(mcp_model_version *v, mcp_err *err)
     return st;
 }
 
-mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_model_roots *roots, mcp_model_version **out,
+mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_defaults *server, mcp_model_version **out,
                                   mcp_err *err)
 {
     *out = NULL;
@@ -106,6 +127,19 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_model_roots *r
     v->name = desc->name;
     v->version = desc->version;
     v->loaded_at_us = mcp_now_us();
+    /* Threads within the server's limit: more instances than the limit are
+     * refused; threads per instance shrink to fit (at least 1), and the
+     * descriptor records what was applied, so `describe` shows it. */
+    int64_t limit = server ? server->max_model_threads : 0;
+    if (limit > 0 && desc->instance_count > limit) {
+        mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                    "model '%s': %lld instances; this server allows %lld threads per model (--max-model-threads)", desc->name,
+                    (long long)desc->instance_count, (long long)limit);
+        mcp_model_version_release(v);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    if (limit > 0 && desc->instance_count * desc->instance_threads > limit)
+        desc->instance_threads = limit / desc->instance_count;
     mcp_session_options o = mcp_session_options_default();
     o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
     char msg[1024] = "";
@@ -118,7 +152,7 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_model_roots *r
         mcp_diags diags = {0};
         mcp_descriptor *t = NULL;
         mcp_descriptor_defaults dd = mcp_descriptor_defaults_default();
-        dd.roots = roots;
+        dd.roots = server ? server->roots : NULL;
         if (mcp_descriptor_load_triton(desc->path, &dd, &t, &diags) != MCP_STATUS_OK) {
             mcp_diags_format(&diags, desc->path, msg, sizeof msg);
             mcp_diags_clear(&diags);
@@ -175,7 +209,7 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_model_roots *r
         for (int i = 0; i < v->n_outputs; i++) batchable &= v->outputs[i].rank >= 1 && v->outputs[i].dims[0] < 0;
         if (!batchable) desc->max_batch_size = 0;
     }
-    if (st == MCP_STATUS_OK) st = warm_up(v, err);
+    if (st == MCP_STATUS_OK) st = warm_up(v, server ? server->max_warmup_bytes : 0, err);
     /* After the warm-up (which feeds the graph's own view): what clients
      * send and receive once the descriptor's steps apply. */
     if (st == MCP_STATUS_OK) st = mcp_steps_adjust_meta(v, err);

@@ -136,6 +136,11 @@ typedef struct mcp_descriptor_defaults {
      * local file the operator or `mcpctl validate` reads. Descriptors that
      * come over the network always parse with the server's roots. */
     const mcp_model_roots *roots;
+    /* Server-side limits no descriptor may exceed (0 = none): the threads
+     * one model may start (instances x threads per instance), and the
+     * bytes of the warm-up run's inputs. */
+    int64_t max_model_threads;
+    int64_t max_warmup_bytes;
 } mcp_descriptor_defaults;
 
 mcp_descriptor_defaults mcp_descriptor_defaults_default(void);
@@ -197,8 +202,10 @@ typedef struct mcp_model_version {
 } mcp_model_version;
 
 /* Loads the model a descriptor names: import, prepare, warm-up run. The
- * files a Triton folder selects must lie inside `roots` (NULL = anywhere). */
-mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, const mcp_model_roots *roots,
+ * server's roots and limits come from `server` (NULL = none): the files a
+ * Triton folder selects must lie inside the roots, and the descriptor's
+ * threads and warm-up shapes within the limits. */
+mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, const mcp_descriptor_defaults *server,
                                   mcp_model_version **out, mcp_err *err);
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);

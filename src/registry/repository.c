@@ -23,10 +23,15 @@ typedef struct repo_entry {
 } repo_entry;
 
 struct mcp_repository {
-    pthread_mutex_t mu;      /* guards entries */
+    pthread_mutex_t mu;      /* guards entries and the index */
     pthread_mutex_t load_mu; /* one load at a time */
     repo_entry *entries;
     int n, cap;
+    /* Name -> entry: open addressing with linear probing over `slots`
+     * (entry index + 1, 0 = empty), at most half full, rebuilt when an entry
+     * goes away. Lookups are O(1) however many models there are. */
+    int *slots;
+    int n_slots;
     mcp_descriptor_defaults defaults;
     mcp_repository_hooks hooks;
 };
@@ -62,16 +67,50 @@ void mcp_repository_destroy(mcp_repository *r)
         mcp_free(r->entries[i].version);
     }
     mcp_free(r->entries);
+    mcp_free(r->slots);
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->load_mu);
     mcp_free(r);
 }
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slot of `name`: where it is, or the empty slot where it would go. */
+static int slot_of(const mcp_repository *r, const char *name)
+{
+    int mask = r->n_slots - 1;
+    int i = (int)(name_hash(name) & (uint64_t)mask);
+    while (r->slots[i] && strcmp(r->entries[r->slots[i] - 1].name, name) != 0) i = (i + 1) & mask;
+    return i;
+}
+
+/* Rebuilds the index for at least `want` entries; false on out-of-memory
+ * (the old index stays). */
+static bool index_rebuild(mcp_repository *r, int want)
+{
+    int n = 16;
+    while (n < 2 * want) n *= 2;
+    int *slots = mcp_calloc((size_t)n, sizeof *slots);
+    if (!slots) return false;
+    mcp_free(r->slots);
+    r->slots = slots;
+    r->n_slots = n;
+    for (int i = 0; i < r->n; i++) r->slots[slot_of(r, r->entries[i].name)] = i + 1;
+    return true;
+}
+
 /* Finds or adds an entry; call with mu held. */
 static repo_entry *entry_get(mcp_repository *r, const char *name, bool create)
 {
-    for (int i = 0; i < r->n; i++)
-        if (strcmp(r->entries[i].name, name) == 0) return &r->entries[i];
+    if (r->n_slots) {
+        int k = r->slots[slot_of(r, name)];
+        if (k) return &r->entries[k - 1];
+    }
     if (!create) return NULL;
     if (r->n == r->cap) {
         int cap = r->cap ? r->cap * 2 : 8;
@@ -80,14 +119,36 @@ static repo_entry *entry_get(mcp_repository *r, const char *name, bool create)
         r->entries = e;
         r->cap = cap;
     }
+    if (2 * (r->n + 1) > r->n_slots && !index_rebuild(r, r->n + 1)) return NULL;
     repo_entry *e = &r->entries[r->n];
     memset(e, 0, sizeof *e);
     e->name = mcp_strdup(name);
     if (!e->name) return NULL;
     e->state = MCP_MODEL_UNAVAILABLE;
     snprintf(e->reason, sizeof e->reason, "not loaded");
+    r->slots[slot_of(r, name)] = r->n + 1;
     r->n++;
     return e;
+}
+
+/* Removes an entry that serves nothing and has nothing to load from (a
+ * failed load of a new name), so failed loads leave no trace; call with mu
+ * held. The last entry takes its place. */
+static void entry_remove(mcp_repository *r, repo_entry *e)
+{
+    MCP_ASSERT(!e->current);
+    mcp_free(e->name);
+    mcp_free(e->source);
+    mcp_free(e->version);
+    int i = (int)(e - r->entries);
+    r->entries[i] = r->entries[r->n - 1];
+    r->n--;
+    if (!index_rebuild(r, r->n)) {
+        /* Keep lookups right without a new table: probe-free fallback. */
+        mcp_free(r->slots);
+        r->slots = NULL;
+        r->n_slots = 0;
+    }
 }
 
 static void set_str(char **dst, const char *src)
@@ -119,7 +180,7 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
     }
 
     mcp_model_version *v = NULL;
-    mcp_status st = mcp_model_version_load(desc, r->defaults.roots, &v, err);
+    mcp_status st = mcp_model_version_load(desc, &r->defaults, &v, err);
     if (st == MCP_STATUS_OK && r->hooks.on_ready) {
         st = r->hooks.on_ready(v, r->hooks.user, err);
         if (st != MCP_STATUS_OK) {
@@ -137,10 +198,16 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
         e->reason[0] = '\0';
         set_str(&e->version, version);
     } else {
-        /* A failed reload leaves the current version serving. */
-        if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
-        snprintf(e->reason, sizeof e->reason, "load failed: %s", err && err->buf ? err->buf : mcp_status_str(st));
-        if (!e->current) set_str(&e->version, version);
+        /* A failed reload leaves the current version serving. A failed
+         * first load of a name with nothing to load it from again leaves
+         * no entry: the caller got the reason in its answer. */
+        if (!e->current && !e->source) {
+            entry_remove(r, e);
+        } else {
+            if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
+            snprintf(e->reason, sizeof e->reason, "load failed: %s", err && err->buf ? err->buf : mcp_status_str(st));
+            if (!e->current) set_str(&e->version, version);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     retire(r, old);
@@ -170,13 +237,37 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
         mcp_diags_add(diags, "", 0, 0, "cannot open model repository '%s'", dir);
         return MCP_STATUS_IO_ERROR;
     }
-    char *names[1024];
-    int n = 0;
+    /* Every entry of the folder, however many (no silent cap). */
+    char **names = NULL;
+    int n = 0, cap = 0;
+    bool oom = false;
     struct dirent *de;
-    while ((de = readdir(d)) && n < 1024)
-        if (de->d_name[0] != '.') names[n++] = mcp_strdup(de->d_name);
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (n == cap) {
+            int ncap = cap ? cap * 2 : 64;
+            char **grown = mcp_realloc(names, (size_t)ncap * sizeof *grown);
+            if (!grown) {
+                oom = true;
+                break;
+            }
+            names = grown;
+            cap = ncap;
+        }
+        if (!(names[n] = mcp_strdup(de->d_name))) {
+            oom = true;
+            break;
+        }
+        n++;
+    }
     closedir(d);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    if (oom) {
+        for (int i = 0; i < n; i++) mcp_free(names[i]);
+        mcp_free(names);
+        mcp_diags_add(diags, "", 0, 0, "out of memory listing model repository '%s'", dir);
+        return MCP_STATUS_OUT_OF_MEMORY;
+    }
+    if (n) qsort(names, (size_t)n, sizeof names[0], cmp_str);
     mcp_status result = MCP_STATUS_OK;
     for (int i = 0; i < n; i++) {
         char path[4096];
@@ -222,6 +313,7 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
         }
     }
     for (int i = 0; i < n; i++) mcp_free(names[i]);
+    mcp_free(names);
     return result;
 }
 

@@ -42,6 +42,53 @@ static bool axis_of(int64_t axis, int rank, int *out)
     return true;
 }
 
+/* What a step needs of the tensor it applies to, checked at load so that a
+ * descriptor that cannot work fails there and not at the first request.
+ * Dimensions unknown until run time (-1) are checked per request. */
+static mcp_status check_fit(const mcp_step *s, const mcp_tensor_meta *m, const char *side, int i, mcp_err *err)
+{
+    if (s->kind != MCP_STEP_TRANSPOSE && (m->dtype == MCP_DTYPE_STRING || m->dtype == MCP_DTYPE_BOOL))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: '%s' holds %s; this step needs numbers", side, i, m->name,
+                           mcp_dtype_name(m->dtype));
+    int ax;
+    switch (s->kind) {
+    case MCP_STEP_NORMALIZE:
+        if (!axis_of(s->axis, m->rank, &ax))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: normalize axis %lld outside '%s' of rank %d", side, i,
+                               (long long)s->axis, m->name, m->rank);
+        if (s->n_values != 1 && m->dims[ax] >= 0 && s->n_values != m->dims[ax])
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                               "%s[%d]: %d mean/std values for axis %d of '%s', which has %lld entries", side, i, s->n_values, ax,
+                               m->name, (long long)m->dims[ax]);
+        break;
+    case MCP_STEP_SOFTMAX:
+        if (!axis_of(s->axis, m->rank, &ax))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: softmax axis %lld outside '%s' of rank %d", side, i,
+                               (long long)s->axis, m->name, m->rank);
+        break;
+    case MCP_STEP_CAST:
+        if (s->dtype == MCP_DTYPE_STRING || s->dtype == MCP_DTYPE_UNDEFINED || mcp_dtype_size(s->dtype) <= 0)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: cast to %s is not supported", side, i,
+                               mcp_dtype_name(s->dtype));
+        break;
+    case MCP_STEP_TOPK: {
+        int64_t classes = m->rank >= 1 ? m->dims[m->rank - 1] : 0;
+        if (m->rank < 1)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: topk needs an output with a class axis", side, i);
+        if (classes >= 0 && s->k > classes)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: topk k = %lld but output '%s' has %lld classes", side,
+                               i, (long long)s->k, m->name, (long long)classes);
+        if (s->n_labels && classes >= 0 && s->n_labels < classes)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: the labels file has %d lines for %lld classes", side, i,
+                               s->n_labels, (long long)classes);
+        break;
+    }
+    case MCP_STEP_SCALE:
+    case MCP_STEP_TRANSPOSE: break;
+    }
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err)
 {
     const mcp_descriptor *d = v->desc;
@@ -55,6 +102,10 @@ mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err)
         for (int i = d->n_pre - 1; i >= 0; i--) {
             const mcp_step *s = &d->pre[i];
             if (!step_targets(s, m, v->n_inputs)) continue;
+            /* Scale, normalize and softmax keep the shape: m is what they
+             * receive here as well as what they produce. */
+            if (s->kind != MCP_STEP_CAST && s->kind != MCP_STEP_TRANSPOSE && (st = check_fit(s, m, "preprocess", i, err)))
+                return st;
             if (s->kind == MCP_STEP_TRANSPOSE) {
                 if (s->n_perm != m->rank)
                     return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "preprocess[%d]: transpose of rank %d on input '%s' of rank %d",
@@ -90,6 +141,7 @@ mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err)
         for (int i = 0; i < d->n_post; i++) {
             const mcp_step *s = &d->post[i];
             if (!step_targets(s, m, v->n_outputs)) continue;
+            if ((st = check_fit(s, m, "postprocess", i, err))) return st;
             if (s->kind == MCP_STEP_TRANSPOSE) {
                 if (s->n_perm != m->rank || (batched && s->perm[0] != 0))
                     return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "postprocess[%d]: transpose does not fit output '%s' (rank %d%s)",
@@ -102,7 +154,7 @@ mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err)
             } else if (s->kind == MCP_STEP_TOPK) {
                 if (m->rank < 1 || s->k < 1)
                     return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "postprocess[%d]: topk needs an output with a class axis", i);
-                m->dims[m->rank - 1] = s->k;
+                m->dims[m->rank - 1] = m->dims[m->rank - 1] >= 0 ? s->k : -1;
                 m->dtype = MCP_DTYPE_STRING;
             }
         }
@@ -111,6 +163,64 @@ mcp_status mcp_steps_adjust_meta(mcp_model_version *v, mcp_err *err)
 }
 
 /* ---- runtime ---- */
+
+/* The cast step saturates: a value beyond the target integer type's range
+ * becomes its minimum or maximum, NaN becomes 0, and a float target takes
+ * the nearest value (infinity past its range). Never wraps, whatever the
+ * source type (unlike the ONNX Cast op, which the engine implements as the
+ * spec says). */
+static void int_range(mcp_dtype d, int64_t *lo, uint64_t *hi)
+{
+    switch (d) {
+    case MCP_DTYPE_INT8: *lo = INT8_MIN, *hi = INT8_MAX; break;
+    case MCP_DTYPE_INT16: *lo = INT16_MIN, *hi = INT16_MAX; break;
+    case MCP_DTYPE_INT32: *lo = INT32_MIN, *hi = INT32_MAX; break;
+    case MCP_DTYPE_UINT8: *lo = 0, *hi = UINT8_MAX; break;
+    case MCP_DTYPE_UINT16: *lo = 0, *hi = UINT16_MAX; break;
+    case MCP_DTYPE_UINT32: *lo = 0, *hi = UINT32_MAX; break;
+    case MCP_DTYPE_UINT64: *lo = 0, *hi = UINT64_MAX; break;
+    case MCP_DTYPE_BOOL: *lo = 0, *hi = 1; break;
+    default: *lo = INT64_MIN, *hi = INT64_MAX; break;
+    }
+}
+
+static void cast_saturating(const mcp_tensor *x, int64_t i, mcp_tensor *y)
+{
+    mcp_dtype to = y->dtype;
+    if (mcp_dtype_is_float(to)) {
+        mcp_tensor_set_f64(y, i, mcp_tensor_get_f64(x, i));
+        return;
+    }
+    int64_t lo;
+    uint64_t hi;
+    int_range(to, &lo, &hi);
+    bool neg;
+    uint64_t mag; /* |value|, saturated to the uint64 range */
+    if (mcp_dtype_is_float(x->dtype)) {
+        double v = mcp_tensor_get_f64(x, i);
+        if (v != v) v = 0;
+        neg = v < 0;
+        double a = neg ? -v : v;
+        mag = a >= 18446744073709551615.0 ? UINT64_MAX : (uint64_t)a;
+    } else if (x->dtype == MCP_DTYPE_UINT64) {
+        neg = false;
+        mag = ((const uint64_t *)x->data)[i];
+    } else {
+        int64_t v = mcp_tensor_get_i64(x, i);
+        neg = v < 0;
+        mag = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    }
+    if (to == MCP_DTYPE_BOOL) {
+        mcp_tensor_set_i64(y, i, mag != 0);
+    } else if (to == MCP_DTYPE_UINT64) {
+        ((uint64_t *)y->data)[i] = neg ? 0 : mag;
+    } else if (neg) {
+        uint64_t lim = (uint64_t)0 - (uint64_t)lo; /* |lo| */
+        mcp_tensor_set_i64(y, i, lo == 0 ? 0 : mag >= lim ? lo : -(int64_t)mag);
+    } else {
+        mcp_tensor_set_i64(y, i, mag >= hi ? (int64_t)hi : (int64_t)mag);
+    }
+}
 
 /* Allocates an output tensor either in the pool (inputs) or owned (outputs). */
 static mcp_status new_tensor(mcp_tensor *t, mcp_dtype dt, int rank, const int64_t *dims, mcp_pool *pool, mcp_err *err)
@@ -174,10 +284,7 @@ static mcp_status apply_one(const mcp_step *s, const char *side, int idx, const 
     case MCP_STEP_CAST:
         st = new_tensor(&y, s->dtype, x->rank, x->dims, pool, err);
         if (st != MCP_STATUS_OK) return st;
-        for (int64_t i = 0; i < n; i++) {
-            if (mcp_dtype_is_float(s->dtype) || mcp_dtype_is_float(x->dtype)) mcp_tensor_set_f64(&y, i, mcp_tensor_get_f64(x, i));
-            else mcp_tensor_set_i64(&y, i, mcp_tensor_get_i64(x, i));
-        }
+        for (int64_t i = 0; i < n; i++) cast_saturating(x, i, &y);
         break;
     case MCP_STEP_TRANSPOSE: {
         if (s->n_perm != x->rank)
@@ -226,10 +333,11 @@ static mcp_status apply_one(const mcp_step *s, const char *side, int idx, const 
     case MCP_STEP_TOPK: {
         if (pool) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d]: topk is a postprocess step", side, idx);
         if (x->rank < 1) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s[%d] on '%s': topk needs a class axis", side, idx, name);
+        /* Never more entries than classes: k is capped by the output. */
         int64_t classes = x->dims[x->rank - 1], k = s->k < classes ? s->k : classes;
         int64_t dims[MCP_MAX_RANK];
         memcpy(dims, x->dims, sizeof dims);
-        dims[x->rank - 1] = s->k;
+        dims[x->rank - 1] = k;
         st = mcp_tensor_alloc(&y, MCP_DTYPE_STRING, x->rank, dims, err);
         if (st != MCP_STATUS_OK) return st;
         int64_t rows = classes ? n / classes : 0;
@@ -255,7 +363,7 @@ static mcp_status apply_one(const mcp_step *s, const char *side, int idx, const 
                 const char *label = best[j] < s->n_labels ? s->labels[best[j]] : "";
                 int len = snprintf(text, sizeof text, "%.6g:%lld:%s", mcp_tensor_get_f64(x, r * classes + best[j]),
                                    (long long)best[j], label);
-                if (mcp_tensor_set_string(&y, r * s->k + j, text, (size_t)(len < (int)sizeof text ? len : (int)sizeof text - 1)) !=
+                if (mcp_tensor_set_string(&y, r * k + j, text, (size_t)(len < (int)sizeof text ? len : (int)sizeof text - 1)) !=
                     MCP_STATUS_OK) {
                     mcp_free(best);
                     mcp_tensor_release(&y);

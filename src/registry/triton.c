@@ -898,7 +898,7 @@ static int list_versions(const char *dir, int64_t *out, int cap)
     if (!d) return -1;
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < cap) {
+    while ((e = readdir(d))) {
         const char *s = e->d_name;
         size_t len = strlen(s);
         if (len == 0 || len > 9) continue;
@@ -910,7 +910,12 @@ static int list_versions(const char *dir, int64_t *out, int cap)
         if (snprintf(p, sizeof p, "%s/%s", dir, s) >= (int)sizeof p || stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))
             continue;
         int64_t v = strtoll(s, NULL, 10);
-        if (v > 0) out[n++] = v;
+        if (v <= 0) continue;
+        if (n == cap) { /* reported, never cut silently */
+            closedir(d);
+            return -2;
+        }
+        out[n++] = v;
     }
     closedir(d);
     qsort(out, (size_t)n, sizeof out[0], cmp_i64);
@@ -928,7 +933,9 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, c
     int n = list_versions(model_dir, vers, PB_MAX_VERSIONS);
     int64_t chosen = -1;
     int candidates = 0;
-    if (n < 0) {
+    if (n == -2) {
+        terr(t, NULL, "model folder '%s' has more than %d version folders", model_dir, PB_MAX_VERSIONS);
+    } else if (n < 0) {
         terr(t, NULL, "cannot list model folder '%s': %s", model_dir, strerror(errno));
     } else if (pol->kind == 2) {
         for (int i = 0; i < pol->n_versions; i++) {

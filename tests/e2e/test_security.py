@@ -134,6 +134,122 @@ class ModelRootsTests(ts.ServerTestCase):
         self.assertEqual(self.call("GET", "/v2/health/ready", timeout=10).status_code, 200)
 
 
+def thread_count(server):
+    with open(f"/proc/{server.proc.pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads line in /proc/PID/status")
+
+
+class LimitsTests(ts.ServerTestCase):
+    """Every size a descriptor from the network sets is capped by the
+    server's own limits and checked at load."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--model-root", ts.MODELS_DIR, "--model-root", ts.DEMO_DIR]
+
+    def test_instances_beyond_the_cores_refused(self):
+        before = thread_count(self.server)
+        text = descriptor("many", ts.DIGITS) + "instances: {count: 256}\n"
+        msg = ts.error_message(self, load(self, "many", text), 400)
+        self.assertIn("--max-model-threads", msg)
+        self.assertLessEqual(thread_count(self.server), before + 2, "a refused load left threads behind")
+
+    def test_threads_per_instance_capped(self):
+        before = thread_count(self.server)
+        text = descriptor("wide", ts.DIGITS) + "instances: {count: 1, threads: 1024}\n"
+        r = load(self, "wide", text)
+        self.assertEqual(r.status_code, 200, r.text)
+        r = self.call("POST", "/v2/models/wide/infer",
+                      json_body={"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                             "data": [0.0] * 64}]})
+        self.assertEqual(r.status_code, 200, r.text)
+        # One worker, its batcher and at most the cores' worth of compute threads.
+        self.assertLessEqual(thread_count(self.server), before + 2 + (os.cpu_count() or 1) + 2)
+        self.assertEqual(self.call("POST", "/v2/repository/models/wide/unload").status_code, 200)
+
+    def test_warmup_shape_capped(self):
+        # The model leaves "n" open; the descriptor declares 2^31 - 1 of it.
+        text = (descriptor("huge", ts.model_file("slow")) +
+                "max_batch_size: 0\ninputs:\n  - name: x\n    shape: [1, 2147483647, -1]\n")
+        r = self.call("POST", "/v2/repository/models/huge/load", json_body={"parameters": {"config": text}},
+                      timeout=60)
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("warm-up", msg)
+        self.assertEqual(self.call("GET", "/v2/health/ready", timeout=10).status_code, 200)
+
+    def test_topk_beyond_classes_refused_at_load(self):
+        text = descriptor("topk_big", ts.DIGITS) + "postprocess:\n  - topk: {tensor: probabilities, k: 1000000}\n"
+        msg = ts.error_message(self, load(self, "topk_big", text), 400)
+        self.assertIn("10 classes", msg)
+
+    def test_step_settings_checked_at_load(self):
+        cases = [
+            ("preprocess:\n  - normalize: {mean: [0, 0, 0], std: [1, 1, 1], axis: 1}\n", "64 entries"),
+            ("preprocess:\n  - normalize: {mean: [0], std: [1], axis: 5}\n", "axis 5"),
+            ("postprocess:\n  - softmax: {tensor: probabilities, axis: 3}\n", "axis 3"),
+            ("postprocess:\n  - softmax: {tensor: label}\n", None),
+        ]
+        for extra, needle in cases:
+            r = load(self, "steps_bad", descriptor("steps_bad", ts.DIGITS) + extra)
+            if needle is None:
+                # Softmax of the int64 label is arithmetic on integers: allowed.
+                self.assertEqual(r.status_code, 200, r.text)
+                self.call("POST", "/v2/repository/models/steps_bad/unload")
+                continue
+            msg = ts.error_message(self, r, 400)
+            self.assertIn(needle, msg, extra)
+
+    def test_failed_loads_leave_no_entries(self):
+        before = self.call("POST", "/v2/repository/index").json()
+        text = "postprocess:\n  - topk: {tensor: probabilities, k: 11}\n"
+        for i in range(300):
+            name = f"failing_{i}"
+            r = load(self, name, descriptor(name, ts.DIGITS) + text)
+            self.assertEqual(r.status_code, 400, r.text)
+        after = self.call("POST", "/v2/repository/index").json()
+        self.assertEqual(len(after), len(before), "failed loads left entries")
+        self.assertNotIn("failing_", self.call("GET", "/metrics").text)
+        self.assertNotIn("failing_", self.call("GET", "/v2/models/stats").text)
+        self.assertEqual(self.call("GET", "/v2/models/failing_3").status_code, 404)
+
+
+class LargeRepositoryTests(ts.ServerTestCase):
+    """A repository folder of thousands of files loses no model."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.repo = tempfile.mkdtemp(prefix="mcp-e2e-bigrepo-")
+        for i in range(2000):
+            open(os.path.join(cls.repo, f"notes_{i:04d}.txt"), "w").close()
+        shutil.copy(ts.DIGITS, os.path.join(cls.repo, "digits.onnx"))
+        for name in ("aaa", "mmm", "zzz"):
+            with open(os.path.join(cls.repo, f"{name}.yaml"), "w") as f:
+                f.write(descriptor(name, "digits.onnx"))
+        try:
+            super().setUpClass()
+        except BaseException:
+            shutil.rmtree(cls.repo, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.repo, ignore_errors=True)
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-repository", cls.repo]
+
+    def test_every_model_loaded(self):
+        index = {e["name"]: e["state"] for e in self.call("POST", "/v2/repository/index").json()}
+        self.assertEqual(index, {"aaa": "READY", "mmm": "READY", "zzz": "READY"})
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
