@@ -45,6 +45,8 @@ typedef struct conn {
     struct conn *next_waiting; /* list of suspended connections */
     bool counted;         /* an accepted inference, counted in srv->open_requests */
     bool www_authenticate; /* a 401: say which scheme */
+    bool http11;          /* HTTP/1.1 or later: may be sent interim 1xx answers */
+    bool probed;          /* the hang-up watcher sent its 100 Continue probe */
 } conn;
 
 struct mcp_server {
@@ -882,7 +884,6 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     mcp_server *s = cls;
     conn *k = *con_cls;
     if (!k) {
@@ -890,6 +891,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         if (!k) return MHD_NO;
         k->srv = s;
         k->mhd = c;
+        k->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0 && strncmp(version, "HTTP/1.", 7) == 0;
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->opts.max_body_bytes) k->too_large = true;
@@ -956,8 +958,22 @@ static void *watch_hangups(void *arg)
             const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
             if (!ci) continue;
             struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLRDHUP};
-            if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR)) && k->req)
+            if (poll(&pfd, 1, 0) <= 0 || !k->req) continue;
+            if (pfd.revents & (POLLHUP | POLLERR)) {
                 atomic_store(&k->req->cancel, true);
+            } else if ((pfd.revents & POLLRDHUP) && !k->probed) {
+                /* The client sent FIN: it either hung up or only half-closed
+                 * after a complete request (legal HTTP/1.1; it still reads).
+                 * An interim "100 Continue" tells them apart without
+                 * disturbing the exchange (clients must skip 1xx answers): a
+                 * closed socket answers it with RST, seen on the next poll.
+                 * HTTP/1.0 clients may not be sent 1xx; for them FIN means
+                 * gone. */
+                k->probed = true;
+                static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                if (!k->http11 || send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+                    atomic_store(&k->req->cancel, true);
+            }
         }
         pthread_mutex_unlock(&s->wait_mu);
     }

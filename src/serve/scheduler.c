@@ -264,7 +264,17 @@ static void note_progress(mcp_scheduler *s)
 /* Takes r (Pending) to Cancelled or TimedOut, completes it and drops the
  * scheduler's reference. A request another thread already finished is only
  * released. */
+static void finish_early(mcp_scheduler *s, mcp_request *r, int64_t now);
+
 static void finish_unrun(mcp_scheduler *s, mcp_request *r, int64_t now)
+{
+    finish_early(s, r, now);
+    mcp_request_release(r);
+}
+
+/* finish_unrun without dropping a reference: for requests a formed batch
+ * still points to (its worker drops that reference when it takes them). */
+static void finish_early(mcp_scheduler *s, mcp_request *r, int64_t now)
 {
     bool cancelled = atomic_load(&r->cancel);
     bool expired = r->deadline_ns > 0 && now >= r->deadline_ns;
@@ -284,7 +294,37 @@ static void finish_unrun(mcp_scheduler *s, mcp_request *r, int64_t now)
         pthread_mutex_unlock(&s->mu);
         mcp_request_complete(r);
     }
-    mcp_request_release(r);
+}
+
+/* Requests already formed into batches that wait for a busy worker are
+ * answered as soon as they are cancelled or pass their deadline, not when
+ * a worker reaches their batch. Call with mu held; returns true when it
+ * finished some (it unlocked meanwhile). *next_deadline: the earliest
+ * deadline still waiting there. */
+#define SWEEP_AT_ONCE 64
+static bool sweep_ready(mcp_scheduler *s, int64_t now, int64_t *next_deadline)
+{
+    mcp_request *gone[SWEEP_AT_ONCE];
+    int n = 0;
+    int64_t next = INT64_MAX;
+    for (sched_batch *b = s->ready_head; b; b = b->next)
+        for (int i = 0; i < b->n; i++) {
+            mcp_request *r = b->reqs[i];
+            if (atomic_load(&r->state) != MCP_REQUEST_PENDING) continue;
+            bool due = atomic_load(&r->cancel) || (r->deadline_ns > 0 && now >= r->deadline_ns);
+            if (due && n < SWEEP_AT_ONCE) gone[n++] = mcp_request_retain(r);
+            else if (due) next = now; /* the rest at the next turn */
+            else if (r->deadline_ns > 0 && r->deadline_ns < next) next = r->deadline_ns;
+        }
+    *next_deadline = next;
+    if (n == 0) return false;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < n; i++) {
+        finish_early(s, gone[i], now);
+        mcp_request_release(gone[i]);
+    }
+    pthread_mutex_lock(&s->mu);
+    return true;
 }
 
 /* Moves every queued request that is cancelled, past its deadline or no
@@ -453,12 +493,22 @@ static void *batcher_main(void *arg)
             note_progress(s);
             continue;
         }
-        if (!s->head) {
+        int64_t ready_deadline = INT64_MAX;
+        if (s->ready_head && sweep_ready(s, now, &ready_deadline)) {
             note_progress(s);
-            pthread_cond_wait(&s->cv_batcher, &s->mu);
             continue;
         }
-        int64_t wake = s->next_deadline_ns;
+        if (!s->head) {
+            note_progress(s);
+            if (ready_deadline == INT64_MAX) {
+                pthread_cond_wait(&s->cv_batcher, &s->mu);
+            } else {
+                struct timespec ts = abs_monotonic(ready_deadline);
+                pthread_cond_timedwait(&s->cv_batcher, &s->mu, &ts);
+            }
+            continue;
+        }
+        int64_t wake = s->next_deadline_ns < ready_deadline ? s->next_deadline_ns : ready_deadline;
         /* Form a batch only while it would wait ahead of busy workers in a
          * queue of at most prefetch_queue_depth, or go to an idle one. */
         if (s->n_ready < s->o.prefetch_queue_depth + s->n_idle) {

@@ -250,6 +250,67 @@ class LargeRepositoryTests(ts.ServerTestCase):
         self.assertEqual(index, {"aaa": "READY", "mmm": "READY", "zzz": "READY"})
 
 
+class DeadlineTests(ts.ServerTestCase):
+    """Deadlines and cancels reach requests in every queued stage, and a
+    half-closed client still gets its answer."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.model_file("slow"), "--workers", 1, "--max-batch-size", 1,
+                "--prefetch-queue-depth", 8]
+
+    def post_async(self, pool, x, parameters=None):
+        body, headers = ts.v2_request([("x", "FP32", x, False)], parameters=parameters)
+        return pool.submit(ts.http, self.server, "POST", "/v2/models/slow/infer", body=body, headers=headers)
+
+    def inflight(self):
+        return ts.metric_sum(ts.get_metrics(self, self.server)[1], "mcp_inflight_requests")
+
+    def test_timeout_in_a_prefetched_batch(self):
+        with ts.concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+            blocker = self.post_async(pool, ts.slow_input(20, ts.LONG * 4))
+            ts.wait_for(lambda: self.inflight() >= 1, "the blocking request to run")
+            # Formed into batches ahead of the busy worker (prefetch), not queued.
+            fillers = [self.post_async(pool, ts.slow_input(21 + i, ts.LONG * 8)) for i in range(3)]
+            ts.wait_for(lambda: self.inflight() >= 4, "the fillers to be accepted")
+            r = self.infer("slow", [("x", "FP32", ts.slow_input(30), False)], parameters={"timeout": 100_000})
+            msg = ts.error_message(self, r, 504)
+            self.assertIn("timed out", msg)
+            self.assertFalse(all(f.done() for f in fillers),
+                             "the 504 came only after the batches ahead of it ran")
+            for f in [blocker, *fillers]:
+                self.assertEqual(f.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200)
+
+    def test_half_closed_client_gets_its_answer(self):
+        x = ts.slow_input(40)
+        with ts.concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            blocker = self.post_async(pool, ts.slow_input(41, ts.LONG * 2))
+            ts.wait_for(lambda: self.inflight() >= 1, "the blocking request to run")
+            body, _ = ts.v2_request([("x", "FP32", x, False)])
+            head = (f"POST /v2/models/slow/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode()
+            sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=60)
+            try:
+                sock.sendall(head + body)
+                sock.shutdown(ts.socket.SHUT_WR)  # legal: the request is complete
+                data = b""
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            finally:
+                sock.close()
+            blocker.result(timeout=ts.HTTP_TIMEOUT_S)
+        # Interim 1xx answers may come first; the final one is 200.
+        finals = [m for m in ts.re.findall(rb"HTTP/1\.1 (\d{3})", data) if not m.startswith(b"1")]
+        self.assertEqual(finals[:1], [b"200"], data[:300])
+        payload = json.loads(data[data.rindex(b"\r\n\r\n") + 4:])
+        got = ts.np.array(payload["outputs"][0]["data"], dtype=ts.np.float32)
+        want = ts.mcpctl_run(ts.model_file("slow"), x=x)["y"].reshape(-1)
+        self.assertTrue(ts.np.array_equal(got, want))
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
