@@ -63,7 +63,21 @@ struct mcp_server {
     pthread_t watcher;
     bool watcher_running;
     atomic_bool watcher_stop;
+    /* Versions that stopped being current, drained off the transport
+     * threads by the retire thread (each holds one reference). */
+    pthread_mutex_t retire_mu;
+    pthread_cond_t retire_cv;
+    struct retiring *retiring;
+    int retire_busy;  /* taken off the list, still draining */
+    bool retire_stop;
+    pthread_t retirer;
+    bool retirer_running;
 };
+
+typedef struct retiring {
+    struct retiring *next;
+    mcp_model_version *v;
+} retiring;
 
 mcp_server_options mcp_server_options_default(void)
 {
@@ -95,12 +109,59 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
     return MCP_STATUS_OK;
 }
 
+/* Unloading and reloading never wait on the caller's thread: the retired
+ * version is handed to the retire thread, which lets its in-flight requests
+ * finish and drops the reference (the scheduler and the session go with the
+ * version's last one). */
 static void hook_retire(mcp_model_version *v, void *user)
 {
-    (void)user;
-    /* In-flight requests finish on this version; the scheduler itself goes
-     * with the version's last reference. */
-    if (v->serving) mcp_scheduler_drain(v->serving);
+    mcp_server *s = user;
+    retiring *item = mcp_malloc(sizeof *item);
+    if (!item || !s->retirer_running) {
+        /* Out of memory, or no retire thread: drain here rather than never. */
+        mcp_free(item);
+        if (v->serving) mcp_scheduler_drain(v->serving);
+        return;
+    }
+    item->v = mcp_model_version_retain(v);
+    pthread_mutex_lock(&s->retire_mu);
+    item->next = s->retiring;
+    s->retiring = item;
+    pthread_cond_broadcast(&s->retire_cv);
+    pthread_mutex_unlock(&s->retire_mu);
+}
+
+static void *retire_main(void *arg)
+{
+    mcp_server *s = arg;
+    pthread_mutex_lock(&s->retire_mu);
+    for (;;) {
+        retiring *item = s->retiring;
+        if (!item) {
+            if (s->retire_stop) break;
+            pthread_cond_wait(&s->retire_cv, &s->retire_mu);
+            continue;
+        }
+        s->retiring = item->next;
+        s->retire_busy++;
+        pthread_mutex_unlock(&s->retire_mu);
+        if (item->v->serving) mcp_scheduler_drain(item->v->serving);
+        mcp_model_version_release(item->v);
+        mcp_free(item);
+        pthread_mutex_lock(&s->retire_mu);
+        s->retire_busy--;
+        pthread_cond_broadcast(&s->retire_cv);
+    }
+    pthread_mutex_unlock(&s->retire_mu);
+    return NULL;
+}
+
+/* Waits until every retired version has drained and been released. */
+static void retire_wait(mcp_server *s)
+{
+    pthread_mutex_lock(&s->retire_mu);
+    while (s->retiring || s->retire_busy) pthread_cond_wait(&s->retire_cv, &s->retire_mu);
+    pthread_mutex_unlock(&s->retire_mu);
 }
 
 mcp_repository_hooks mcp_server_repository_hooks(mcp_server *s)
@@ -993,6 +1054,9 @@ mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, 
     s->repo = repo;
     s->metrics = metrics;
     pthread_mutex_init(&s->wait_mu, NULL);
+    pthread_mutex_init(&s->retire_mu, NULL);
+    pthread_cond_init(&s->retire_cv, NULL);
+    if (pthread_create(&s->retirer, NULL, retire_main, s) == 0) s->retirer_running = true;
     mcp_repository_set_hooks(repo, mcp_server_repository_hooks(s));
     mcp_metrics_set_sampler(metrics, sample_gauges, s);
     *out = s;
@@ -1046,6 +1110,7 @@ void mcp_server_shutdown(mcp_server *s)
         mcp_model_version_release(v);
     }
     mcp_repository_entries_free(list, n);
+    retire_wait(s); /* versions unloaded or replaced before the stop, too */
     /* Then give the transport up to 10 s to send those responses. */
     for (int i = 0; i < 1000 && atomic_load(&s->open_requests) > 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -1062,6 +1127,18 @@ void mcp_server_destroy(mcp_server *s)
 {
     if (!s) return;
     mcp_server_shutdown(s);
+    /* The repository may outlive the server: it retires its versions
+     * itself from here on. */
+    mcp_repository_set_hooks(s->repo, (mcp_repository_hooks){0});
+    if (s->retirer_running) {
+        pthread_mutex_lock(&s->retire_mu);
+        s->retire_stop = true;
+        pthread_cond_broadcast(&s->retire_cv);
+        pthread_mutex_unlock(&s->retire_mu);
+        pthread_join(s->retirer, NULL); /* finishes what is queued first */
+    }
+    pthread_mutex_destroy(&s->retire_mu);
+    pthread_cond_destroy(&s->retire_cv);
     pthread_mutex_destroy(&s->wait_mu);
     mcp_free(s);
 }

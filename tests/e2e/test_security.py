@@ -311,6 +311,34 @@ class DeadlineTests(ts.ServerTestCase):
         self.assertTrue(ts.np.array_equal(got, want))
 
 
+class BusyUnloadTests(ts.ServerTestCase):
+    """Unloading a busy model answers at once; its requests finish on it
+    and the transport threads stay free for everyone else."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.model_file("slow"), "--workers", 1, "--max-batch-size", 1, "--http-threads", 1]
+
+    def test_unload_does_not_block_transport(self):
+        with ts.concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            busy = []
+            for i in range(4):
+                body, headers = ts.v2_request([("x", "FP32", ts.slow_input(50 + i, ts.LONG * 4), False)])
+                busy.append(pool.submit(ts.http, self.server, "POST", "/v2/models/slow/infer", body=body,
+                                        headers=headers))
+            ts.wait_for(lambda: ts.metric_sum(ts.get_metrics(self, self.server)[1], "mcp_inflight_requests") >= 4,
+                        "the requests to be in flight")
+            r = self.call("POST", "/v2/repository/models/slow/unload")
+            self.assertEqual(r.status_code, 200, r.text)
+            # One transport thread: these answer only if the unload left it.
+            self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
+            self.assertEqual(self.call("GET", "/v2/models/slow/ready").status_code, 404)
+            self.assertFalse(all(f.done() for f in busy), "the unload waited for the drain")
+            for f in busy:
+                self.assertEqual(f.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200,
+                                 "a request accepted before the unload did not finish on its version")
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
