@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "serve/serve.h"
@@ -38,6 +39,9 @@ typedef struct server_config {
     int64_t max_header_bytes;
     int64_t max_connections;
     int64_t connection_timeout_s;
+    int64_t header_timeout_s;
+    int64_t min_body_rate;
+    int64_t max_connections_per_client;
     int64_t max_batch_size;
     int64_t max_queue_delay_us;
     int64_t max_queue_size;
@@ -73,6 +77,9 @@ static const opt options[] = {
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
     {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
     {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 0, 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
+    {"header-timeout", OPT_INT, OFF(header_timeout_s), 0, 1, 3600, "seconds a client has to send a request's headers, from connect or the previous response (default 10)"},
+    {"min-body-rate", OPT_INT, OFF(min_body_rate), 0, 0, 1 << 30, "bytes/s a request body must average once it has taken header-timeout (default 1024; 0 = off)"},
+    {"max-connections-per-client", OPT_INT, OFF(max_connections_per_client), 0, 1, 1 << 20, "concurrent connections from one client address (default 256)"},
     {"max-batch-size", OPT_INT, OFF(max_batch_size), 0, 0, 1 << 20, "default max_batch_size for models (default 32; 0 = no batching)"},
     {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},
     {"max-queue-size", OPT_INT, OFF(max_queue_size), 0, 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
@@ -245,7 +252,8 @@ int main(int argc, char **argv)
     server_config cli = {0}, c = {
         .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 0, .http_threads = 2,
         .max_body_bytes = 64 << 20, .max_header_bytes = 16 << 10, .max_connections = 1024,
-        .connection_timeout_s = 30, .max_batch_size = 32, .max_queue_delay_us = 500,
+        .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
+        .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true,
         .model_control = "explicit", .log_level = "info",
     };
@@ -302,6 +310,13 @@ int main(int argc, char **argv)
     if (strcmp(c.model_control, "explicit") != 0 && strcmp(c.model_control, "none") != 0) {
         fprintf(stderr, "mcp2026-server: --model-control must be explicit or none, not '%s'\n", c.model_control);
         return 2;
+    }
+
+    /* One descriptor per connection: allow as many as the hard limit. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
 
     /* Signals go to sigwait below, never to a worker thread. */
@@ -378,6 +393,9 @@ int main(int argc, char **argv)
     so.max_header_bytes = (size_t)c.max_header_bytes;
     so.max_connections = (unsigned)c.max_connections;
     so.connection_timeout_s = (unsigned)c.connection_timeout_s;
+    so.header_timeout_s = (unsigned)c.header_timeout_s;
+    so.min_body_rate = (unsigned)c.min_body_rate;
+    so.max_connections_per_client = (unsigned)c.max_connections_per_client;
     so.model_control = control;
     so.admin_token = token[0] ? token : NULL;
     char msg[4096] = "";

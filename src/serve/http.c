@@ -46,6 +46,11 @@ typedef struct conn {
     bool counted;         /* an accepted inference, counted in srv->open_requests */
     bool www_authenticate; /* a 401: say which scheme */
     bool http11;          /* HTTP/1.1 or later: may be sent interim 1xx answers */
+    bool started;         /* the access handler has seen the headers */
+    bool close;           /* answer with Connection: close */
+    int reject;           /* set before the headers: answer this status at once */
+    char reject_msg[160];
+    struct tcp_link *link;    /* the connection this request arrived on */
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
 } conn;
 
@@ -63,6 +68,11 @@ struct mcp_server {
     pthread_t watcher;
     bool watcher_running;
     atomic_bool watcher_stop;
+    /* Every open connection, for the header deadline, the body rate and
+     * the reserve (guarded by link_mu). */
+    pthread_mutex_t link_mu;
+    struct tcp_link *links;
+    int n_links;
     /* Versions that stopped being current, drained off the transport
      * threads by the retire thread (each holds one reference). */
     pthread_mutex_t retire_mu;
@@ -73,6 +83,18 @@ struct mcp_server {
     pthread_t retirer;
     bool retirer_running;
 };
+
+/* One TCP connection (MHD's socket context). */
+typedef struct tcp_link {
+    struct tcp_link *prev, *next;
+    int fd;
+    int64_t boundary_ns;   /* connect, or the end of the previous request */
+    int64_t body_start_ns; /* a body is arriving since then; 0 = none */
+    uint64_t body_bytes;
+    bool headers_done;
+    bool reserve;          /* admitted beyond max_connections: health and metrics only */
+    bool cut;
+} tcp_link;
 
 typedef struct retiring {
     struct retiring *next;
@@ -89,6 +111,11 @@ mcp_server_options mcp_server_options_default(void)
         .max_header_bytes = 16u << 10,
         .max_connections = 1024,
         .connection_timeout_s = 30,
+        .header_timeout_s = 10,
+        .min_body_rate = 1024,
+        .max_connections_per_client = 256,
+        .reserve_connections = 16,
+        .max_query_params = 64,
         .model_control = true,
     };
 }
@@ -219,7 +246,7 @@ static enum MHD_Result send_reply(conn *k)
         snprintf(hl, sizeof hl, "%zu", k->json_len);
         MHD_add_response_header(r, "Inference-Header-Content-Length", hl);
     }
-    if (atomic_load(&k->srv->stopping)) MHD_add_response_header(r, "Connection", "close");
+    if (k->close || atomic_load(&k->srv->stopping)) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)k->code, r);
     MHD_destroy_response(r);
     return ret;
@@ -942,23 +969,187 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
     return atomic_load(&s->stopping) ? MHD_NO : MHD_YES;
 }
 
+/* ---- connection guard ---- */
+
+/* Every connection is tracked from accept to close, so the watcher can cut
+ * those that send headers too slowly (slowloris), trickle a body, or hold a
+ * reserve slot. Cutting is shutdown(2) on the socket: libmicrohttpd then
+ * sees the connection end and closes it as usual. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    mcp_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        tcp_link *l = mcp_calloc(1, sizeof *l);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!l || !ci) {
+            mcp_free(l);
+            return;
+        }
+        l->fd = ci->connect_fd;
+        l->boundary_ns = mcp_now_ns();
+        pthread_mutex_lock(&s->link_mu);
+        l->reserve = s->n_links >= (int)s->opts.max_connections;
+        l->next = s->links;
+        if (s->links) s->links->prev = l;
+        s->links = l;
+        s->n_links++;
+        pthread_mutex_unlock(&s->link_mu);
+        *socket_context = l;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        tcp_link *l = *socket_context;
+        if (!l) return;
+        pthread_mutex_lock(&s->link_mu);
+        if (l->prev) l->prev->next = l->next;
+        else s->links = l->next;
+        if (l->next) l->next->prev = l->prev;
+        s->n_links--;
+        pthread_mutex_unlock(&s->link_mu);
+        mcp_free(l);
+        *socket_context = NULL;
+    }
+}
+
+/* Cuts connections past their header deadline or below the body rate;
+ * call from the watcher. Reserve connections get one second. */
+static void guard_links(mcp_server *s, int64_t now)
+{
+    const mcp_server_options *o = &s->opts;
+    int64_t header_ns = (int64_t)o->header_timeout_s * 1000000000;
+    pthread_mutex_lock(&s->link_mu);
+    for (tcp_link *l = s->links; l; l = l->next) {
+        if (l->cut) continue;
+        bool late = false;
+        if (!l->headers_done) {
+            late = now - l->boundary_ns > (l->reserve ? 1000000000 : header_ns);
+        } else if (l->body_start_ns && o->min_body_rate) {
+            int64_t t = now - l->body_start_ns;
+            late = t > header_ns && (double)l->body_bytes < (double)o->min_body_rate * ((double)t / 1e9);
+        }
+        if (late) {
+            l->cut = true;
+            shutdown(l->fd, SHUT_RDWR);
+        }
+    }
+    pthread_mutex_unlock(&s->link_mu);
+}
+
+/* Called once per request with its URI, before libmicrohttpd parses the
+ * query string into its per-connection memory. A URL with more parameters
+ * than that memory holds would leave the request unanswered (libmicrohttpd
+ * 0.9.75 cannot even build its error reply then), so such a query is
+ * emptied here, where the URI is still the connection's own buffer, and the
+ * request is answered 414. Our routes take no query parameters. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    mcp_server *s = cls;
+    conn *k = mcp_calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->srv = s;
+    k->mhd = c;
+    const char *q = strchr(uri, '?');
+    if (q) {
+        unsigned n = 1;
+        for (const char *p = q + 1; *p; p++) n += *p == '&' || *p == ';';
+        if (n > s->opts.max_query_params) {
+            k->reject = 414;
+            snprintf(k->reject_msg, sizeof k->reject_msg, "the URL has %u query parameters; the limit is %u", n,
+                     s->opts.max_query_params);
+            ((char *)q)[1] = '\0';
+        }
+    }
+    return k;
+}
+
+typedef struct header_scan {
+    int n_length;
+    bool lengths_differ, chunked;
+    char length[32];
+} header_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    header_scan *h = cls;
+    if (!strcasecmp(key, "Content-Length")) {
+        if (h->n_length++ && strcmp(h->length, value ? value : "") != 0) h->lengths_differ = true;
+        snprintf(h->length, sizeof h->length, "%s", value ? value : "");
+    } else if (!strcasecmp(key, "Transfer-Encoding")) {
+        h->chunked = true;
+    }
+    return MHD_YES;
+}
+
+static bool reserve_route(const char *method, const char *url)
+{
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    return get && (!strncmp(url, "/v2/health/", 11) || !strcmp(url, "/metrics"));
+}
+
+/* The first call for a request, with its headers: framing that could smuggle
+ * a second request, bodies over the limit and requests beyond the
+ * connection limit are answered here, before any body byte is read, and the
+ * connection closes after the answer. Returns true when it answered. */
+static bool screen_headers(conn *k, const char *method, const char *url)
+{
+    mcp_server *s = k->srv;
+    header_scan h = {0};
+    MHD_get_connection_values(k->mhd, MHD_HEADER_KIND, scan_header, &h);
+    unsigned long long length = 0;
+    char *end = NULL;
+    if (h.n_length) {
+        errno = 0;
+        length = strtoull(h.length, &end, 10);
+    }
+    if (k->reject) {
+        reply_error(k, k->reject, "%s", k->reject_msg);
+    } else if (h.lengths_differ) {
+        reply_error(k, 400, "the request has Content-Length headers with different values");
+    } else if (h.n_length && h.chunked) {
+        reply_error(k, 400, "the request has both Content-Length and Transfer-Encoding");
+    } else if (h.n_length && (!h.length[0] || *end || errno || h.length[0] == '-')) {
+        reply_error(k, 400, "Content-Length '%s' is not a number of bytes", h.length);
+    } else if (h.n_length && length > s->opts.max_body_bytes) {
+        reply_error(k, 413, "request body of %llu bytes exceeds the limit of %zu bytes", length, s->opts.max_body_bytes);
+    } else if (k->link && k->link->reserve && !reserve_route(method, url)) {
+        reply_error(k, 503, "the server is at its connection limit; only health and metrics are answered");
+    } else {
+        return false;
+    }
+    k->close = true;
+    return true;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls)
 {
     mcp_server *s = cls;
     conn *k = *con_cls;
-    if (!k) {
-        k = mcp_calloc(1, sizeof *k);
-        if (!k) return MHD_NO;
-        k->srv = s;
-        k->mhd = c;
-        k->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0 && strncmp(version, "HTTP/1.", 7) == 0;
+    if (!k) { /* on_uri could not allocate */
+        if (!(k = on_uri(s, "", c))) return MHD_NO;
         *con_cls = k;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > s->opts.max_body_bytes) k->too_large = true;
+    }
+    if (!k->started) {
+        k->started = true;
+        k->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0 && strncmp(version, "HTTP/1.", 7) == 0;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        k->link = ci ? ci->socket_context : NULL;
+        if (screen_headers(k, method, url)) return send_reply(k);
+        if (k->link) {
+            pthread_mutex_lock(&s->link_mu);
+            k->link->headers_done = true;
+            k->link->body_start_ns = mcp_now_ns();
+            k->link->body_bytes = 0;
+            pthread_mutex_unlock(&s->link_mu);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
+        if (k->link) {
+            pthread_mutex_lock(&s->link_mu);
+            k->link->body_bytes += *upload_size;
+            pthread_mutex_unlock(&s->link_mu);
+        }
         if (!k->too_large) {
             if (k->body.len + *upload_size > s->opts.max_body_bytes) {
                 k->too_large = true;
@@ -973,6 +1164,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     int phase = atomic_load(&k->phase);
     if (phase == PHASE_READY) return send_reply(k);
     if (phase == PHASE_WAITING) return MHD_YES;
+    if (k->link) { /* the body is complete */
+        pthread_mutex_lock(&s->link_mu);
+        k->link->body_start_ns = 0;
+        pthread_mutex_unlock(&s->link_mu);
+    }
     if (k->too_large) {
         reply_error(k, 413, "request body exceeds the limit of %zu bytes", s->opts.max_body_bytes);
         return send_reply(k);
@@ -994,6 +1190,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     mcp_server *s = cls;
     conn *k = *con_cls;
     if (!k) return;
+    if (k->link) { /* the next request's headers are due from now */
+        pthread_mutex_lock(&s->link_mu);
+        k->link->headers_done = false;
+        k->link->body_start_ns = 0;
+        k->link->boundary_ns = mcp_now_ns();
+        pthread_mutex_unlock(&s->link_mu);
+    }
     if (k->req) {
         mcp_metrics_inflight_add(s->metrics, -1);
         mcp_request_release(k->req);
@@ -1011,9 +1214,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 static void *watch_hangups(void *arg)
 {
     mcp_server *s = arg;
-    while (!atomic_load(&s->watcher_stop)) {
+    for (unsigned tick = 0; !atomic_load(&s->watcher_stop); tick++) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        if (tick % 5 == 0) guard_links(s, mcp_now_ns());
         pthread_mutex_lock(&s->wait_mu);
         for (conn *k = s->waiting; k; k = k->next_waiting) {
             const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -1054,6 +1258,7 @@ mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, 
     s->repo = repo;
     s->metrics = metrics;
     pthread_mutex_init(&s->wait_mu, NULL);
+    pthread_mutex_init(&s->link_mu, NULL);
     pthread_mutex_init(&s->retire_mu, NULL);
     pthread_cond_init(&s->retire_cv, NULL);
     if (pthread_create(&s->retirer, NULL, retire_main, s) == 0) s->retirer_running = true;
@@ -1075,7 +1280,10 @@ mcp_status mcp_server_start(mcp_server *s, mcp_err *err)
     s->daemon = MHD_start_daemon(flags, (uint16_t)s->opts.port, accept_policy, s, on_access, s,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
-                                 MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections,
+                                 MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections + s->opts.reserve_connections,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->opts.max_connections_per_client,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, s->opts.connection_timeout_s,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->opts.max_header_bytes,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
@@ -1140,5 +1348,6 @@ void mcp_server_destroy(mcp_server *s)
     pthread_mutex_destroy(&s->retire_mu);
     pthread_cond_destroy(&s->retire_cv);
     pthread_mutex_destroy(&s->wait_mu);
+    pthread_mutex_destroy(&s->link_mu);
     mcp_free(s);
 }

@@ -223,6 +223,12 @@ typedef struct mcp_server_options {
     size_t max_header_bytes;     /* per-connection header memory; default 16 KiB */
     unsigned max_connections;    /* default 1024 */
     unsigned connection_timeout_s; /* idle/slow client limit; default 30 */
+    unsigned header_timeout_s;   /* a request's headers must arrive within this of connect or the previous
+                                    response (idle keep-alive ends then too); default 10 */
+    unsigned min_body_rate;      /* bytes/s a body must average after header_timeout_s of upload; default 1024 */
+    unsigned max_connections_per_client; /* per client address; default 256 */
+    unsigned reserve_connections; /* beyond max_connections, for health and metrics only; default 16 */
+    unsigned max_query_params;   /* more in a URL get 414; default 64 */
     bool model_control;          /* repository load/unload API enabled; default true */
     const char *admin_token;     /* bearer token load/unload calls must send; NULL = none (loopback only) */
 } mcp_server_options;

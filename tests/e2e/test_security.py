@@ -339,6 +339,172 @@ class BusyUnloadTests(ts.ServerTestCase):
                                  "a request accepted before the unload did not finish on its version")
 
 
+def raw_exchange(port, data, timeout=30, source=None, keep_sending=None):
+    """Sends data on a fresh connection and reads until the server closes
+    it (bounded by timeout). Returns the bytes received."""
+    sock = ts.socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                       source_address=(source, 0) if source else None)
+    out = b""
+    try:
+        sock.sendall(data)
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        sock.close()
+    return out
+
+
+def statuses(data):
+    return [int(m) for m in ts.re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)]
+
+
+class FramingTests(ts.ServerTestCase):
+    """Request framing that could smuggle a request or pull in an unbounded
+    body is answered before the body, and the connection closes."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--max-body-bytes", 100000]
+
+    def test_smuggled_request_in_a_second_content_length(self):
+        smuggled = b"POST /v2/repository/models/digits/unload HTTP/1.1\r\nHost: x\r\n\r\n"
+        data = raw_exchange(self.server.port, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: 2\r\nContent-Length: " + str(2 + len(smuggled)).encode() +
+                            b"\r\n\r\n{}" + smuggled)
+        self.assertEqual(statuses(data), [400], data)
+        self.assertIn(b"Connection: close", data)
+        self.assertIn(b"Content-Length headers with different values", data)
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200, "the smuggled unload ran")
+
+    def test_content_length_with_chunked_refused(self):
+        data = raw_exchange(self.server.port, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        self.assertEqual(statuses(data), [400], data)
+
+    def test_oversize_content_length_answered_before_the_body(self):
+        for extra in (b"", b"Expect: 100-continue\r\n"):
+            # The body is never sent: the answer must not wait for it.
+            data = raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
+                                b"Content-Type: application/json\r\nContent-Length: 99999999999\r\n" + extra +
+                                b"\r\n")
+            self.assertEqual(statuses(data), [413], data)
+            self.assertNotIn(b"100 Continue", data)
+
+    def test_many_query_parameters_414(self):
+        q = "&".join(f"p{i}=v" for i in range(300))
+        data = raw_exchange(self.server.port, f"GET /v2/health/live?{q} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        self.assertEqual(statuses(data), [414], data)
+        self.assertIn(b"300 query parameters", data)
+        # A few parameters are fine.
+        self.assertEqual(self.call("GET", "/v2/health/live?a=1&b=2").status_code, 200)
+
+
+class SlowClientTests(ts.ServerTestCase):
+    """Slowloris and trickled bodies are cut off by the header deadline and
+    the minimum body rate."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--header-timeout", 2, "--min-body-rate", 1024]
+
+    def trickle(self, head, byte, count, pause):
+        """Sends head, then `count` single bytes `pause` s apart; returns how
+        many the server took before it closed the connection."""
+        sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        sent = 0
+        try:
+            sock.sendall(head)
+            for sent in range(count):
+                ts.time.sleep(pause)
+                sock.sendall(byte)
+                sock.setblocking(False)
+                try:
+                    if sock.recv(4096) == b"":
+                        return sent
+                except BlockingIOError:
+                    pass
+                except ConnectionResetError:
+                    return sent
+                finally:
+                    sock.setblocking(True)
+            return count
+        except (BrokenPipeError, ConnectionResetError):
+            return sent
+        finally:
+            sock.close()
+
+    def test_slowloris_headers_cut(self):
+        taken = self.trickle(b"GET /v2/health/live HTTP/1.1\r\nX-Slow: ", b"a", 60, 0.25)
+        self.assertLess(taken, 60, "a client sending a header byte every 0.25 s was never cut off")
+        self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
+
+    def test_trickled_body_cut(self):
+        head = (b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 60000\r\n\r\n")
+        taken = self.trickle(head, b" ", 60, 0.25)
+        self.assertLess(taken, 60, "a body arriving at 4 bytes/s was never cut off")
+
+
+class ConnectionReserveTests(ts.ServerTestCase):
+    """One client cannot take every connection, and health and metrics still
+    answer when the connection limit is reached."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--max-connections", 24, "--max-connections-per-client", 12,
+                "--header-timeout", 60]
+
+    def hold(self, n, source):
+        socks = []
+        for _ in range(n):
+            sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30,
+                                               source_address=(source, 0))
+            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\n")  # never finished
+            socks.append(sock)
+        return socks
+
+    def closed_at_once(self, source):
+        sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30, source_address=(source, 0))
+        try:
+            sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+            return sock.recv(4096) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        finally:
+            sock.close()
+
+    def test_per_client_limit_then_reserve(self):
+        held = []
+        try:
+            held += self.hold(12, "127.0.0.2")
+            # Connections are registered by the server's threads: let them land.
+            ts.wait_for(lambda: self.closed_at_once("127.0.0.2"), "the per-client limit to apply")
+            held += self.hold(12, "127.0.0.3")
+            # 24 connections: the limit. Health and metrics still answer.
+            live = raw_exchange(self.server.port, b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n"
+                                b"Connection: close\r\n\r\n", source="127.0.0.4")
+            self.assertEqual(statuses(live), [200], live)
+            metrics = raw_exchange(self.server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                                   b"Connection: close\r\n\r\n", source="127.0.0.5")
+            self.assertEqual(statuses(metrics), [200], metrics[:200])
+            body = json.dumps({"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                           "data": [0.0] * 64}]}).encode()
+            infer = raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
+                                 b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() +
+                                 b"\r\n\r\n" + body, source="127.0.0.6")
+            self.assertEqual(statuses(infer), [503], infer)
+        finally:
+            for sock in held:
+                sock.close()
+        ts.wait_for(lambda: self.call("GET", "/v2/health/ready").status_code == 200, "the server to recover")
+        self.assertEqual(self.infer("digits", [("input", "FP32", ts.samples()[0], False)]).status_code, 200)
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
