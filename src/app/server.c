@@ -36,6 +36,7 @@ typedef struct server_config {
     int64_t max_model_threads;
     int64_t http_threads;
     int64_t max_body_bytes;
+    int64_t max_inflight_body_bytes;
     int64_t max_header_bytes;
     int64_t max_connections;
     int64_t connection_timeout_s;
@@ -74,6 +75,7 @@ static const opt options[] = {
     {"max-model-threads", OPT_INT, OFF(max_model_threads), 0, 0, 1 << 16, "threads one model may start, instances x threads (default 0: cores, or --workers x --threads when larger)"},
     {"http-threads", OPT_INT, OFF(http_threads), 0, 1, 256, "transport threads; they never run kernels (default 2)"},
     {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 0, 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
+    {"max-inflight-body-bytes", OPT_INT, OFF(max_inflight_body_bytes), 0, 1024, INT64_MAX, "request body bytes held at once, all clients together; 503 beyond (default 1073741824)"},
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
     {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
     {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 0, 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
@@ -251,7 +253,7 @@ int main(int argc, char **argv)
 {
     server_config cli = {0}, c = {
         .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 0, .http_threads = 2,
-        .max_body_bytes = 64 << 20, .max_header_bytes = 16 << 10, .max_connections = 1024,
+        .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true,
@@ -390,6 +392,7 @@ int main(int argc, char **argv)
     so.port = (int)c.port;
     so.http_threads = (int)c.http_threads;
     so.max_body_bytes = (size_t)c.max_body_bytes;
+    so.max_inflight_body_bytes = (size_t)c.max_inflight_body_bytes;
     so.max_header_bytes = (size_t)c.max_header_bytes;
     so.max_connections = (unsigned)c.max_connections;
     so.connection_timeout_s = (unsigned)c.connection_timeout_s;

@@ -104,6 +104,8 @@ static const char *json_kind(const json_t *v)
 mcp_status mcp__codec_parse_object(const uint8_t *body, size_t len, json_t **out, mcp_err *err)
 {
     *out = NULL;
+    if (len == 0)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "the request body is empty; expected a JSON object");
     json_error_t je;
     /* Duplicate keys are rejected: which of two "inputs" would we honour? */
     json_t *j = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, &je);
@@ -411,6 +413,14 @@ static mcp_status check_rect(const json_t *v, int level, int rank, const int64_t
         if (s) return s;
     }
     return MCP_STATUS_OK;
+}
+
+mcp_status mcp__codec_check_layout(const json_t *v, int rank, const int64_t *dims, const char *ctx, mcp_err *err)
+{
+    bool nested = false;
+    for (size_t k = 0; json_is_array(v) && k < json_array_size(v) && !nested; k++)
+        nested = json_is_array(json_array_get(v, k));
+    return nested ? check_rect(v, 0, rank, dims, ctx, err) : MCP_STATUS_OK;
 }
 
 mcp_status mcp__codec_infer_shape(const json_t *v, const char *ctx, int *rank, int64_t *dims, mcp_err *err)

@@ -147,6 +147,7 @@ mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t l
                             mcp_shape_str(t->rank, t->dims, sh, sizeof sh), (long long)numel, (long long)count);
             goto done;
         }
+        if ((s = mcp__codec_check_layout(input, t->rank, t->dims, ctx, err))) goto done;
     } else if ((s = infer_shape(meta, count, ctx, &t->rank, t->dims, err))) {
         goto done;
     }

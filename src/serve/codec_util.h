@@ -65,6 +65,13 @@ mcp_status mcp__codec_fill(mcp_pool *pool, mcp_dtype dtype, void *data, int64_t 
                            int flags, const char *ctx, mcp_err *err);
 
 /*
+ * Data for a declared shape is either flat (a list of values) or nested
+ * exactly as the shape says: a nested list must be rectangular with those
+ * dimensions (ragged data is an error naming ctx and the depth).
+ */
+mcp_status mcp__codec_check_layout(const json_t *v, int rank, const int64_t *dims, const char *ctx, mcp_err *err);
+
+/*
  * Shape of a rectangular nested array: rank = nesting depth, dims = list
  * lengths. A scalar has rank 0. Ragged nesting, objects, nulls and more than
  * MCP_MAX_RANK levels are errors naming ctx.

@@ -158,6 +158,7 @@ static mcp_status decode_input(mcp_request *r, const json_t *in, int idx, binary
     if (count != numel)
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: shape %s needs %lld elements, data has %lld", ctx,
                            sh, (long long)numel, (long long)count);
+    if ((s = mcp__codec_check_layout(data, t->rank, t->dims, ctx, err))) return s;
     if ((s = mcp__codec_alloc_data(r->pool, dtype, numel, ctx, &t->data, err))) return s;
     return mcp__codec_fill(r->pool, dtype, t->data, 0, data, 0, ctx, err);
 }

@@ -51,6 +51,8 @@ typedef struct conn {
     int reject;           /* set before the headers: answer this status at once */
     char reject_msg[160];
     struct tcp_link *link;    /* the connection this request arrived on */
+    size_t body_reserved; /* counted in srv->body_bytes until the request ends */
+    bool too_busy;        /* bodies in flight reached the server's cap */
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
 } conn;
 
@@ -62,6 +64,7 @@ struct mcp_server {
     int port;
     atomic_bool stopping;
     atomic_int open_requests;
+    _Atomic size_t body_bytes; /* request bodies held, against max_inflight_body_bytes */
     /* Suspended connections, watched for client hang-ups. */
     pthread_mutex_t wait_mu;
     conn *waiting;
@@ -116,6 +119,7 @@ mcp_server_options mcp_server_options_default(void)
         .max_connections_per_client = 256,
         .reserve_connections = 16,
         .max_query_params = 64,
+        .max_inflight_body_bytes = (size_t)1 << 30,
         .model_control = true,
     };
 }
@@ -493,16 +497,23 @@ static void h_model_config(conn *k, const char *name, const char *version)
     mcp_model_version_release(v);
 }
 
-/* Parses the request body as JSON; on a syntax error replies 400 naming
- * the byte offset and returns NULL. An empty body gives an empty object. */
+/* Parses the request body as a JSON object; on a syntax error replies 400
+ * naming the byte offset, and on anything but an object 400 saying so, and
+ * returns NULL. An empty body gives an empty object. */
 static json_t *body_json(conn *k)
 {
     if (k->body.len == 0) return json_object();
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)k->body.data, k->body.len, 0, &jerr);
-    if (!root)
+    json_t *root = json_loadb((const char *)k->body.data, k->body.len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
         reply_error(k, 400, "malformed JSON at byte offset %d (line %d, column %d): %s", jerr.position, jerr.line,
                     jerr.column, jerr.text);
+    } else if (!json_is_object(root)) {
+        reply_error(k, 400, "the request body must be a JSON object, not %s",
+                    json_is_array(root) ? "an array" : "a scalar");
+        json_decref(root);
+        root = NULL;
+    }
     return root;
 }
 
@@ -590,14 +601,33 @@ static bool load_config_text(conn *k, char **text, char **source)
     *source = NULL;
     json_t *root = body_json(k);
     if (!root) return false;
-    json_t *cfg = json_object_get(json_object_get(root, "parameters"), "config");
+    json_t *params = json_object_get(root, "parameters");
+    if (params && !json_is_object(params)) {
+        reply_error(k, 400, "'parameters' must be an object");
+        json_decref(root);
+        return false;
+    }
+    /* Triton's "file:<path>" parameters carry model files in the request.
+     * Refused rather than ignored: put the files in the repository. */
+    const char *key;
+    json_t *val;
+    json_object_foreach(params, key, val) {
+        (void)val;
+        if (!strncmp(key, "file:", 5)) {
+            reply_error(k, 400, "parameters.'%.100s': file overrides in a load request are not supported; put the model's "
+                                "files under a model root of the server", key);
+            json_decref(root);
+            return false;
+        }
+    }
+    json_t *cfg = json_object_get(params, "config");
     if (cfg && !json_is_string(cfg)) {
         reply_error(k, 400, "parameters.config must be a string holding the model descriptor");
         json_decref(root);
         return false;
     }
     if (cfg) *text = mcp_strdup(json_string_value(cfg));
-    json_t *src = json_object_get(json_object_get(root, "parameters"), "descriptor_path");
+    json_t *src = json_object_get(params, "descriptor_path");
     if (src && json_is_string(src) && json_string_value(src)[0] == '/') *source = mcp_strdup(json_string_value(src));
     json_decref(root);
     return true;
@@ -1061,6 +1091,20 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return k;
 }
 
+/* Counts `more` body bytes against the server-wide cap; false (nothing
+ * counted) when they would exceed it. */
+static bool body_reserve(conn *k, size_t more)
+{
+    size_t cap = k->srv->opts.max_inflight_body_bytes;
+    size_t now = atomic_fetch_add(&k->srv->body_bytes, more);
+    if (cap && now + more > cap) {
+        atomic_fetch_sub(&k->srv->body_bytes, more);
+        return false;
+    }
+    k->body_reserved += more;
+    return true;
+}
+
 typedef struct header_scan {
     int n_length;
     bool lengths_differ, chunked;
@@ -1111,6 +1155,9 @@ static bool screen_headers(conn *k, const char *method, const char *url)
         reply_error(k, 400, "Content-Length '%s' is not a number of bytes", h.length);
     } else if (h.n_length && length > s->opts.max_body_bytes) {
         reply_error(k, 413, "request body of %llu bytes exceeds the limit of %zu bytes", length, s->opts.max_body_bytes);
+    } else if (h.n_length && length && !body_reserve(k, (size_t)length)) {
+        reply_error(k, 503, "the server holds the most request body bytes it allows (%zu); retry later",
+                    s->opts.max_inflight_body_bytes);
     } else if (k->link && k->link->reserve && !reserve_route(method, url)) {
         reply_error(k, 503, "the server is at its connection limit; only health and metrics are answered");
     } else {
@@ -1150,9 +1197,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             k->link->body_bytes += *upload_size;
             pthread_mutex_unlock(&s->link_mu);
         }
-        if (!k->too_large) {
-            if (k->body.len + *upload_size > s->opts.max_body_bytes) {
+        if (!k->too_large && !k->too_busy) {
+            size_t len = k->body.len + *upload_size;
+            if (len > s->opts.max_body_bytes) {
                 k->too_large = true;
+                mcp_buf_free(&k->body);
+            } else if (len > k->body_reserved && !body_reserve(k, len - k->body_reserved)) {
+                k->too_busy = true; /* a chunked body past the server's cap */
                 mcp_buf_free(&k->body);
             } else {
                 mcp_buf_append(&k->body, upload_data, *upload_size);
@@ -1171,6 +1222,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     }
     if (k->too_large) {
         reply_error(k, 413, "request body exceeds the limit of %zu bytes", s->opts.max_body_bytes);
+        return send_reply(k);
+    }
+    if (k->too_busy) {
+        reply_error(k, 503, "the server holds the most request body bytes it allows (%zu); retry later",
+                    s->opts.max_inflight_body_bytes);
         return send_reply(k);
     }
     if (k->body.failed) {
@@ -1203,6 +1259,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     }
     mcp_buf_free(&k->body);
     mcp_buf_free(&k->resp);
+    if (k->body_reserved) atomic_fetch_sub(&s->body_bytes, k->body_reserved);
     if (k->counted) atomic_fetch_sub(&s->open_requests, 1);
     mcp_free(k);
     *con_cls = NULL;

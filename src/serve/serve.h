@@ -229,6 +229,7 @@ typedef struct mcp_server_options {
     unsigned max_connections_per_client; /* per client address; default 256 */
     unsigned reserve_connections; /* beyond max_connections, for health and metrics only; default 16 */
     unsigned max_query_params;   /* more in a URL get 414; default 64 */
+    size_t max_inflight_body_bytes; /* request bodies held at once, server-wide; 503 beyond; default 1 GiB */
     bool model_control;          /* repository load/unload API enabled; default true */
     const char *admin_token;     /* bearer token load/unload calls must send; NULL = none (loopback only) */
 } mcp_server_options;

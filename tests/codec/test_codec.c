@@ -625,7 +625,7 @@ static void test_v2_syntax_errors(void)
               "malformed JSON at byte offset 12 (line 1, column 13)");
     EXPECT_V2("{\n  \"inputs\": @\n}", NULL, MCP_STATUS_INVALID_ARGUMENT, "byte offset 14 (line 2, column 13)");
     EXPECT_V2("{\"inputs\": [", NULL, MCP_STATUS_INVALID_ARGUMENT, "byte offset 12 (line 1");
-    EXPECT_V2("", NULL, MCP_STATUS_INVALID_ARGUMENT, "malformed JSON at byte offset 0");
+    EXPECT_V2("", NULL, MCP_STATUS_INVALID_ARGUMENT, "the request body is empty");
     EXPECT_V2("{} x", NULL, MCP_STATUS_INVALID_ARGUMENT, "byte offset 3");
     EXPECT_V2("{\"inputs\":1,\"inputs\":2}", NULL, MCP_STATUS_INVALID_ARGUMENT, "duplicate object key");
     EXPECT_V2("{\"a\":\"\\u0000\"}", NULL, MCP_STATUS_INVALID_ARGUMENT, "malformed JSON");

@@ -505,6 +505,70 @@ class ConnectionReserveTests(ts.ServerTestCase):
         self.assertEqual(self.infer("digits", [("input", "FP32", ts.samples()[0], False)]).status_code, 200)
 
 
+class RequestShapeTests(ts.ServerTestCase):
+    """Smaller holes: bodies that are empty, of the wrong JSON kind, ragged
+    or asking for what the server does not do get a 400 that says so, and
+    request bodies in flight are capped server-wide."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--model-root", ts.DEMO_DIR, "--max-body-bytes", 90000,
+                "--max-inflight-body-bytes", 100000]
+
+    def test_empty_body_says_so(self):
+        for path in ("/v2/models/digits/infer", "/v1/models/digits:predict", "/v1/infer"):
+            msg = ts.error_message(self, self.call("POST", path, body=b"",
+                                                   headers={"Content-Type": "application/json"}), 400)
+            self.assertIn("empty", msg, path)
+            self.assertNotIn("wrong arguments", msg)
+
+    def test_load_body_must_be_an_object(self):
+        for body in (b"[]", b"[{\"parameters\": {}}]", b"5", b"{\"parameters\": []}"):
+            r = self.call("POST", "/v2/repository/models/digits/load", body=body,
+                          headers={"Content-Type": "application/json"})
+            ts.error_message(self, r, 400)
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200)
+
+    def test_ragged_nested_data_refused(self):
+        row = [0.0] * 64
+        for data, shape in (([row, row[:63] + [0.0, 0.0]], [2, 64]), ([row, [row[:32], row[32:]]], [2, 64]),
+                            ([row[:32], row[32:] + [0.0], row[:31]], [1, 64])):
+            r = self.call("POST", "/v2/models/digits/infer",
+                          json_body={"inputs": [{"name": "input", "shape": shape, "datatype": "FP32", "data": data}]})
+            msg = ts.error_message(self, r, 400)
+            self.assertRegex(msg, "ragged|needs|nested")
+        # Flat and exactly nested data are both fine.
+        for data in (row * 2, [row, row]):
+            r = self.call("POST", "/v2/models/digits/infer",
+                          json_body={"inputs": [{"name": "input", "shape": [2, 64], "datatype": "FP32", "data": data}]})
+            self.assertEqual(r.status_code, 200, r.text)
+
+    def test_triton_file_override_refused(self):
+        r = load(self, "digits", descriptor("digits", os.path.join(ts.DEMO_DIR, "digits.onnx")))
+        self.assertEqual(r.status_code, 200, r.text)
+        r = self.call("POST", "/v2/repository/models/digits/load",
+                      json_body={"parameters": {"file:1/model.onnx": "AAAA"}})
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("file:1/model.onnx", msg)
+
+    def test_bodies_in_flight_capped(self):
+        # One client holds 80,000 bytes of a body it has not finished sending.
+        sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        try:
+            sock.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 80000\r\n\r\n{")
+            def second():
+                return raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
+                                    b"Content-Type: application/json\r\nContent-Length: 30000\r\n\r\n")
+            data = ts.wait_for(lambda: (lambda d: d if statuses(d) == [503] else None)(second()),
+                               "the cap to be reached")
+            self.assertIn(b"request body bytes", data)
+        finally:
+            sock.close()
+        ts.wait_for(lambda: self.infer("digits", [("input", "FP32", ts.samples()[0], False)]).status_code == 200,
+                    "the held bytes to be released")
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
