@@ -569,6 +569,37 @@ class RequestShapeTests(ts.ServerTestCase):
                     "the held bytes to be released")
 
 
+class CastSaturationTests(ts.ServerTestCase):
+    """The cast step saturates at the target type's range (NaN to 0) for
+    every source type, in both directions."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--model-root", ts.MODELS_DIR]
+
+    def test_preprocess_float_to_int64(self):
+        text = (descriptor("cast_in", ts.model_file("identity_int64")) + "max_batch_size: 0\n"
+                "inputs:\n  - name: ident_in\n    dtype: FP64\n    shape: [1, 3]\n"
+                "preprocess:\n  - cast: {dtype: INT64}\n")
+        r = load(self, "cast_in", text)
+        self.assertEqual(r.status_code, 200, r.text)
+        x = ts.np.array([[1e30, -1e30, float("nan")]], dtype=ts.np.float64)
+        r = self.infer("cast_in", [("ident_in", "FP64", x, True)])
+        _, out = ts.parse_v2_response(self, r)
+        self.assertEqual(out["ident_out"].tolist(), [[2**63 - 1, -2**63, 0]])
+
+    def test_postprocess_int64_to_int8_and_uint8(self):
+        for dtype, want in (("INT8", [[127, -128, 5]]), ("UINT8", [[255, 0, 5]])):
+            name = f"cast_out_{dtype.lower()}"
+            text = (descriptor(name, ts.model_file("identity_int64")) + "max_batch_size: 0\n"
+                    f"postprocess:\n  - cast: {{dtype: {dtype}}}\n")
+            r = load(self, name, text)
+            self.assertEqual(r.status_code, 200, r.text)
+            x = ts.np.array([[300, -300, 5]], dtype=ts.np.int64)
+            _, out = ts.parse_v2_response(self, self.infer(name, [("ident_in", "INT64", x, False)]))
+            self.assertEqual(out["ident_out"].tolist(), want, dtype)
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
