@@ -43,7 +43,8 @@ typedef struct conn {
     size_t json_len;      /* binary responses: Inference-Header-Content-Length */
     const char *content_type;
     struct conn *next_waiting; /* list of suspended connections */
-    bool counted;         /* an accepted inference, counted in srv->open_requests */
+    bool counted;         /* admitted before any stop: counted in srv->open_requests */
+    bool admitting;       /* counted in srv->admitting until routed */
     bool www_authenticate; /* a 401: say which scheme */
     bool http11;          /* HTTP/1.1 or later: may be sent interim 1xx answers */
     bool started;         /* the access handler has seen the headers */
@@ -63,7 +64,8 @@ struct mcp_server {
     struct MHD_Daemon *daemon;
     int port;
     atomic_bool stopping;
-    atomic_int open_requests;
+    atomic_int open_requests; /* admitted requests not yet answered and closed */
+    atomic_int admitting;     /* admitted requests not yet routed (body arriving, decode) */
     _Atomic size_t body_bytes; /* request bodies held, against max_inflight_body_bytes */
     /* Suspended connections, watched for client hang-ups. */
     pthread_mutex_t wait_mu;
@@ -751,6 +753,10 @@ static void sample_gauges(void *user, mcp_metrics_gauges *g)
 {
     mcp_server *s = user;
     mcp_repository_totals(s->repo, &g->loaded_models, &g->model_memory_bytes);
+    g->http_requests_open = atomic_load(&s->open_requests);
+    pthread_mutex_lock(&s->link_mu);
+    g->http_connections = s->n_links;
+    pthread_mutex_unlock(&s->link_mu);
     g->queue_depth = 0;
     mcp_repository_entry *list;
     int n = mcp_repository_index(s->repo, &list);
@@ -912,10 +918,6 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     r->done = on_request_done;
     r->done_user = k;
     k->req = r;
-    /* Shutdown waits for accepted inferences to be answered (not for
-     * clients still uploading, which a stop may drop). */
-    k->counted = true;
-    atomic_fetch_add(&s->open_requests, 1);
     mcp_metrics_inflight_add(s->metrics, 1);
     /* Suspend before queueing: the completion may come at once. */
     atomic_store(&k->phase, PHASE_WAITING);
@@ -939,10 +941,6 @@ static void route(conn *k, const char *method, const char *url)
     bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     if (!path_split(url, &p)) {
         reply_error(k, 404, "no route for %s %s", method, url);
-        return;
-    }
-    if (atomic_load(&k->srv->stopping) && !(get && seg_is(&p, 0, "v2") && seg_is(&p, 1, "health"))) {
-        reply_error(k, 503, "server is shutting down");
         return;
     }
     const char *m = NULL, *v = NULL;
@@ -1182,6 +1180,19 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         k->link = ci ? ci->socket_context : NULL;
         if (screen_headers(k, method, url)) return send_reply(k);
+        /* Admission: a request whose headers arrived before a stop is in
+         * flight and the stop waits for its answer, whatever stage it is
+         * in; one that arrives after is told so at once. */
+        atomic_fetch_add(&s->admitting, 1);
+        if (atomic_load(&s->stopping)) {
+            atomic_fetch_sub(&s->admitting, 1);
+            reply_error(k, 503, "server is shutting down");
+            k->close = true;
+            return send_reply(k);
+        }
+        k->admitting = true;
+        k->counted = true;
+        atomic_fetch_add(&s->open_requests, 1);
         if (k->link) {
             pthread_mutex_lock(&s->link_mu);
             k->link->headers_done = true;
@@ -1234,6 +1245,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return send_reply(k);
     }
     route(k, method, url);
+    if (k->admitting) { /* routed: answered, or queued on a scheduler */
+        k->admitting = false;
+        atomic_fetch_sub(&s->admitting, 1);
+    }
     if (atomic_load(&k->phase) == PHASE_WAITING) return MHD_YES;
     if (k->code == 0) reply_error(k, 500, "no response");
     return send_reply(k);
@@ -1260,6 +1275,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     mcp_buf_free(&k->body);
     mcp_buf_free(&k->resp);
     if (k->body_reserved) atomic_fetch_sub(&s->body_bytes, k->body_reserved);
+    if (k->admitting) atomic_fetch_sub(&s->admitting, 1); /* the client left mid-upload */
     if (k->counted) atomic_fetch_sub(&s->open_requests, 1);
     mcp_free(k);
     *con_cls = NULL;
@@ -1366,6 +1382,13 @@ void mcp_server_shutdown(mcp_server *s)
      * event loop over removing the listening socket, and libmicrohttpd
      * aborts the process when it loses.) */
     atomic_store(&s->stopping, true);
+    /* Requests admitted before the stop reach their scheduler first (their
+     * bodies arriving or being decoded; bounded by the body deadline and
+     * 10 s here), so the drain below covers them too. */
+    for (int i = 0; i < 1000 && atomic_load(&s->admitting) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     /* Let every model finish what it has queued and running. */
     mcp_repository_entry *list;
     int n = mcp_repository_index(s->repo, &list);

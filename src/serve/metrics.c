@@ -488,6 +488,11 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         put_family(out, "mcp_inflight_requests", "gauge", "Inference requests received and not yet answered.");
         mcp_buf_printf(out, "mcp_inflight_requests %lld\n",
                        (long long)atomic_load_explicit(&m->inflight, memory_order_relaxed));
+        put_family(out, "mcp_http_requests_open", "gauge",
+                   "HTTP requests whose headers arrived and whose answer is not yet sent (any route, any stage).");
+        mcp_buf_printf(out, "mcp_http_requests_open %lld\n", (long long)g.http_requests_open);
+        put_family(out, "mcp_http_connections", "gauge", "Open HTTP connections.");
+        mcp_buf_printf(out, "mcp_http_connections %lld\n", (long long)g.http_connections);
         put_family(out, "mcp_models_loaded", "gauge", "Model versions loaded.");
         mcp_buf_printf(out, "mcp_models_loaded %d\n", g.loaded_models);
         put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");

@@ -1423,6 +1423,67 @@ class ShutdownTests(unittest.TestCase):
         with self.assertRaises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=10).close()
 
+    def test_sigterm_drains_every_codec_at_every_stage(self):
+        """Requests of every codec in flight when SIGTERM arrives get their
+        real answers, whether their body is still arriving, they wait in the
+        queue or they run."""
+        import http.client
+        x = slow_input(60, LONG)
+        want = mcpctl_run(model_file("slow"), x=x)["y"].astype(np.float32)
+        flat = [float(v) for v in x.reshape(-1)]
+        v2_json, _ = v2_request([("x", "FP32", x, False)], req_id="json")
+        v2_bin, bin_headers = v2_request([("x", "FP32", x, True)], req_id="binary")
+        requests_by_codec = {
+            "v2-json": ("/v2/models/slow/infer", v2_json, {"Content-Type": "application/json"}),
+            "v2-binary": ("/v2/models/slow/infer", v2_bin, bin_headers),
+            "v1": ("/v1/models/slow:predict", json.dumps({"instances": [x[0].tolist()]}).encode(),
+                   {"Content-Type": "application/json"}),
+            "simple": ("/v1/infer", json.dumps({"input": flat, "shape": list(x.shape)}).encode(),
+                       {"Content-Type": "application/json"}),
+        }
+
+        def outputs_of(codec, body):
+            doc = json.loads(body)
+            if codec == "v1":
+                return np.array(doc["predictions"], dtype=np.float32).reshape(want.shape)
+            if codec == "simple":
+                return np.array(doc["output"], dtype=np.float32).reshape(want.shape)
+            return np.array(doc["outputs"][0]["data"], dtype=np.float32).reshape(want.shape)
+
+        for stage in ("uploading", "queued or running"):
+            server = self.start()
+            socks = {}
+            for codec, (path, body, headers) in requests_by_codec.items():
+                head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\n"
+                head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=HTTP_TIMEOUT_S)
+                sock.sendall(head.encode() + (body[:-1] if stage == "uploading" else body))
+                socks[codec] = sock
+            try:
+                # Every request is known to the server (its headers arrived;
+                # the /metrics request that asks is one more).
+                wait_for(lambda: metric_sum(get_metrics(self, server)[1], "mcp_http_requests_open") >= 5,
+                         "the requests to be admitted")
+                if stage != "uploading":
+                    wait_for(lambda: metric_sum(get_metrics(self, server)[1], "mcp_inflight_requests") >= 4,
+                             "the requests to be queued")
+                server.signal(signal.SIGTERM)
+                if stage == "uploading":
+                    wait_for(lambda: "SIGTERM" in server.stderr_text(), "the server to log the SIGTERM", timeout=30)
+                    for codec, (path, body, headers) in requests_by_codec.items():
+                        socks[codec].sendall(body[-1:])
+                for codec, sock in socks.items():
+                    resp = http.client.HTTPResponse(sock)
+                    resp.begin()
+                    body = resp.read()
+                    self.assertEqual(resp.status, 200, f"{stage}, {codec}: {body[:300]!r}")
+                    assert_identical(self, outputs_of(codec, body), want, f"{stage}, {codec}")
+            finally:
+                for sock in socks.values():
+                    sock.close()
+            rc = server.wait()
+            self.assertEqual(rc, 0, f"{stage}: exit status after SIGTERM\n" + server.stderr_text())
+
     def test_sigint_idle_exits_0(self):
         server = self.start()
         port = server.port
@@ -1526,6 +1587,8 @@ class MetricsTests(ServerTestCase):
         "mcp_batch_size": "histogram",
         "mcp_queue_depth": "gauge",
         "mcp_inflight_requests": "gauge",
+        "mcp_http_requests_open": "gauge",
+        "mcp_http_connections": "gauge",
         "mcp_models_loaded": "gauge",
         "mcp_model_memory_bytes": "gauge",
     }

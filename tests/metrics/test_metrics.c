@@ -61,6 +61,8 @@ static const char *families[][2] = {
     {"mcp_batch_size", "histogram"},
     {"mcp_queue_depth", "gauge"},
     {"mcp_inflight_requests", "gauge"},
+    {"mcp_http_requests_open", "gauge"},
+    {"mcp_http_connections", "gauge"},
     {"mcp_models_loaded", "gauge"},
     {"mcp_model_memory_bytes", "gauge"},
 };
@@ -86,6 +88,8 @@ static void test_empty(void)
     TU_CHECK_INT(count_prefix(t, "mcp_batch_size_bucket"), 0);
     CHECK_LINE(t, "mcp_queue_depth 0");
     CHECK_LINE(t, "mcp_inflight_requests 0");
+    CHECK_LINE(t, "mcp_http_requests_open 0");
+    CHECK_LINE(t, "mcp_http_connections 0");
     CHECK_LINE(t, "mcp_models_loaded 0");
     CHECK_LINE(t, "mcp_model_memory_bytes 0");
     /* Every line is a comment or a sample; the text ends with a newline. */
