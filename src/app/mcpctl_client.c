@@ -62,6 +62,7 @@ static bool ends_with(const char *s, const char *suffix)
 static mcp_status load_descriptor(const char *file, mcp_descriptor **desc, int *n_diags)
 {
     mcp_descriptor_defaults defaults = mcp_descriptor_defaults_default();
+    defaults.check_load = true; /* as the server will: files exist, precision implemented */
     mcp_diags diags = {0};
     mcp_status st;
     char dir[PATH_MAX];

@@ -368,6 +368,7 @@ int main(int argc, char **argv)
             return 2;
         }
     dd.roots = roots;
+    dd.check_load = true;
 
     /* Management calls off loopback need a credential. */
     char token[256] = "";

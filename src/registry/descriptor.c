@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "registry/descriptor_util.h"
 
@@ -36,6 +37,7 @@ typedef struct yctx {
     size_t path_len;
     const char *dir; /* descriptor's folder, for relative paths; NULL = cwd */
     const mcp_model_roots *roots; /* where named files may be; NULL = anywhere */
+    bool check_load;              /* files exist, precision implemented */
     /* The declared inputs (preprocess) or outputs (postprocess) that a
      * step's `tensor` must name; none declared = any name. */
     const mcp_io_spec *step_io;
@@ -57,6 +59,27 @@ static bool confine_path(yctx *c, char **path, const char *what, bool allow_dir,
     if (mcp_model_roots_resolve(c->roots, *path, what, allow_dir, &real, &err) != MCP_STATUS_OK) return false;
     mcp_free(*path);
     *path = real;
+    return true;
+}
+
+/* With check_load: the file exists and is a regular file or folder (a
+ * Triton model folder), readable by this process. */
+static bool path_usable(yctx *c, const char *path, const char *what, char *msg, size_t cap)
+{
+    if (!c->check_load) return true;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(msg, cap, "%s '%s' cannot be read: %s", what, path, strerror(errno));
+        return false;
+    }
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
+        snprintf(msg, cap, "%s '%s' is not a regular file or folder", what, path);
+        return false;
+    }
+    if (access(path, R_OK) != 0) {
+        snprintf(msg, cap, "%s '%s' is not readable: %s", what, path, strerror(errno));
+        return false;
+    }
     return true;
 }
 
@@ -1217,6 +1240,12 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
     enum_field(c, &f[R_DEVICE], "device", "device", devices, 1, &d->device);
     static const char *const precisions[] = {"fp32", "fp16", "bf16", "int8"};
     enum_field(c, &f[R_PRECISION], "precision", "precision", precisions, 4, &d->precision);
+    if (c->check_load && f[R_PRECISION].present && d->precision && strcmp(d->precision, "fp32") != 0) {
+        old = path_push(c, "precision");
+        yerr(c, node_loc(f[R_PRECISION].val, f[R_PRECISION].key_at),
+             "precision '%s' is not implemented by this engine yet (it runs fp32); set precision: fp32", d->precision);
+        path_pop(c, old);
+    }
 
     if (!f[R_PATH].present) {
         yerr(c, here, "missing required key 'path' (the model file, relative to this descriptor)");
@@ -1227,7 +1256,8 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
             d->path = mcp__desc_path_join(source_dir, rel);
             char msg[600];
             if (!d->path) yerr(c, f[R_PATH].key_at, "out of memory");
-            else if (!confine_path(c, &d->path, "model file", true, msg, sizeof msg))
+            else if (!confine_path(c, &d->path, "model file", true, msg, sizeof msg) ||
+                     !path_usable(c, d->path, "model file", msg, sizeof msg))
                 yerr(c, node_loc(f[R_PATH].val, f[R_PATH].key_at), "%s", msg);
             mcp_free(rel);
         }
@@ -1430,6 +1460,7 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
         return MCP_STATUS_OUT_OF_MEMORY;
     }
     c.roots = defaults ? defaults->roots : NULL;
+    c.check_load = defaults && defaults->check_load;
     /* A descriptor sent without a folder of its own ("config") names files
      * relative to the first model root, never to the server's working
      * folder. */

@@ -141,6 +141,11 @@ typedef struct mcp_descriptor_defaults {
      * bytes of the warm-up run's inputs. */
     int64_t max_model_threads;
     int64_t max_warmup_bytes;
+    /* Check as a load would: the files named exist (regular files, or a
+     * folder for format triton) and the precision is one the engine runs.
+     * The server and `mcpctl validate` / `apply` set it; parsing alone
+     * (fuzzing, schema tests) does not. */
+    bool check_load;
 } mcp_descriptor_defaults;
 
 mcp_descriptor_defaults mcp_descriptor_defaults_default(void);

@@ -100,6 +100,28 @@ sed -i 's/TYPE_FP32/TYPE_FP99/' "$TMP/triton/digits/config.pbtxt"
 check "validate bad Triton config names config.pbtxt:line:col and the field" $?
 "$MCPCTL" validate -f "$TMP/nope.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
 [ $? -eq 1 ] && grep -q "nope\.yaml: cannot open" "$TMP/stderr"; check "validate of a missing file exits 1 and says so" $?
+# A descriptor the engine cannot load fails validate and apply alike, naming
+# the field and line: a missing model file, a precision not implemented yet.
+printf 'name: digits-missing\npath: %s/no-such-model.onnx\n' "$TMP" > "$TMP/missing.yaml"
+"$MCPCTL" validate -f "$TMP/missing.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
+[ $? -eq 1 ] && grep -qE "missing\.yaml:2:[0-9]+: path: model file '.*no-such-model\.onnx' cannot be read" "$TMP/stderr"
+check "validate reports a missing model file at its line ($(head -c 300 "$TMP/stderr"))" $?
+printf 'name: digits-int8\npath: %s/digits.onnx\nprecision: int8\n' "$DEMO" > "$TMP/int8.yaml"
+"$MCPCTL" validate -f "$TMP/int8.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
+[ $? -eq 1 ] && grep -qE "int8\.yaml:3:[0-9]+: precision: precision 'int8' is not implemented" "$TMP/stderr"
+check "validate refuses a precision the engine does not run ($(head -c 300 "$TMP/stderr"))" $?
+for f in missing int8; do
+  python3 - "$URL" "$f" "$TMP/$f.yaml" > "$TMP/resp" <<'PY'
+import json, sys, requests
+url, name, path = sys.argv[1:4]
+r = requests.post(f"{url}/v2/repository/models/digits-{name}/load",
+                  json={"parameters": {"config": open(path).read()}}, timeout=60)
+print(r.status_code, r.text)
+PY
+  grep -q "^400 " "$TMP/resp"; check "load of the $f descriptor is a 400, not a 500 ($(head -c 300 "$TMP/resp"))" $?
+done
+grep -q "no-such-model\.onnx" "$TMP/resp" || grep -q "precision 'int8'" "$TMP/resp"
+check "the load's answer names the problem" $?
 
 # ---- apply / get / describe ----
 "$MCPCTL" apply -f "$TMP/model.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
