@@ -281,7 +281,50 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* Global flags may come before the command, as kubectl and docker users
+     * type them (mcpctl --server URL get models): they move after it. */
+    int first = 1;
+    const char *globals[2];
+    int n_globals = 0;
+    while (first < argc && n_globals == 0 && !strncmp(argv[first], "--server", 8)) {
+        if (!strcmp(argv[first], "--server")) {
+            if (first + 1 >= argc) {
+                fprintf(stderr, "mcpctl: --server needs a URL\n");
+                return 2;
+            }
+            globals[n_globals++] = argv[first++];
+            globals[n_globals++] = argv[first++];
+        } else if (!strncmp(argv[first], "--server=", 9)) {
+            globals[n_globals++] = argv[first++];
+        } else {
+            break;
+        }
+    }
+    if (first >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    char **args = argv;
+    char *moved[256];
+    if (n_globals) {
+        if (argc - first + 1 + n_globals > 255) {
+            fprintf(stderr, "mcpctl: too many arguments\n");
+            return 2;
+        }
+        int n = 0;
+        moved[n++] = argv[0];
+        for (int i = first; i < argc; i++) moved[n++] = argv[i];
+        for (int i = 0; i < n_globals; i++) moved[n++] = (char *)globals[i];
+        moved[n] = NULL;
+        args = moved;
+        argc = n;
+    }
+    argv = args;
     const char *cmd = argv[1];
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect"))) {
+        fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
+        return 2;
+    }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "perf")) return mcpctl_cmd_perf(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);

@@ -406,6 +406,7 @@ const char *mcpctl_client_usage(void)
            "  delete model NAME                    unload it\n"
            "  infer NAME IN=FILE.npy ... [--out DIR] [--model-version V]\n"
            "                                       one request (binary tensors); writes DIR/<output>.npy\n"
+           "                                       (without --out: a new folder under $TMPDIR, named)\n"
            "  bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1]\n"
            "        [--input IN=FILE.npy ...] [--json]\n"
            "                                       closed-loop load: req/s, p50/p90/p99 latency and the\n"

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -74,10 +75,23 @@ static mcp_status add_input(infer_ctx *c, char *arg)
     return v->name ? MCP_STATUS_OK : mcp_err_set(&c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
 }
 
-static mcp_status write_outputs(infer_ctx *c, const char *outdir)
+/* Without --out, outputs go to a new folder under $TMPDIR (or /tmp), never
+ * unasked into the working folder; the summary lines name it. */
+static mcp_status write_outputs(infer_ctx *c, const char *outdir, const char *model)
 {
-    if (mkdir(outdir, 0777) != 0 && errno != EEXIST)
+    char made[4096];
+    if (!outdir) {
+        const char *tmp = getenv("TMPDIR");
+        char stem[256];
+        mcpctl_sanitize(model, stem, sizeof stem);
+        snprintf(made, sizeof made, "%s/mcpctl-infer-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", stem);
+        if (!mkdtemp(made))
+            return mcp_err_set(&c->err, MCP_STATUS_IO_ERROR, "cannot create a folder for the outputs under '%s': %s (give --out DIR)",
+                               tmp && *tmp ? tmp : "/tmp", strerror(errno));
+        outdir = made;
+    } else if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
         return mcp_err_set(&c->err, MCP_STATUS_IO_ERROR, "cannot create folder '%s': %s", outdir, strerror(errno));
+    }
     for (int i = 0; i < c->n_outputs; i++) {
         char stem[512], path[4800];
         mcpctl_sanitize(c->outputs[i].name, stem, sizeof stem);
@@ -130,12 +144,12 @@ static mcp_status run_infer(infer_ctx *c, const char *server, const char *model,
     if (c->http.code != 200) return mcpctl_http_fail(&c->http, &c->err);
     st = mcpctl_v2_decode(c->http.resp.data, c->http.resp.len, c->http.header_len, &c->outputs, &c->n_outputs, &c->err);
     if (st != MCP_STATUS_OK) return st;
-    return write_outputs(c, outdir);
+    return write_outputs(c, outdir, model);
 }
 
 int mcpctl_cmd_infer(const char *server, int argc, char **argv)
 {
-    const char *model = NULL, *outdir = ".", *version = NULL;
+    const char *model = NULL, *outdir = NULL, *version = NULL;
     char **args = mcp_calloc((size_t)argc + 1, sizeof *args);
     int n_args = 0;
     if (!args) {

@@ -162,9 +162,21 @@ while read -r file truth _pred; do
   cmp -s "$TMP/a" "$TMP/b"; check "infer $file prints the same summary lines as run" $?
   grep -qx "label: int64 \[1\] -> OUT/label.npy {$truth}" "$TMP/b"; check "infer $file predicts $truth" $?
 done < "$DEMO/samples.txt"
-# --out defaults to the current folder.
-(cd "$TMP" && "$MCPCTL" infer digits "input=$DEMO/sample_0.npy" > /dev/null 2>&1) && [ -s "$TMP/label.npy" ]
-check "infer without --out writes into the current folder" $?
+# Without --out nothing lands in the current folder: a new folder under
+# $TMPDIR holds the outputs, and the summary lines name it.
+mkdir -p "$TMP/cwd" "$TMP/tmpdir"
+(cd "$TMP/cwd" && TMPDIR="$TMP/tmpdir" "$MCPCTL" infer digits "input=$DEMO/sample_0.npy" > "$TMP/noout.out" 2>&1)
+check "infer without --out exits 0 ($(head -c 300 "$TMP/noout.out"))" $?
+[ -z "$(ls -A "$TMP/cwd")" ]; check "infer without --out writes nothing into the current folder" $?
+made=$(ls -d "$TMP"/tmpdir/mcpctl-infer-digits-* 2>/dev/null | head -1)
+[ -n "$made" ] && [ -s "$made/label.npy" ] && grep -q "$made/label.npy" "$TMP/noout.out"
+check "infer without --out names the folder it made ($(head -c 300 "$TMP/noout.out"))" $?
+# Global flags before the command, as kubectl users type them.
+"$MCPCTL" --server "$URL" get models > "$TMP/stdout" 2> "$TMP/stderr"
+rc=$?; check "mcpctl --server URL get models exits 0 ($(cat "$TMP/stderr"))" $rc
+grep -qE "^digits +" "$TMP/stdout"; check "mcpctl --server URL get models lists digits" $?
+"$MCPCTL" --server=http://127.0.0.1:1 get models > "$TMP/stdout" 2> "$TMP/stderr"
+[ $? -ne 0 ] && grep -q "127.0.0.1:1" "$TMP/stderr"; check "a leading --server=URL is the one used" $?
 
 /usr/bin/python3 -c "import numpy as n; n.save('$TMP/short.npy', n.zeros((1,63), dtype=n.float32)); n.save('$TMP/i64.npy', n.zeros((1,64), dtype=n.int64))"
 expect_error "infer unknown model" "infer nope: .*HTTP 404" "$MCPCTL" infer nope "input=$DEMO/sample_0.npy"
