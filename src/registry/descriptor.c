@@ -724,6 +724,9 @@ static void parse_io_list(yctx *c, struct fy_node *n, yloc key_at, mcp_io_spec *
 
 static const char *const step_names[] = {"scale", "normalize", "cast", "transpose", "softmax", "topk"};
 #define N_STEP_NAMES ((int)(sizeof step_names / sizeof step_names[0]))
+_Static_assert(N_STEP_NAMES == MCP_STEP_KIND_COUNT, "step name table out of sync with mcp_step_kind");
+
+const char *mcp_step_kind_name(mcp_step_kind k) { return (int)k >= 0 && k < MCP_STEP_KIND_COUNT ? step_names[k] : "unknown"; }
 
 enum { S_TENSOR, S_FACTOR, S_MEAN, S_STD, S_AXIS, S_DTYPE, S_PERM, S_LAYOUT, S_K, S_LABELS, S_COUNT };
 static const char *const step_keys_all[S_COUNT] = {"tensor", "factor", "mean", "std", "axis",
@@ -1157,11 +1160,11 @@ static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descrip
 
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
-    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_COUNT
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
-    "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",
+    "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1312,6 +1315,13 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
     if (f[R_INSTANCES].present) {
         old = path_push(c, "instances");
         parse_instances(c, f[R_INSTANCES].val, f[R_INSTANCES].key_at, d);
+        path_pop(c, old);
+    }
+    if (f[R_WARMUP].present) {
+        old = path_push(c, "warmup");
+        yval v = node_val(c, f[R_WARMUP].val);
+        if (v.kind == YK_BOOL) d->warmup_runs = v.b ? 1 : 0;
+        else want_int(c, f[R_WARMUP].val, f[R_WARMUP].key_at, 0, MCP__DESC_MAX_WARMUP, &d->warmup_runs);
         path_pop(c, old);
     }
     if (f[R_PRE].present) {

@@ -27,6 +27,7 @@
 #define MCP__DESC_MAX_INSTANCES 256
 #define MCP__DESC_MAX_THREADS 1024
 #define MCP__DESC_MAX_TOPK 1000000
+#define MCP__DESC_MAX_WARMUP 100                 /* warm-up runs at load */
 #define MCP__DESC_MAX_LABELS_BYTES (64u << 20)
 
 /* A fresh descriptor holding the defaults (format onnx, device cpu,

@@ -209,7 +209,8 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_def
         for (int i = 0; i < v->n_outputs; i++) batchable &= v->outputs[i].rank >= 1 && v->outputs[i].dims[0] < 0;
         if (!batchable) desc->max_batch_size = 0;
     }
-    if (st == MCP_STATUS_OK) st = warm_up(v, server ? server->max_warmup_bytes : 0, err);
+    for (int64_t i = 0; st == MCP_STATUS_OK && i < desc->warmup_runs; i++)
+        st = warm_up(v, server ? server->max_warmup_bytes : 0, err);
     /* After the warm-up (which feeds the graph's own view): what clients
      * send and receive once the descriptor's steps apply. */
     if (st == MCP_STATUS_OK) st = mcp_steps_adjust_meta(v, err);

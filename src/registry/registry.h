@@ -76,6 +76,10 @@ typedef enum mcp_step_kind {
     MCP_STEP_SOFTMAX,   /* along axis */
     MCP_STEP_TOPK,      /* k, labels file */
 } mcp_step_kind;
+#define MCP_STEP_KIND_COUNT (MCP_STEP_TOPK + 1)
+
+/* "scale", "normalize", ... as descriptors spell them. */
+const char *mcp_step_kind_name(mcp_step_kind k);
 
 typedef struct mcp_step {
     mcp_step_kind kind;
@@ -119,6 +123,7 @@ typedef struct mcp_descriptor {
     mcp_batching batching;
     int64_t instance_count;   /* default 1 */
     int64_t instance_threads; /* default 1 */
+    int64_t warmup_runs;      /* at load; default 1, 0 = none */
     int n_pre, n_post;
     mcp_step *pre, *post;
 } mcp_descriptor;

@@ -554,6 +554,62 @@ static void h_repo_index(conn *k)
     reply_buf(k, 200, "application/json");
 }
 
+static void json_io_specs(mcp_buf *b, const mcp_io_spec *io, int n)
+{
+    mcp_buf_puts(b, "[");
+    for (int i = 0; i < n; i++) {
+        mcp_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        mcp_buf_json_string(b, io[i].name);
+        if (io[i].graph_name) {
+            mcp_buf_puts(b, ",\"graph_name\":");
+            mcp_buf_json_string(b, io[i].graph_name);
+        }
+        const char *dt = io[i].dtype == MCP_DTYPE_UNDEFINED ? "model" : mcp_oip_datatype(io[i].dtype);
+        mcp_buf_puts(b, ",\"datatype\":");
+        mcp_buf_json_string(b, dt ? dt : mcp_dtype_name(io[i].dtype));
+        mcp_buf_puts(b, ",\"shape\":[");
+        for (int d = 0; d < io[i].rank; d++) mcp_buf_printf(b, "%s%lld", d ? "," : "", (long long)io[i].dims[d]);
+        mcp_buf_puts(b, "]}");
+    }
+    mcp_buf_puts(b, "]");
+}
+
+/* Every descriptor field as applied: defaults filled in, limits applied. */
+static void json_descriptor(mcp_buf *b, const mcp_descriptor *d)
+{
+    const mcp_batching *bt = &d->batching;
+    mcp_buf_puts(b, "{\"format\":");
+    mcp_buf_json_string(b, d->format);
+    mcp_buf_puts(b, ",\"device\":");
+    mcp_buf_json_string(b, d->device);
+    mcp_buf_puts(b, ",\"precision\":");
+    mcp_buf_json_string(b, d->precision);
+    mcp_buf_printf(b, ",\"max_batch_size\":%lld,\"batching\":{\"enabled\":%s,\"max_queue_delay_us\":%lld,"
+                      "\"preferred_batch_sizes\":[",
+                   (long long)d->max_batch_size, bt->enabled ? "true" : "false", (long long)bt->max_queue_delay_us);
+    for (int i = 0; i < bt->n_preferred; i++) mcp_buf_printf(b, "%s%lld", i ? "," : "", (long long)bt->preferred[i]);
+    mcp_buf_printf(b,
+                   "],\"max_queue_size\":%lld,\"default_timeout_us\":%lld,\"prefetch_queue_depth\":%lld,"
+                   "\"enable_tensor_cache\":%s},\"instances\":{\"count\":%lld,\"threads\":%lld},\"warmup\":%lld,"
+                   "\"inputs\":",
+                   (long long)bt->max_queue_size, (long long)bt->default_timeout_us, (long long)bt->prefetch_queue_depth,
+                   bt->enable_tensor_cache ? "true" : "false", (long long)d->instance_count,
+                   (long long)d->instance_threads, (long long)d->warmup_runs);
+    json_io_specs(b, d->inputs, d->n_inputs);
+    mcp_buf_puts(b, ",\"outputs\":");
+    json_io_specs(b, d->outputs, d->n_outputs);
+    for (int side = 0; side < 2; side++) {
+        const mcp_step *st = side ? d->post : d->pre;
+        int n = side ? d->n_post : d->n_pre;
+        mcp_buf_puts(b, side ? "],\"postprocess\":[" : ",\"preprocess\":[");
+        for (int i = 0; i < n; i++) {
+            if (i) mcp_buf_puts(b, ",");
+            mcp_buf_json_string(b, mcp_step_kind_name(st[i].kind));
+        }
+    }
+    mcp_buf_puts(b, "]}");
+}
+
 static void h_repo_describe(conn *k, const char *name)
 {
     mcp_repository_entry *list;
@@ -582,6 +638,14 @@ static void h_repo_describe(conn *k, const char *name)
         mcp_buf_puts(b, ",\"path\":");
         mcp_buf_json_string(b, mcp_model_roots_display(mcp_repository_defaults(k->srv->repo)->roots, v->desc->path, shown,
                                                        sizeof shown));
+        mcp_buf_puts(b, ",\"format\":");
+        mcp_buf_json_string(b, v->desc->format);
+        mcp_buf_puts(b, ",\"device\":");
+        mcp_buf_json_string(b, v->desc->device);
+        mcp_buf_puts(b, ",\"precision\":");
+        mcp_buf_json_string(b, v->desc->precision);
+        mcp_buf_puts(b, ",\"descriptor\":");
+        json_descriptor(b, v->desc);
         mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", v->memory_bytes);
         json_model_config(b, v);
         mcp_buf_puts(b, ",\"stats\":");

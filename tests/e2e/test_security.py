@@ -180,6 +180,28 @@ class LimitsTests(ts.ServerTestCase):
         self.assertIn("warm-up", msg)
         self.assertEqual(self.call("GET", "/v2/health/ready", timeout=10).status_code, 200)
 
+    def test_describe_shows_every_field_as_applied(self):
+        text = descriptor("applied", ts.DIGITS) + "instances: {count: 1, threads: 1024}\nwarmup: 3\n"
+        self.assertEqual(load(self, "applied", text).status_code, 200)
+        d = self.call("GET", "/v2/repository/models/applied").json()
+        applied = d["descriptor"]
+        self.assertEqual(applied["instances"]["count"], 1)
+        self.assertLessEqual(applied["instances"]["threads"], max(os.cpu_count() or 1, 1),
+                             "describe does not show the capped thread count")
+        self.assertEqual(applied["warmup"], 3)
+        self.assertEqual(applied["precision"], "fp32")
+        self.assertEqual(d["format"], "onnx")
+        self.assertEqual(self.call("POST", "/v2/repository/models/applied/unload").status_code, 200)
+
+    def test_warmup_false_skips_the_warmup(self):
+        # The same declared 2^31 dimension loads when no warm-up runs.
+        text = (descriptor("nowarm", ts.model_file("slow")) + "max_batch_size: 0\nwarmup: false\n"
+                "inputs:\n  - name: x\n    shape: [1, 2147483647, -1]\n")
+        r = load(self, "nowarm", text)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(self.call("GET", "/v2/repository/models/nowarm").json()["descriptor"]["warmup"], 0)
+        self.assertEqual(self.call("POST", "/v2/repository/models/nowarm/unload").status_code, 200)
+
     def test_topk_beyond_classes_refused_at_load(self):
         text = descriptor("topk_big", ts.DIGITS) + "postprocess:\n  - topk: {tensor: probabilities, k: 1000000}\n"
         msg = ts.error_message(self, load(self, "topk_big", text), 400)
