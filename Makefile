@@ -7,7 +7,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all build run predict test test-asan deps clean
+.PHONY: all build run predict test test-asan deps install clean
 
 all: build
 
@@ -42,6 +42,11 @@ test-asan: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DMCP_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+PREFIX ?= /usr/local
+# Installs mcp2026-server, mcpctl, libmcp, its headers and mcp.pc under PREFIX.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN)

@@ -74,7 +74,7 @@ assert {(o["op_type"], o["backend"]): o["nodes"] for o in ops} == per_op, "ops d
 total = sum(n["ms"] for n in nodes)
 assert abs(sum(o["ms"] for o in ops) - total) <= 1e-6 + 1e-4 * total, "ops do not sum the nodes (printed to 6 digits)"
 ' "$TMP/prof.json"
-check "profile JSON: ops count and sum the nodes ($(head -c 300 "$TMP/prof.json"))" $?
+rc=$?; check "profile JSON: ops count and sum the nodes ($(head -c 300 "$TMP/prof.json"))" $rc
 "$MCPCTL" perf "$DEMO/digits.onnx" --iterations 5 --profile > "$TMP/prof.txt" 2> "$TMP/err"
 check "perf --profile exits 0" $?
 grep -q "^profile, per run" "$TMP/prof.txt" && grep -q "^slowest nodes:" "$TMP/prof.txt"

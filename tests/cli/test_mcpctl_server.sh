@@ -105,11 +105,11 @@ check "validate bad Triton config names config.pbtxt:line:col and the field" $?
 printf 'name: digits-missing\npath: %s/no-such-model.onnx\n' "$TMP" > "$TMP/missing.yaml"
 "$MCPCTL" validate -f "$TMP/missing.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
 [ $? -eq 1 ] && grep -qE "missing\.yaml:2:[0-9]+: path: model file '.*no-such-model\.onnx' cannot be read" "$TMP/stderr"
-check "validate reports a missing model file at its line ($(head -c 300 "$TMP/stderr"))" $?
+rc=$?; check "validate reports a missing model file at its line ($(head -c 300 "$TMP/stderr"))" $rc
 printf 'name: digits-int8\npath: %s/digits.onnx\nprecision: int8\n' "$DEMO" > "$TMP/int8.yaml"
 "$MCPCTL" validate -f "$TMP/int8.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
 [ $? -eq 1 ] && grep -qE "int8\.yaml:3:[0-9]+: precision: precision 'int8' is not implemented" "$TMP/stderr"
-check "validate refuses a precision the engine does not run ($(head -c 300 "$TMP/stderr"))" $?
+rc=$?; check "validate refuses a precision the engine does not run ($(head -c 300 "$TMP/stderr"))" $rc
 for f in missing int8; do
   python3 - "$URL" "$f" "$TMP/$f.yaml" > "$TMP/resp" <<'PY'
 import json, sys, requests
@@ -118,7 +118,7 @@ r = requests.post(f"{url}/v2/repository/models/digits-{name}/load",
                   json={"parameters": {"config": open(path).read()}}, timeout=60)
 print(r.status_code, r.text)
 PY
-  grep -q "^400 " "$TMP/resp"; check "load of the $f descriptor is a 400, not a 500 ($(head -c 300 "$TMP/resp"))" $?
+  grep -q "^400 " "$TMP/resp"; rc=$?; check "load of the $f descriptor is a 400, not a 500 ($(head -c 300 "$TMP/resp"))" $rc
   want="no-such-model\.onnx"; [ "$f" = int8 ] && want="precision 'int8'"
   grep -q "$want" "$TMP/resp"; check "the load of the $f descriptor names the problem" $?
 done
@@ -166,11 +166,11 @@ done < "$DEMO/samples.txt"
 # $TMPDIR holds the outputs, and the summary lines name it.
 mkdir -p "$TMP/cwd" "$TMP/tmpdir"
 (cd "$TMP/cwd" && TMPDIR="$TMP/tmpdir" "$MCPCTL" infer digits "input=$DEMO/sample_0.npy" > "$TMP/noout.out" 2>&1)
-check "infer without --out exits 0 ($(head -c 300 "$TMP/noout.out"))" $?
+rc=$?; check "infer without --out exits 0 ($(head -c 300 "$TMP/noout.out"))" $rc
 [ -z "$(ls -A "$TMP/cwd")" ]; check "infer without --out writes nothing into the current folder" $?
 made=$(ls -d "$TMP"/tmpdir/mcpctl-infer-digits-* 2>/dev/null | head -1)
 [ -n "$made" ] && [ -s "$made/label.npy" ] && grep -q "$made/label.npy" "$TMP/noout.out"
-check "infer without --out names the folder it made ($(head -c 300 "$TMP/noout.out"))" $?
+rc=$?; check "infer without --out names the folder it made ($(head -c 300 "$TMP/noout.out"))" $rc
 # Global flags before the command, as kubectl users type them.
 "$MCPCTL" --server "$URL" get models > "$TMP/stdout" 2> "$TMP/stderr"
 rc=$?; check "mcpctl --server URL get models exits 0 ($(cat "$TMP/stderr"))" $rc
