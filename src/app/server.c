@@ -405,8 +405,10 @@ int main(int argc, char **argv)
     char msg[4096] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_server *srv = NULL;
+    mcp_frontend *fe = NULL;
     int rc = 0;
-    if (!metrics || !repo || mcp_server_create(&so, repo, metrics, &srv, &err) != MCP_STATUS_OK) {
+    if (!metrics || !repo || mcp_frontend_create(repo, metrics, &fe, &err) != MCP_STATUS_OK ||
+        mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
         rc = 1;
         goto out;
@@ -454,6 +456,7 @@ int main(int argc, char **argv)
     fprintf(stderr, "mcp2026-server: stopped\n");
 out:
     mcp_server_destroy(srv);
+    mcp_frontend_destroy(fe);
     mcp_repository_destroy(repo);
     mcp_metrics_destroy(metrics);
     mcp_model_roots_destroy(roots);

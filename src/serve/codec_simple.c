@@ -11,11 +11,10 @@
 
 #include "serve/codec_util.h"
 
-mcp_status mcp_codec_simple_model(const uint8_t *body, size_t len, char *name, size_t cap, mcp_err *err)
+/* The model name a parsed body gives ("" when none). */
+static mcp_status doc_model(const json_t *root, char *name, size_t cap, mcp_err *err)
 {
-    json_t *root;
-    mcp_status s = mcp__codec_parse_object(body, len, &root, err);
-    if (s) return s;
+    mcp_status s = MCP_STATUS_OK;
     const json_t *model = json_object_get(root, "model");
     if (cap) name[0] = '\0';
     if (model) {
@@ -28,9 +27,32 @@ mcp_status mcp_codec_simple_model(const uint8_t *body, size_t len, char *name, s
         else
             memcpy(name, json_string_value(model), n + 1);
     }
+    return s;
+}
+
+mcp_status mcp_codec_simple_model(const uint8_t *body, size_t len, char *name, size_t cap, mcp_err *err)
+{
+    json_t *root;
+    mcp_status s = mcp__codec_parse_object(body, len, &root, err);
+    if (s) return s;
+    s = doc_model(root, name, cap, err);
     json_decref(root);
     return s;
 }
+
+mcp_status mcp_codec_simple_peek(const uint8_t *body, size_t len, char *name, size_t cap, void **doc, mcp_err *err)
+{
+    *doc = NULL;
+    json_t *root;
+    mcp_status s = mcp__codec_parse_object(body, len, &root, err);
+    if (s) return s;
+    s = doc_model(root, name, cap, err);
+    if (s) json_decref(root);
+    else *doc = root;
+    return s;
+}
+
+void mcp_codec_simple_release(void *doc) { json_decref(doc); }
 
 /* The shape to use when the request gives none: the model's, with at most
  * one variable dimension solved from the element count (a variable batch
@@ -81,6 +103,16 @@ mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t l
     json_t *root;
     mcp_status s = mcp__codec_parse_object(body, len, &root, err);
     if (s) return s;
+    s = mcp_codec_simple_decode_doc(r, root, m, err);
+    json_decref(root);
+    return s;
+}
+
+mcp_status mcp_codec_simple_decode_doc(mcp_request *r, void *doc, const mcp_model_version *m, mcp_err *err)
+{
+    if (!m) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "a /v1/infer request needs a model");
+    json_t *root = doc;
+    mcp_status s = MCP_STATUS_OK;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val)
@@ -156,7 +188,6 @@ mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t l
     r->inputs = rt;
     r->n_inputs = 1;
 done:
-    json_decref(root);
     return s;
 }
 

@@ -24,7 +24,7 @@
 
 #include <jansson.h>
 
-#include "serve/serve.h"
+#include "serve/frontend.h"
 
 extern const char mcp__openapi_json[];
 extern const size_t mcp__openapi_json_len;
@@ -37,7 +37,9 @@ typedef struct conn {
     mcp_buf body;
     bool too_large;
     _Atomic int phase;
-    mcp_request *req;     /* in flight (one reference held here) */
+    mcp_call call;        /* an inference through the frontend */
+    mcp_control ctl;      /* a load or unload on the loader thread */
+    bool suspended;       /* waiting for the call or the control to finish */
     int code;
     mcp_buf resp;
     size_t json_len;      /* binary responses: Inference-Header-Content-Length */
@@ -59,13 +61,11 @@ typedef struct conn {
 
 struct mcp_server {
     mcp_server_options opts;
-    mcp_repository *repo;
-    mcp_metrics *metrics;
+    mcp_frontend *fe;     /* borrowed */
+    mcp_repository *repo; /* the frontend's */
     struct MHD_Daemon *daemon;
     int port;
-    atomic_bool stopping;
     atomic_int open_requests; /* admitted requests not yet answered and closed */
-    atomic_int admitting;     /* admitted requests not yet routed (body arriving, decode) */
     _Atomic size_t body_bytes; /* request bodies held, against max_inflight_body_bytes */
     /* Suspended connections, watched for client hang-ups. */
     pthread_mutex_t wait_mu;
@@ -78,15 +78,6 @@ struct mcp_server {
     pthread_mutex_t link_mu;
     struct tcp_link *links;
     int n_links;
-    /* Versions that stopped being current, drained off the transport
-     * threads by the retire thread (each holds one reference). */
-    pthread_mutex_t retire_mu;
-    pthread_cond_t retire_cv;
-    struct retiring *retiring;
-    int retire_busy;  /* taken off the list, still draining */
-    bool retire_stop;
-    pthread_t retirer;
-    bool retirer_running;
 };
 
 /* One TCP connection (MHD's socket context). */
@@ -101,10 +92,6 @@ typedef struct tcp_link {
     bool cut;
 } tcp_link;
 
-typedef struct retiring {
-    struct retiring *next;
-    mcp_model_version *v;
-} retiring;
 
 mcp_server_options mcp_server_options_default(void)
 {
@@ -124,82 +111,6 @@ mcp_server_options mcp_server_options_default(void)
         .max_inflight_body_bytes = (size_t)1 << 30,
         .model_control = true,
     };
-}
-
-/* ---- scheduler attachment (repository hooks) ---- */
-
-static void serving_free(void *p) { mcp_scheduler_destroy(p); }
-
-static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
-{
-    mcp_server *s = user;
-    mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
-    mcp_scheduler *sched = NULL;
-    mcp_status st = mcp_scheduler_create(v, &o, s->metrics, &sched, err);
-    if (st != MCP_STATUS_OK) return st;
-    v->serving = sched;
-    v->serving_free = serving_free;
-    return MCP_STATUS_OK;
-}
-
-/* Unloading and reloading never wait on the caller's thread: the retired
- * version is handed to the retire thread, which lets its in-flight requests
- * finish and drops the reference (the scheduler and the session go with the
- * version's last one). */
-static void hook_retire(mcp_model_version *v, void *user)
-{
-    mcp_server *s = user;
-    retiring *item = mcp_malloc(sizeof *item);
-    if (!item || !s->retirer_running) {
-        /* Out of memory, or no retire thread: drain here rather than never. */
-        mcp_free(item);
-        if (v->serving) mcp_scheduler_drain(v->serving);
-        return;
-    }
-    item->v = mcp_model_version_retain(v);
-    pthread_mutex_lock(&s->retire_mu);
-    item->next = s->retiring;
-    s->retiring = item;
-    pthread_cond_broadcast(&s->retire_cv);
-    pthread_mutex_unlock(&s->retire_mu);
-}
-
-static void *retire_main(void *arg)
-{
-    mcp_server *s = arg;
-    pthread_mutex_lock(&s->retire_mu);
-    for (;;) {
-        retiring *item = s->retiring;
-        if (!item) {
-            if (s->retire_stop) break;
-            pthread_cond_wait(&s->retire_cv, &s->retire_mu);
-            continue;
-        }
-        s->retiring = item->next;
-        s->retire_busy++;
-        pthread_mutex_unlock(&s->retire_mu);
-        if (item->v->serving) mcp_scheduler_drain(item->v->serving);
-        mcp_model_version_release(item->v);
-        mcp_free(item);
-        pthread_mutex_lock(&s->retire_mu);
-        s->retire_busy--;
-        pthread_cond_broadcast(&s->retire_cv);
-    }
-    pthread_mutex_unlock(&s->retire_mu);
-    return NULL;
-}
-
-/* Waits until every retired version has drained and been released. */
-static void retire_wait(mcp_server *s)
-{
-    pthread_mutex_lock(&s->retire_mu);
-    while (s->retiring || s->retire_busy) pthread_cond_wait(&s->retire_cv, &s->retire_mu);
-    pthread_mutex_unlock(&s->retire_mu);
-}
-
-mcp_repository_hooks mcp_server_repository_hooks(mcp_server *s)
-{
-    return (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .user = s};
 }
 
 /* ---- replies ---- */
@@ -252,7 +163,7 @@ static enum MHD_Result send_reply(conn *k)
         snprintf(hl, sizeof hl, "%zu", k->json_len);
         MHD_add_response_header(r, "Inference-Header-Content-Length", hl);
     }
-    if (k->close || atomic_load(&k->srv->stopping)) MHD_add_response_header(r, "Connection", "close");
+    if (k->close || mcp_frontend_stopping(k->srv->fe)) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(k->mhd, (unsigned)k->code, r);
     MHD_destroy_response(r);
     return ret;
@@ -305,18 +216,12 @@ static int model_path(const path *p, int i, const char **model, const char **ver
 
 static mcp_model_version *find_model(conn *k, const char *name, const char *version)
 {
-    mcp_model_version *v = mcp_repository_get(k->srv->repo, name, version);
-    if (v) return v;
-    mcp_repository_entry *list;
-    int n = mcp_repository_index(k->srv->repo, &list);
-    const mcp_repository_entry *e = NULL;
-    for (int i = 0; i < n; i++)
-        if (strcmp(list[i].name, name) == 0) e = &list[i];
-    if (!e) reply_error(k, 404, "unknown model '%s'", name);
-    else if (version && e->state == MCP_MODEL_READY) reply_error(k, 404, "model '%s' has no version '%s' (current: %s)", name, version, e->version);
-    else reply_error(k, 503, "model '%s' is not ready (%s%s%s)", name, mcp_model_state_name(e->state), e->reason[0] ? ": " : "", e->reason);
-    mcp_repository_entries_free(list, n);
-    return NULL;
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st;
+    mcp_model_version *v = mcp_frontend_route_model(k->srv->fe, name, version, &st, &err);
+    if (!v) reply_error(k, mcp_status_http_code(st), "%s", msg);
+    return v;
 }
 
 static void json_tensor_meta(mcp_buf *b, const mcp_tensor_meta *m, bool with_batch)
@@ -341,7 +246,7 @@ static void h_live(conn *k)
 
 static void h_ready(conn *k)
 {
-    bool ready = !atomic_load(&k->srv->stopping);
+    bool ready = !mcp_frontend_stopping(k->srv->fe);
     mcp_buf_puts(&k->resp, ready ? "{\"ready\":true}" : "{\"ready\":false}");
     reply_buf(k, ready ? 200 : 503, "application/json");
 }
@@ -726,60 +631,98 @@ static bool admin_allowed(conn *k)
     return false;
 }
 
+/* ---- suspended connections: answers that come from another thread ---- */
+
+static void waiting_remove(mcp_server *s, conn *k)
+{
+    pthread_mutex_lock(&s->wait_mu);
+    for (conn **p = &s->waiting; *p; p = &(*p)->next_waiting)
+        if (*p == k) {
+            *p = k->next_waiting;
+            break;
+        }
+    k->next_waiting = NULL;
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
+/* Suspends the connection until resume_answered; call before handing the
+ * work to another thread (the answer may come at once). */
+static void suspend(conn *k)
+{
+    mcp_server *s = k->srv;
+    atomic_store(&k->phase, PHASE_WAITING);
+    pthread_mutex_lock(&s->wait_mu);
+    k->next_waiting = s->waiting;
+    s->waiting = k;
+    pthread_mutex_unlock(&s->wait_mu);
+    k->suspended = true;
+    MHD_suspend_connection(k->mhd);
+}
+
+/* The answer is in k->resp / k->code: a transport thread sends it. */
+static void resume_answered(conn *k)
+{
+    waiting_remove(k->srv, k);
+    atomic_store(&k->phase, PHASE_READY);
+    MHD_resume_connection(k->mhd);
+}
+
+/* ---- model control: loads and unloads run on the frontend's loader ---- */
+
+static void control_done(mcp_control *ctl)
+{
+    conn *k = ctl->user;
+    mcp_free(ctl->descriptor);
+    mcp_free(ctl->source);
+    ctl->descriptor = ctl->source = NULL;
+    mcp_buf_reset(&k->resp);
+    k->json_len = 0;
+    if (ctl->status != MCP_STATUS_OK) {
+        mcp_codec_error(ctl->message[0] ? ctl->message : mcp_status_str(ctl->status), &k->resp);
+        k->code = mcp_status_http_code(ctl->status);
+    } else {
+        k->code = 200;
+    }
+    k->content_type = "application/json";
+    resume_answered(k);
+}
+
+/* Queues the control job of k; the connection waits for its answer while
+ * every other request keeps flowing. */
+static void start_control(conn *k)
+{
+    k->ctl.done = control_done;
+    k->ctl.user = k;
+    suspend(k);
+    mcp_status st = mcp_frontend_control(k->srv->fe, &k->ctl);
+    if (st != MCP_STATUS_OK) {
+        k->ctl.status = st;
+        snprintf(k->ctl.message, sizeof k->ctl.message, "%s",
+                 st == MCP_STATUS_UNAVAILABLE ? "server is shutting down" : "out of memory");
+        control_done(&k->ctl);
+    }
+}
+
 static void h_repo_load(conn *k, const char *name)
 {
     if (!admin_allowed(k)) return;
     char *text, *source;
     if (!load_config_text(k, &text, &source)) return;
-    char msg[2048] = "";
-    mcp_err err = {msg, sizeof msg};
-    mcp_status st;
-    if (text) {
-        mcp_diags diags = {0};
-        mcp_descriptor *desc = NULL;
-        /* The server's defaults and model roots: a descriptor from the
-         * network names files inside the roots only. */
-        mcp_descriptor_defaults dd = *mcp_repository_defaults(k->srv->repo);
-        const char *where = source ? source : "config";
-        st = mcp_descriptor_parse_yaml(text, strlen(text), where, &dd, &desc, &diags);
-        mcp_free(text);
-        if (st != MCP_STATUS_OK) {
-            mcp_diags_format(&diags, where, msg, sizeof msg);
-            mcp_free(source);
-            mcp_diags_clear(&diags);
-            reply_error(k, 400, "invalid model descriptor: %s", msg);
-            return;
-        }
-        mcp_diags_clear(&diags);
-        mcp_free(source);
-        if (strcmp(desc->name, name) != 0) {
-            reply_error(k, 400, "descriptor names model '%s' but the URL names '%s'", desc->name, name);
-            mcp_descriptor_free(desc);
-            return;
-        }
-        st = mcp_repository_apply(k->srv->repo, desc, &err);
-    } else {
-        mcp_free(source);
-        st = mcp_repository_load(k->srv->repo, name, &err);
-    }
-    if (st != MCP_STATUS_OK) {
-        reply_error(k, mcp_status_http_code(st), "%s", msg);
-        return;
-    }
-    reply_buf(k, 200, "application/json");
+    memset(&k->ctl, 0, sizeof k->ctl);
+    k->ctl.op = MCP_CONTROL_LOAD;
+    snprintf(k->ctl.name, sizeof k->ctl.name, "%s", name);
+    k->ctl.descriptor = text;
+    k->ctl.source = source;
+    start_control(k);
 }
 
 static void h_repo_unload(conn *k, const char *name)
 {
     if (!admin_allowed(k)) return;
-    char msg[512] = "";
-    mcp_err err = {msg, sizeof msg};
-    mcp_status st = mcp_repository_unload(k->srv->repo, name, &err);
-    if (st != MCP_STATUS_OK) {
-        reply_error(k, mcp_status_http_code(st), "%s", msg);
-        return;
-    }
-    reply_buf(k, 200, "application/json");
+    memset(&k->ctl, 0, sizeof k->ctl);
+    k->ctl.op = MCP_CONTROL_UNLOAD;
+    snprintf(k->ctl.name, sizeof k->ctl.name, "%s", name);
+    start_control(k);
 }
 
 static void h_v1_list(conn *k)
@@ -809,35 +752,9 @@ static void h_v1_model(conn *k, const char *name)
     mcp_model_version_release(v);
 }
 
-typedef struct sampler_ctx {
-    mcp_server *srv;
-} sampler_ctx;
-
-static void sample_gauges(void *user, mcp_metrics_gauges *g)
-{
-    mcp_server *s = user;
-    mcp_repository_totals(s->repo, &g->loaded_models, &g->model_memory_bytes);
-    g->http_requests_open = atomic_load(&s->open_requests);
-    pthread_mutex_lock(&s->link_mu);
-    g->http_connections = s->n_links;
-    pthread_mutex_unlock(&s->link_mu);
-    g->queue_depth = 0;
-    mcp_repository_entry *list;
-    int n = mcp_repository_index(s->repo, &list);
-    for (int i = 0; i < n; i++) {
-        mcp_model_version *v = mcp_repository_get(s->repo, list[i].name, NULL);
-        if (!v) continue;
-        mcp_scheduler_stats st = {0};
-        if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
-        g->queue_depth += st.queue_depth;
-        mcp_model_version_release(v);
-    }
-    mcp_repository_entries_free(list, n);
-}
-
 static void h_metrics(conn *k)
 {
-    mcp_metrics_render(k->srv->metrics, &k->resp);
+    mcp_metrics_render(mcp_frontend_metrics(k->srv->fe), &k->resp);
     reply_buf(k, 200, "text/plain; version=0.0.4");
 }
 
@@ -849,152 +766,46 @@ static void h_openapi(conn *k)
 
 /* ---- inference (asynchronous) ---- */
 
-static const char *error_reason(mcp_status st)
+/* The frontend's answer to an inference (any thread). */
+static void http_respond(mcp_call *c)
 {
-    switch (st) {
-    case MCP_STATUS_INVALID_ARGUMENT: return "invalid_input";
-    case MCP_STATUS_RESOURCE_EXHAUSTED: return "queue_full";
-    case MCP_STATUS_DEADLINE_EXCEEDED: return "timeout";
-    case MCP_STATUS_CANCELLED: return "cancelled";
-    case MCP_STATUS_UNAVAILABLE: return "unavailable";
-    case MCP_STATUS_TOO_LARGE: return "too_large";
-    case MCP_STATUS_NOT_FOUND: return "not_found";
-    default: return "internal";
-    }
+    conn *k = c->user;
+    /* The answer's bytes move to the connection's response. */
+    mcp_buf_free(&k->resp);
+    k->resp = c->out;
+    memset(&c->out, 0, sizeof c->out);
+    k->json_len = c->json_len;
+    k->code = c->status == MCP_STATUS_OK ? 200 : mcp_status_http_code(c->status);
+    k->content_type = k->json_len ? "application/octet-stream" : "application/json";
+    if (k->suspended) resume_answered(k);
 }
 
-static void waiting_remove(mcp_server *s, conn *k)
-{
-    pthread_mutex_lock(&s->wait_mu);
-    for (conn **p = &s->waiting; *p; p = &(*p)->next_waiting)
-        if (*p == k) {
-            *p = k->next_waiting;
-            break;
-        }
-    k->next_waiting = NULL;
-    pthread_mutex_unlock(&s->wait_mu);
-}
-
-/* Completion of an inference request, on whichever thread finished it. */
-static void on_request_done(mcp_request *r, void *user)
-{
-    conn *k = user;
-    mcp_server *s = k->srv;
-    int code = 200;
-    mcp_buf_reset(&k->resp);
-    k->json_len = 0;
-    if (r->status == MCP_STATUS_OK) {
-        switch (r->protocol) {
-        case MCP_PROTOCOL_V2: mcp_codec_v2_encode(r, &k->resp, &k->json_len); break;
-        case MCP_PROTOCOL_V1: mcp_codec_v1_encode(r, &k->resp); break;
-        default: mcp_codec_simple_encode(r, &k->resp); break;
-        }
-        k->content_type = k->json_len ? "application/octet-stream" : "application/json";
-    } else {
-        code = mcp_status_http_code(r->status);
-        mcp_codec_error(r->error[0] ? r->error : mcp_status_str(r->status), &k->resp);
-        k->content_type = "application/json";
-        mcp_metrics_error(s->metrics, r->model_name ? r->model_name : "", error_reason(r->status));
-    }
-    k->code = code;
-    mcp_metrics_request(s->metrics, r->model_name ? r->model_name : "", r->model ? r->model->version : "", r->protocol, code);
-    waiting_remove(s, k);
-    atomic_store(&k->phase, PHASE_READY);
-    MHD_resume_connection(k->mhd);
-}
+static void http_on_queued(mcp_call *c) { suspend(c->user); }
 
 static void start_inference(conn *k, mcp_protocol proto, const char *model, const char *version)
 {
-    mcp_server *s = k->srv;
-    char simple_name[256] = "";
-    if (proto == MCP_PROTOCOL_SIMPLE) {
-        char msg[512] = "";
-        mcp_err err = {msg, sizeof msg};
-        if (mcp_codec_simple_model(k->body.data, k->body.len, simple_name, sizeof simple_name, &err) != MCP_STATUS_OK) {
-            reply_error(k, 400, "%s", msg);
-            mcp_metrics_request(s->metrics, "", "", proto, 400);
-            return;
-        }
-        if (!simple_name[0]) {
-            mcp_repository_entry *list;
-            int n = mcp_repository_index(s->repo, &list), ready = 0;
-            for (int i = 0; i < n; i++)
-                if (list[i].state == MCP_MODEL_READY) {
-                    ready++;
-                    snprintf(simple_name, sizeof simple_name, "%s", list[i].name);
-                }
-            mcp_repository_entries_free(list, n);
-            if (ready != 1) {
-                reply_error(k, 400, "field 'model' is required when %d models are loaded", ready);
-                mcp_metrics_request(s->metrics, "", "", proto, 400);
-                return;
-            }
-        }
-        model = simple_name;
-    }
-    mcp_model_version *v = find_model(k, model, version);
-    if (!v) {
-        /* Unknown names are not label values: a client could mint them at will. */
-        mcp_metrics_request(s->metrics, "", "", proto, k->code);
-        return;
-    }
-    mcp_request *r = mcp_request_create(proto);
-    if (!r) {
-        reply_error(k, 500, "out of memory");
-        mcp_model_version_release(v);
-        return;
-    }
-    r->model = v; /* the request holds the reference now */
-    r->model_name = mcp_pool_strndup(r->pool, v->name, strlen(v->name));
-    r->model_version = mcp_pool_strndup(r->pool, v->version, strlen(v->version));
-    char msg[1024] = "";
-    mcp_err err = {msg, sizeof msg};
-    mcp_status st;
+    mcp_call *c = &k->call;
+    c->codec = mcp_codec_get(proto);
+    c->wire = (mcp_wire){.body = k->body.data, .len = k->body.len, .header_len = -1};
+    c->model = model;
+    c->version = version;
+    c->on_queued = http_on_queued;
+    c->respond = http_respond;
+    c->user = k;
     if (proto == MCP_PROTOCOL_V2) {
         const char *hl = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-        int64_t header_len = -1;
         if (hl) {
             char *end;
             errno = 0;
             long long x = strtoll(hl, &end, 10);
-            if (errno || *end || x < 0) {
-                reply_error(k, 400, "header Inference-Header-Content-Length '%s' is not a non-negative integer", hl);
-                mcp_request_release(r);
+            if (errno || *end || x < 0 || !hl[0]) {
+                reply_error(k, 400, "header Inference-Header-Content-Length '%.60s' is not a non-negative integer", hl);
                 return;
             }
-            header_len = x;
+            c->wire.header_len = x;
         }
-        st = mcp_codec_v2_decode(r, k->body.data, k->body.len, header_len, v, &err);
-    } else if (proto == MCP_PROTOCOL_V1) {
-        st = mcp_codec_v1_decode(r, k->body.data, k->body.len, v, &err);
-    } else {
-        st = mcp_codec_simple_decode(r, k->body.data, k->body.len, v, &err);
     }
-    if (st == MCP_STATUS_OK) st = mcp_request_validate(r, v, &err);
-    if (st != MCP_STATUS_OK) {
-        int code = mcp_status_http_code(st);
-        reply_error(k, code, "%s", msg);
-        mcp_metrics_error(s->metrics, v->name, error_reason(st));
-        mcp_metrics_request(s->metrics, v->name, v->version, proto, code);
-        mcp_request_release(r);
-        return;
-    }
-    r->done = on_request_done;
-    r->done_user = k;
-    k->req = r;
-    mcp_metrics_inflight_add(s->metrics, 1);
-    /* Suspend before queueing: the completion may come at once. */
-    atomic_store(&k->phase, PHASE_WAITING);
-    pthread_mutex_lock(&s->wait_mu);
-    k->next_waiting = s->waiting;
-    s->waiting = k;
-    pthread_mutex_unlock(&s->wait_mu);
-    MHD_suspend_connection(k->mhd);
-    st = v->serving ? mcp_scheduler_submit(v->serving, r) : MCP_STATUS_UNAVAILABLE;
-    if (st != MCP_STATUS_OK)
-        mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
-                                                                       : "model '%s' is not accepting requests",
-                         v->name);
+    mcp_frontend_infer(k->srv->fe, c);
 }
 
 /* ---- routing ---- */
@@ -1058,7 +869,7 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, soc
 {
     const mcp_server *s = cls;
     (void)addr, (void)addrlen;
-    return atomic_load(&s->stopping) ? MHD_NO : MHD_YES;
+    return mcp_frontend_stopping(s->fe) ? MHD_NO : MHD_YES;
 }
 
 /* ---- connection guard ---- */
@@ -1087,6 +898,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         s->links = l;
         s->n_links++;
         pthread_mutex_unlock(&s->link_mu);
+        mcp_frontend_count_connections(s->fe, 1);
         *socket_context = l;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         tcp_link *l = *socket_context;
@@ -1097,6 +909,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (l->next) l->next->prev = l->prev;
         s->n_links--;
         pthread_mutex_unlock(&s->link_mu);
+        mcp_frontend_count_connections(s->fe, -1);
         mcp_free(l);
         *socket_context = NULL;
     }
@@ -1247,9 +1060,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         /* Admission: a request whose headers arrived before a stop is in
          * flight and the stop waits for its answer, whatever stage it is
          * in; one that arrives after is told so at once. */
-        atomic_fetch_add(&s->admitting, 1);
-        if (atomic_load(&s->stopping)) {
-            atomic_fetch_sub(&s->admitting, 1);
+        if (!mcp_frontend_admit(s->fe)) {
             reply_error(k, 503, "server is shutting down");
             k->close = true;
             return send_reply(k);
@@ -1257,6 +1068,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         k->admitting = true;
         k->counted = true;
         atomic_fetch_add(&s->open_requests, 1);
+        mcp_frontend_count_open(s->fe, 1);
         if (k->link) {
             pthread_mutex_lock(&s->link_mu);
             k->link->headers_done = true;
@@ -1311,7 +1123,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     route(k, method, url);
     if (k->admitting) { /* routed: answered, or queued on a scheduler */
         k->admitting = false;
-        atomic_fetch_sub(&s->admitting, 1);
+        mcp_frontend_routed(s->fe);
     }
     if (atomic_load(&k->phase) == PHASE_WAITING) return MHD_YES;
     if (k->code == 0) reply_error(k, 500, "no response");
@@ -1332,15 +1144,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         k->link->boundary_ns = mcp_now_ns();
         pthread_mutex_unlock(&s->link_mu);
     }
-    if (k->req) {
-        mcp_metrics_inflight_add(s->metrics, -1);
-        mcp_request_release(k->req);
-    }
+    mcp_call_clear(&k->call);
+    mcp_free(k->ctl.descriptor);
+    mcp_free(k->ctl.source);
     mcp_buf_free(&k->body);
     mcp_buf_free(&k->resp);
     if (k->body_reserved) atomic_fetch_sub(&s->body_bytes, k->body_reserved);
-    if (k->admitting) atomic_fetch_sub(&s->admitting, 1); /* the client left mid-upload */
-    if (k->counted) atomic_fetch_sub(&s->open_requests, 1);
+    if (k->admitting) mcp_frontend_routed(s->fe); /* the client left mid-upload */
+    if (k->counted) {
+        atomic_fetch_sub(&s->open_requests, 1);
+        mcp_frontend_count_open(s->fe, -1);
+    }
     mcp_free(k);
     *con_cls = NULL;
 }
@@ -1360,9 +1174,10 @@ static void *watch_hangups(void *arg)
             const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
             if (!ci) continue;
             struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLRDHUP};
-            if (poll(&pfd, 1, 0) <= 0 || !k->req) continue;
+            mcp_request *req = k->call.req;
+            if (poll(&pfd, 1, 0) <= 0 || !req) continue;
             if (pfd.revents & (POLLHUP | POLLERR)) {
-                atomic_store(&k->req->cancel, true);
+                atomic_store(&req->cancel, true);
             } else if ((pfd.revents & POLLRDHUP) && !k->probed) {
                 /* The client sent FIN: it either hung up or only half-closed
                  * after a complete request (legal HTTP/1.1; it still reads).
@@ -1374,7 +1189,7 @@ static void *watch_hangups(void *arg)
                 k->probed = true;
                 static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
                 if (!k->http11 || send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-                    atomic_store(&k->req->cancel, true);
+                    atomic_store(&req->cancel, true);
             }
         }
         pthread_mutex_unlock(&s->wait_mu);
@@ -1384,23 +1199,17 @@ static void *watch_hangups(void *arg)
 
 /* ---- lifecycle ---- */
 
-mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, mcp_metrics *metrics, mcp_server **out,
-                             mcp_err *err)
+mcp_status mcp_server_create(const mcp_server_options *o, mcp_frontend *fe, mcp_server **out, mcp_err *err)
 {
     mcp_server *s = mcp_calloc(1, sizeof *s);
     if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     s->opts = o ? *o : mcp_server_options_default();
     if (!s->opts.host) s->opts.host = "127.0.0.1";
     if (s->opts.http_threads < 1) s->opts.http_threads = 1;
-    s->repo = repo;
-    s->metrics = metrics;
+    s->fe = fe;
+    s->repo = mcp_frontend_repository(fe);
     pthread_mutex_init(&s->wait_mu, NULL);
     pthread_mutex_init(&s->link_mu, NULL);
-    pthread_mutex_init(&s->retire_mu, NULL);
-    pthread_cond_init(&s->retire_cv, NULL);
-    if (pthread_create(&s->retirer, NULL, retire_main, s) == 0) s->retirer_running = true;
-    mcp_repository_set_hooks(repo, mcp_server_repository_hooks(s));
-    mcp_metrics_set_sampler(metrics, sample_gauges, s);
     *out = s;
     return MCP_STATUS_OK;
 }
@@ -1445,24 +1254,7 @@ void mcp_server_shutdown(mcp_server *s)
      * not used: on an epoll daemon with its own threads it races the
      * event loop over removing the listening socket, and libmicrohttpd
      * aborts the process when it loses.) */
-    atomic_store(&s->stopping, true);
-    /* Requests admitted before the stop reach their scheduler first (their
-     * bodies arriving or being decoded; bounded by the body deadline and
-     * 10 s here), so the drain below covers them too. */
-    for (int i = 0; i < 1000 && atomic_load(&s->admitting) > 0; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    /* Let every model finish what it has queued and running. */
-    mcp_repository_entry *list;
-    int n = mcp_repository_index(s->repo, &list);
-    for (int i = 0; i < n; i++) {
-        mcp_model_version *v = mcp_repository_get(s->repo, list[i].name, NULL);
-        if (v && v->serving) mcp_scheduler_drain(v->serving);
-        mcp_model_version_release(v);
-    }
-    mcp_repository_entries_free(list, n);
-    retire_wait(s); /* versions unloaded or replaced before the stop, too */
+    mcp_frontend_drain(s->fe);
     /* Then give the transport up to 10 s to send those responses. */
     for (int i = 0; i < 1000 && atomic_load(&s->open_requests) > 0; i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -1479,18 +1271,6 @@ void mcp_server_destroy(mcp_server *s)
 {
     if (!s) return;
     mcp_server_shutdown(s);
-    /* The repository may outlive the server: it retires its versions
-     * itself from here on. */
-    mcp_repository_set_hooks(s->repo, (mcp_repository_hooks){0});
-    if (s->retirer_running) {
-        pthread_mutex_lock(&s->retire_mu);
-        s->retire_stop = true;
-        pthread_cond_broadcast(&s->retire_cv);
-        pthread_mutex_unlock(&s->retire_mu);
-        pthread_join(s->retirer, NULL); /* finishes what is queued first */
-    }
-    pthread_mutex_destroy(&s->retire_mu);
-    pthread_cond_destroy(&s->retire_cv);
     pthread_mutex_destroy(&s->wait_mu);
     pthread_mutex_destroy(&s->link_mu);
     mcp_free(s);

@@ -208,10 +208,34 @@ void mcp_codec_v1_encode(const mcp_request *r, mcp_buf *out);
 mcp_status mcp_codec_simple_model(const uint8_t *body, size_t len, char *name, size_t cap, mcp_err *err);
 mcp_status mcp_codec_simple_decode(mcp_request *r, const uint8_t *body, size_t len, const mcp_model_version *m,
                                    mcp_err *err);
+/* The same in two steps, parsing once: peek parses the body and names its
+ * model; *doc (a parsed document, freed with mcp_codec_simple_release) is
+ * decoded by decode_doc. */
+mcp_status mcp_codec_simple_peek(const uint8_t *body, size_t len, char *name, size_t cap, void **doc, mcp_err *err);
+mcp_status mcp_codec_simple_decode_doc(mcp_request *r, void *doc, const mcp_model_version *m, mcp_err *err);
+void mcp_codec_simple_release(void *doc);
 void mcp_codec_simple_encode(const mcp_request *r, mcp_buf *out);
 /* {"error": "<message>"} */
 void mcp_codec_error(const char *message, mcp_buf *out);
 
+
+/* ---- the serving core (serve/frontend.h has its request path) ---- */
+
+/* What every transport shares: the request path, codecs, the metrics
+ * observer, the registry hooks (schedulers attach to every version the
+ * repository makes current), model control on a loader thread, and the
+ * shutdown drain. One per process, given to each transport. */
+typedef struct mcp_frontend mcp_frontend;
+
+mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_frontend **out, mcp_err *err);
+/* Stops admitting, waits (bounded) for admitted requests to be routed, then
+ * for every model's scheduler and every retired version to drain; queued
+ * model control still runs, new control is refused. Idempotent. Each
+ * transport then sends what is left and stops. */
+void mcp_frontend_drain(mcp_frontend *fe);
+/* Stops the loader and retire threads; the repository retires its versions
+ * by itself afterwards. Destroy the transports first. NULL is a no-op. */
+void mcp_frontend_destroy(mcp_frontend *fe);
 
 /* ---- HTTP server (libmicrohttpd) ---- */
 
@@ -238,16 +262,13 @@ typedef struct mcp_server_options {
 
 mcp_server_options mcp_server_options_default(void);
 
-/* The server attaches a scheduler to every version the repository makes
- * current (repository hooks) and serves all protocols. */
-mcp_status mcp_server_create(const mcp_server_options *o, mcp_repository *repo, mcp_metrics *metrics,
-                             mcp_server **out, mcp_err *err);
+/* The HTTP transport of a frontend (which it borrows): OIP v2, KServe v1,
+ * the quickstart, repository and metrics routes. */
+mcp_status mcp_server_create(const mcp_server_options *o, mcp_frontend *fe, mcp_server **out, mcp_err *err);
 mcp_status mcp_server_start(mcp_server *s, mcp_err *err);
 int mcp_server_port(const mcp_server *s);
-/* Graceful: stop accepting, finish what is in flight, stop. */
+/* Graceful: stop accepting, drain the frontend, send what is left, stop. */
 void mcp_server_shutdown(mcp_server *s);
 void mcp_server_destroy(mcp_server *s);
-/* Repository hooks that attach/drain schedulers (set by mcp_server_create). */
-mcp_repository_hooks mcp_server_repository_hooks(mcp_server *s);
 
 #endif

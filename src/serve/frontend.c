@@ -1,0 +1,595 @@
+/*
+ * The serving core: the request path every transport shares, the codec
+ * table, the metrics observer, the registry hooks, model control on a
+ * loader thread, and the shutdown drain. See frontend.h for the chain.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "serve/frontend.h"
+
+typedef struct retiring {
+    struct retiring *next;
+    mcp_model_version *v;
+} retiring;
+
+typedef struct control_job {
+    struct control_job *next;
+    mcp_control *ctl;
+} control_job;
+
+struct mcp_frontend {
+    mcp_repository *repo;
+    mcp_metrics *metrics;
+    mcp_observer observer;
+    atomic_bool stopping;
+    atomic_int admitting;      /* admitted, not yet answered or queued */
+    atomic_int open_requests;  /* transports: admitted, not yet answered and sent */
+    atomic_int connections;    /* transports: open connections */
+    /* Versions that stopped being current, drained by the retire thread. */
+    pthread_mutex_t retire_mu;
+    pthread_cond_t retire_cv;
+    retiring *retiring;
+    int retire_busy;
+    bool retire_stop;
+    pthread_t retirer;
+    bool retirer_running;
+    /* Model control jobs, run one at a time by the loader thread. */
+    pthread_mutex_t control_mu;
+    pthread_cond_t control_cv;
+    control_job *jobs, *jobs_tail;
+    bool control_stop;
+    pthread_t loader;
+    bool loader_running;
+};
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- codecs ---- */
+
+static mcp_status v2_decode(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m, mcp_err *err)
+{
+    (void)state;
+    return mcp_codec_v2_decode(r, w->body, w->len, w->header_len, m, err);
+}
+
+static void v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len) { mcp_codec_v2_encode(r, out, json_len); }
+
+static mcp_status v1_decode(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m, mcp_err *err)
+{
+    (void)state;
+    return mcp_codec_v1_decode(r, w->body, w->len, m, err);
+}
+
+static void v1_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
+{
+    *json_len = 0;
+    mcp_codec_v1_encode(r, out);
+}
+
+/* The quickstart body names its model: parsed once here, decoded from the
+ * same document. */
+static mcp_status simple_peek(const mcp_wire *w, char *name, size_t cap, void **state, mcp_err *err)
+{
+    return mcp_codec_simple_peek(w->body, w->len, name, cap, state, err);
+}
+
+static mcp_status simple_decode(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m,
+                                mcp_err *err)
+{
+    if (!state) return mcp_codec_simple_decode(r, w->body, w->len, m, err);
+    return mcp_codec_simple_decode_doc(r, state, m, err);
+}
+
+static void simple_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
+{
+    *json_len = 0;
+    mcp_codec_simple_encode(r, out);
+}
+
+static const mcp_codec codecs[MCP_PROTOCOL_COUNT] = {
+    [MCP_PROTOCOL_V2] = {1, MCP_PROTOCOL_V2, NULL, NULL, v2_decode, v2_encode, mcp_codec_error},
+    [MCP_PROTOCOL_V1] = {1, MCP_PROTOCOL_V1, NULL, NULL, v1_decode, v1_encode, mcp_codec_error},
+    [MCP_PROTOCOL_SIMPLE] = {1, MCP_PROTOCOL_SIMPLE, simple_peek, mcp_codec_simple_release, simple_decode,
+                             simple_encode, mcp_codec_error},
+};
+
+const mcp_codec *mcp_codec_get(mcp_protocol p)
+{
+    return (int)p >= 0 && p < MCP_PROTOCOL_COUNT && codecs[p].decode ? &codecs[p] : NULL;
+}
+
+void mcp_call_clear(mcp_call *c)
+{
+    mcp_buf_free(&c->out);
+    c->json_len = 0;
+    if (c->req) mcp_request_release(c->req);
+    c->req = NULL;
+}
+
+/* ---- the metrics observer ---- */
+
+static const char *error_reason(mcp_status st)
+{
+    switch (st) {
+    case MCP_STATUS_INVALID_ARGUMENT: return "invalid_input";
+    case MCP_STATUS_RESOURCE_EXHAUSTED: return "queue_full";
+    case MCP_STATUS_DEADLINE_EXCEEDED: return "timeout";
+    case MCP_STATUS_CANCELLED: return "cancelled";
+    case MCP_STATUS_UNAVAILABLE: return "unavailable";
+    case MCP_STATUS_TOO_LARGE: return "too_large";
+    case MCP_STATUS_NOT_FOUND: return "not_found";
+    default: return "internal";
+    }
+}
+
+static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
+                          mcp_status st)
+{
+    mcp_metrics *m = user;
+    mcp_protocol p = c->codec->protocol;
+    if (ev == MCP_OBS_QUEUED) {
+        mcp_metrics_inflight_add(m, 1);
+        return;
+    }
+    if (ev == MCP_OBS_COMPLETED) mcp_metrics_inflight_add(m, -1);
+    /* Unknown names never become label values; known ones count errors. */
+    if (st != MCP_STATUS_OK && model[0]) mcp_metrics_error(m, model, error_reason(st));
+    mcp_metrics_request(m, model, version, p, mcp_status_http_code(st));
+}
+
+mcp_observer mcp_metrics_observer(mcp_metrics *m) { return (mcp_observer){1, metrics_event, m}; }
+
+/* ---- the request path ---- */
+
+static void observe(mcp_frontend *fe, mcp_obs_event ev, const mcp_call *c, const mcp_model_version *v, mcp_status st)
+{
+    if (fe->observer.on_event)
+        fe->observer.on_event(fe->observer.user, ev, c, v ? v->name : "", v ? v->version : "", st);
+}
+
+/* Answers a call that never reached a scheduler. */
+static void reject(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v, mcp_status st)
+{
+    c->status = st;
+    mcp_buf_reset(&c->out);
+    c->json_len = 0;
+    c->codec->error(c->message[0] ? c->message : mcp_status_str(st), &c->out);
+    observe(fe, MCP_OBS_REJECTED, c, v, st);
+    c->respond(c);
+}
+
+/* peek_model: the model the call addresses. The route names it, or the
+ * codec finds it in the body, or the only ready model is meant. */
+static mcp_status peek_model(mcp_frontend *fe, mcp_call *c, char *name, size_t cap, void **state, mcp_err *err)
+{
+    if (c->model) {
+        snprintf(name, cap, "%s", c->model);
+        return MCP_STATUS_OK;
+    }
+    name[0] = '\0';
+    if (c->codec->peek_model) {
+        mcp_status st = c->codec->peek_model(&c->wire, name, cap, state, err);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    if (name[0]) return MCP_STATUS_OK;
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list), ready = 0;
+    for (int i = 0; i < n; i++)
+        if (list[i].state == MCP_MODEL_READY) {
+            ready++;
+            snprintf(name, cap, "%s", list[i].name);
+        }
+    mcp_repository_entries_free(list, n);
+    if (ready != 1) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "field 'model' is required when %d models are loaded", ready);
+    return MCP_STATUS_OK;
+}
+
+/* authorize: the hook where identities and roles plug in (tenants issue);
+ * every transport passes through it. */
+static mcp_status authorize(mcp_frontend *fe, const mcp_call *c, const char *model, mcp_err *err)
+{
+    (void)fe, (void)c, (void)model, (void)err;
+    return MCP_STATUS_OK;
+}
+
+mcp_model_version *mcp_frontend_route_model(mcp_frontend *fe, const char *name, const char *version, mcp_status *st,
+                                            mcp_err *err)
+{
+    mcp_model_version *v = mcp_repository_get(fe->repo, name, version);
+    if (v) {
+        *st = MCP_STATUS_OK;
+        return v;
+    }
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    const mcp_repository_entry *e = NULL;
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0) e = &list[i];
+    if (!e)
+        *st = mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
+    else if (version && *version && e->state == MCP_MODEL_READY)
+        *st = mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model '%s' has no version '%s' (current: %s)", name, version,
+                          e->version);
+    else
+        *st = mcp_err_set(err, MCP_STATUS_UNAVAILABLE, "model '%s' is not ready (%s%s%s)", name,
+                          mcp_model_state_name(e->state), e->reason[0] ? ": " : "", e->reason);
+    mcp_repository_entries_free(list, n);
+    return NULL;
+}
+
+/* route_model: name and version to a loaded version, retained. */
+static mcp_model_version *route_model(mcp_frontend *fe, const char *name, const char *version, mcp_status *st,
+                                      mcp_err *err)
+{
+    return mcp_frontend_route_model(fe, name, version, st, err);
+}
+
+/* decode_request: the wire bytes into the request's tensors, in its pool. */
+static mcp_status decode_request(mcp_call *c, mcp_request *r, void *state, const mcp_model_version *v, mcp_err *err)
+{
+    return c->codec->decode(r, &c->wire, state, v, err);
+}
+
+/* validate_request: names, dtypes, shapes and batch size against the model. */
+static mcp_status validate_request(mcp_request *r, const mcp_model_version *v, mcp_err *err)
+{
+    return mcp_request_validate(r, v, err);
+}
+
+/* encode_response: the request's outcome into the call's answer. */
+static void encode_response(mcp_call *c, mcp_request *r)
+{
+    mcp_buf_reset(&c->out);
+    c->json_len = 0;
+    c->status = r->status;
+    if (r->status == MCP_STATUS_OK) {
+        c->codec->encode(r, &c->out, &c->json_len);
+    } else {
+        snprintf(c->message, sizeof c->message, "%s", r->error[0] ? r->error : mcp_status_str(r->status));
+        c->codec->error(c->message, &c->out);
+    }
+}
+
+/* complete_request: a scheduler finished the request (any thread). */
+static void complete_request(mcp_request *r, void *user)
+{
+    mcp_call *c = user;
+    mcp_frontend *fe = c->frontend;
+    encode_response(c, r);
+    observe(fe, MCP_OBS_COMPLETED, c, r->model, r->status);
+    c->respond(c);
+}
+
+/* submit_request: onto the model version's scheduler; a full queue or a
+ * draining version answers at once. */
+static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, mcp_model_version *v)
+{
+    r->done = complete_request;
+    r->done_user = c;
+    c->req = mcp_request_retain(r); /* the call's reference, for the transport */
+    observe(fe, MCP_OBS_QUEUED, c, v, MCP_STATUS_OK);
+    if (c->on_queued) c->on_queued(c);
+    mcp_status st = v->serving ? mcp_scheduler_submit(v->serving, r) : MCP_STATUS_UNAVAILABLE;
+    if (st != MCP_STATUS_OK)
+        mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
+                                                                       : "model '%s' is not accepting requests",
+                         v->name);
+    return MCP_STATUS_OK;
+}
+
+void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
+{
+    mcp_err err = {c->message, sizeof c->message};
+    c->message[0] = '\0';
+    c->status = MCP_STATUS_OK;
+    c->frontend = fe;
+    char name[256];
+    void *state = NULL;
+    mcp_status st = peek_model(fe, c, name, sizeof name, &state, &err);
+    if (st == MCP_STATUS_OK) st = authorize(fe, c, name, &err);
+    mcp_model_version *v = st == MCP_STATUS_OK ? route_model(fe, name, c->version, &st, &err) : NULL;
+    if (!v) {
+        if (state) c->codec->release_state(state);
+        reject(fe, c, NULL, st);
+        return;
+    }
+    mcp_request *r = mcp_request_create(c->codec->protocol);
+    if (!r) {
+        if (state) c->codec->release_state(state);
+        mcp_err_set(&err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        reject(fe, c, v, MCP_STATUS_OUT_OF_MEMORY);
+        mcp_model_version_release(v);
+        return;
+    }
+    r->model = v; /* the request holds the reference now */
+    r->model_name = mcp_pool_strndup(r->pool, v->name, strlen(v->name));
+    r->model_version = mcp_pool_strndup(r->pool, v->version, strlen(v->version));
+    st = decode_request(c, r, state, v, &err);
+    if (state) c->codec->release_state(state);
+    if (st == MCP_STATUS_OK) st = validate_request(r, v, &err);
+    if (st != MCP_STATUS_OK) {
+        reject(fe, c, v, st);
+        mcp_request_release(r);
+        return;
+    }
+    submit_request(fe, c, r, v);
+    mcp_request_release(r); /* the scheduler and the call hold theirs */
+}
+
+/* ---- registry hooks: schedulers attach when a version becomes current ---- */
+
+static void serving_free(void *p) { mcp_scheduler_destroy(p); }
+
+static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
+{
+    mcp_frontend *fe = user;
+    mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
+    mcp_scheduler *sched = NULL;
+    mcp_status st = mcp_scheduler_create(v, &o, fe->metrics, &sched, err);
+    if (st != MCP_STATUS_OK) return st;
+    v->serving = sched;
+    v->serving_free = serving_free;
+    return MCP_STATUS_OK;
+}
+
+/* Unloading and reloading never wait on the caller's thread: the retired
+ * version goes to the retire thread, which lets its in-flight requests
+ * finish and drops the reference (scheduler and session go with the
+ * version's last one). */
+static void hook_retire(mcp_model_version *v, void *user)
+{
+    mcp_frontend *fe = user;
+    retiring *item = mcp_malloc(sizeof *item);
+    if (!item || !fe->retirer_running) {
+        mcp_free(item);
+        if (v->serving) mcp_scheduler_drain(v->serving);
+        return;
+    }
+    item->v = mcp_model_version_retain(v);
+    pthread_mutex_lock(&fe->retire_mu);
+    item->next = fe->retiring;
+    fe->retiring = item;
+    pthread_cond_broadcast(&fe->retire_cv);
+    pthread_mutex_unlock(&fe->retire_mu);
+}
+
+static void *retire_main(void *arg)
+{
+    mcp_frontend *fe = arg;
+    pthread_mutex_lock(&fe->retire_mu);
+    for (;;) {
+        retiring *item = fe->retiring;
+        if (!item) {
+            if (fe->retire_stop) break;
+            pthread_cond_wait(&fe->retire_cv, &fe->retire_mu);
+            continue;
+        }
+        fe->retiring = item->next;
+        fe->retire_busy++;
+        pthread_mutex_unlock(&fe->retire_mu);
+        if (item->v->serving) mcp_scheduler_drain(item->v->serving);
+        mcp_model_version_release(item->v);
+        mcp_free(item);
+        pthread_mutex_lock(&fe->retire_mu);
+        fe->retire_busy--;
+        pthread_cond_broadcast(&fe->retire_cv);
+    }
+    pthread_mutex_unlock(&fe->retire_mu);
+    return NULL;
+}
+
+static void retire_wait(mcp_frontend *fe)
+{
+    pthread_mutex_lock(&fe->retire_mu);
+    while (fe->retiring || fe->retire_busy) pthread_cond_wait(&fe->retire_cv, &fe->retire_mu);
+    pthread_mutex_unlock(&fe->retire_mu);
+}
+
+/* ---- model control: the loader thread ---- */
+
+static void control_run(mcp_frontend *fe, mcp_control *ctl)
+{
+    mcp_err err = {ctl->message, sizeof ctl->message};
+    ctl->message[0] = '\0';
+    if (ctl->op == MCP_CONTROL_UNLOAD) {
+        ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
+        return;
+    }
+    if (!ctl->descriptor) {
+        ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
+        return;
+    }
+    /* The server's defaults and model roots: a descriptor from the network
+     * names files inside the roots only. */
+    mcp_descriptor_defaults dd = *mcp_repository_defaults(fe->repo);
+    const char *where = ctl->source ? ctl->source : "config";
+    mcp_diags diags = {0};
+    mcp_descriptor *desc = NULL;
+    mcp_status st = mcp_descriptor_parse_yaml(ctl->descriptor, strlen(ctl->descriptor), where, &dd, &desc, &diags);
+    if (st != MCP_STATUS_OK) {
+        char report[1800];
+        mcp_diags_format(&diags, where, report, sizeof report);
+        mcp_diags_clear(&diags);
+        ctl->status = mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "invalid model descriptor: %s", report);
+        return;
+    }
+    mcp_diags_clear(&diags);
+    if (strcmp(desc->name, ctl->name) != 0) {
+        ctl->status = mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "descriptor names model '%s' but the URL names '%s'",
+                                  desc->name, ctl->name);
+        mcp_descriptor_free(desc);
+        return;
+    }
+    ctl->status = mcp_repository_apply(fe->repo, desc, &err);
+}
+
+static void *loader_main(void *arg)
+{
+    mcp_frontend *fe = arg;
+    pthread_mutex_lock(&fe->control_mu);
+    for (;;) {
+        control_job *job = fe->jobs;
+        if (!job) {
+            if (fe->control_stop) break;
+            pthread_cond_wait(&fe->control_cv, &fe->control_mu);
+            continue;
+        }
+        fe->jobs = job->next;
+        if (!fe->jobs) fe->jobs_tail = NULL;
+        pthread_mutex_unlock(&fe->control_mu);
+        control_run(fe, job->ctl);
+        job->ctl->done(job->ctl);
+        mcp_free(job);
+        pthread_mutex_lock(&fe->control_mu);
+    }
+    pthread_mutex_unlock(&fe->control_mu);
+    return NULL;
+}
+
+mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl)
+{
+    control_job *job = mcp_calloc(1, sizeof *job);
+    if (!job) return MCP_STATUS_OUT_OF_MEMORY;
+    job->ctl = ctl;
+    pthread_mutex_lock(&fe->control_mu);
+    if (fe->control_stop || !fe->loader_running) {
+        pthread_mutex_unlock(&fe->control_mu);
+        mcp_free(job);
+        return MCP_STATUS_UNAVAILABLE;
+    }
+    if (fe->jobs_tail) fe->jobs_tail->next = job;
+    else fe->jobs = job;
+    fe->jobs_tail = job;
+    pthread_cond_signal(&fe->control_cv);
+    pthread_mutex_unlock(&fe->control_mu);
+    return MCP_STATUS_OK;
+}
+
+/* ---- admission and drain ---- */
+
+bool mcp_frontend_admit(mcp_frontend *fe)
+{
+    atomic_fetch_add(&fe->admitting, 1);
+    if (atomic_load(&fe->stopping)) {
+        atomic_fetch_sub(&fe->admitting, 1);
+        return false;
+    }
+    return true;
+}
+
+void mcp_frontend_routed(mcp_frontend *fe) { atomic_fetch_sub(&fe->admitting, 1); }
+
+bool mcp_frontend_stopping(const mcp_frontend *fe) { return atomic_load(&fe->stopping); }
+
+void mcp_frontend_count_open(mcp_frontend *fe, int delta) { atomic_fetch_add(&fe->open_requests, delta); }
+
+void mcp_frontend_count_connections(mcp_frontend *fe, int delta) { atomic_fetch_add(&fe->connections, delta); }
+
+int mcp_frontend_open_requests(const mcp_frontend *fe) { return atomic_load(&fe->open_requests); }
+
+void mcp_frontend_drain(mcp_frontend *fe)
+{
+    atomic_store(&fe->stopping, true);
+    /* Requests admitted before the stop reach their scheduler first (their
+     * bodies arriving or being decoded; bounded here by 10 s and by each
+     * transport's body deadline), so the drain below covers them too. */
+    for (int i = 0; i < 1000 && atomic_load(&fe->admitting) > 0; i++) sleep_ms(10);
+    /* Model control waits for nothing more: queued jobs still run, new
+     * ones are refused. */
+    pthread_mutex_lock(&fe->control_mu);
+    fe->control_stop = true;
+    pthread_cond_broadcast(&fe->control_cv);
+    pthread_mutex_unlock(&fe->control_mu);
+    if (fe->loader_running) pthread_join(fe->loader, NULL);
+    fe->loader_running = false;
+    /* Every model finishes what it has queued and running. */
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = mcp_repository_get(fe->repo, list[i].name, NULL);
+        if (v && v->serving) mcp_scheduler_drain(v->serving);
+        mcp_model_version_release(v);
+    }
+    mcp_repository_entries_free(list, n);
+    retire_wait(fe); /* versions unloaded or replaced before the stop, too */
+}
+
+/* ---- gauges sampled at /metrics ---- */
+
+static void sample_gauges(void *user, mcp_metrics_gauges *g)
+{
+    mcp_frontend *fe = user;
+    mcp_repository_totals(fe->repo, &g->loaded_models, &g->model_memory_bytes);
+    g->http_requests_open = atomic_load(&fe->open_requests);
+    g->http_connections = atomic_load(&fe->connections);
+    g->queue_depth = 0;
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = mcp_repository_get(fe->repo, list[i].name, NULL);
+        if (!v) continue;
+        mcp_scheduler_stats st = {0};
+        if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+        g->queue_depth += st.queue_depth;
+        mcp_model_version_release(v);
+    }
+    mcp_repository_entries_free(list, n);
+}
+
+/* ---- lifecycle ---- */
+
+mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_frontend **out, mcp_err *err)
+{
+    *out = NULL;
+    mcp_frontend *fe = mcp_calloc(1, sizeof *fe);
+    if (!fe) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    fe->repo = repo;
+    fe->metrics = metrics;
+    fe->observer = mcp_metrics_observer(metrics);
+    pthread_mutex_init(&fe->retire_mu, NULL);
+    pthread_cond_init(&fe->retire_cv, NULL);
+    pthread_mutex_init(&fe->control_mu, NULL);
+    pthread_cond_init(&fe->control_cv, NULL);
+    if (pthread_create(&fe->retirer, NULL, retire_main, fe) == 0) fe->retirer_running = true;
+    if (pthread_create(&fe->loader, NULL, loader_main, fe) == 0) fe->loader_running = true;
+    mcp_repository_set_hooks(repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .user = fe});
+    mcp_metrics_set_sampler(metrics, sample_gauges, fe);
+    *out = fe;
+    return MCP_STATUS_OK;
+}
+
+void mcp_frontend_destroy(mcp_frontend *fe)
+{
+    if (!fe) return;
+    pthread_mutex_lock(&fe->control_mu);
+    fe->control_stop = true;
+    pthread_cond_broadcast(&fe->control_cv);
+    pthread_mutex_unlock(&fe->control_mu);
+    if (fe->loader_running) pthread_join(fe->loader, NULL);
+    /* The repository may outlive the frontend: it retires its versions
+     * itself from here on. */
+    mcp_repository_set_hooks(fe->repo, (mcp_repository_hooks){0});
+    mcp_metrics_set_sampler(fe->metrics, NULL, NULL);
+    if (fe->retirer_running) {
+        pthread_mutex_lock(&fe->retire_mu);
+        fe->retire_stop = true;
+        pthread_cond_broadcast(&fe->retire_cv);
+        pthread_mutex_unlock(&fe->retire_mu);
+        pthread_join(fe->retirer, NULL); /* finishes what is queued first */
+    }
+    pthread_mutex_destroy(&fe->retire_mu);
+    pthread_cond_destroy(&fe->retire_cv);
+    pthread_mutex_destroy(&fe->control_mu);
+    pthread_cond_destroy(&fe->control_cv);
+    mcp_free(fe);
+}
+
+mcp_repository *mcp_frontend_repository(const mcp_frontend *fe) { return fe->repo; }
+
+mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe) { return fe->metrics; }

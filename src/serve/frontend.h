@@ -1,0 +1,160 @@
+/*
+ * The serving core every transport shares (private to src/serve/).
+ *
+ * A transport (HTTP, gRPC, their Unix sockets) turns bytes into an
+ * mcp_call and hands it to mcp_frontend_infer, which runs the request path
+ * as one named function per arrow:
+ *
+ *   peek_model -> authorize -> route_model -> decode_request
+ *     -> validate_request -> submit_request           (transport thread)
+ *   complete_request -> encode_response -> respond     (whoever finishes)
+ *
+ * and answers through the call's respond callback exactly once. Codecs are
+ * a vtable per protocol; metrics (and later traces) hear every step through
+ * one observer. The frontend also owns the registry hooks that attach and
+ * drain schedulers, the loader thread for model control, and the shutdown
+ * drain, so transports hold only their library's glue.
+ */
+#ifndef MCP_SERVE_FRONTEND_H
+#define MCP_SERVE_FRONTEND_H
+
+#include "serve/serve.h"
+
+/* What a transport received for one inference. */
+typedef struct mcp_wire {
+    const uint8_t *body;
+    size_t len;
+    int64_t header_len; /* OIP binary extension: Inference-Header-Content-Length; -1 = none */
+} mcp_wire;
+
+/*
+ * A protocol's codec. peek_model (optional) names the model when the route
+ * does not (the quickstart body carries it); what it parsed may stay in
+ * *state for decode, so a body is parsed once; release_state frees it.
+ * decode fills the request (errors name the tensor or byte offset); encode
+ * writes a success body (*json_len: the JSON header length of a binary
+ * body, else 0); error writes an error body for a message.
+ */
+typedef struct mcp_codec {
+    int version; /* 1 */
+    mcp_protocol protocol;
+    mcp_status (*peek_model)(const mcp_wire *w, char *name, size_t cap, void **state, mcp_err *err); /* optional */
+    void (*release_state)(void *state);                                                            /* optional */
+    mcp_status (*decode)(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m, mcp_err *err);
+    void (*encode)(const mcp_request *r, mcp_buf *out, size_t *json_len);
+    void (*error)(const char *message, mcp_buf *out);
+} mcp_codec;
+
+const mcp_codec *mcp_codec_get(mcp_protocol p);
+
+typedef struct mcp_call mcp_call;
+
+/*
+ * One inference call, owned by its transport until `respond` runs. Before
+ * respond: status OK and `out` holds the encoded answer (json_len as
+ * encode set it), or status and `message` say what failed and `out` holds
+ * the codec's error body. `req` is the request when one was made (retained
+ * by the call until mcp_call_clear), for transports that read its tensors.
+ */
+struct mcp_call {
+    /* Set by the transport. */
+    const mcp_codec *codec;
+    mcp_wire wire;
+    const char *model;   /* from the route; NULL: the codec peeks it */
+    const char *version; /* NULL = current */
+    const char *client_id; /* from the transport (request id header); may be NULL */
+    /* Called once the request is queued, before it can complete (a
+     * transport suspends its connection here); optional. */
+    void (*on_queued)(mcp_call *c);
+    /* Called exactly once with the outcome, on the transport thread for
+     * answers before queueing, on a worker otherwise. */
+    void (*respond)(mcp_call *c);
+    void *user;
+    /* Set by the frontend. */
+    mcp_frontend *frontend;
+    /* Outcome. */
+    mcp_status status;
+    char message[1024];
+    mcp_buf out;
+    size_t json_len;
+    mcp_request *req;
+};
+
+/* Frees the outcome (body, request reference); the call may be reused. */
+void mcp_call_clear(mcp_call *c);
+
+/* ---- observer: one interface fed by every step of a request ---- */
+
+typedef enum mcp_obs_event {
+    MCP_OBS_REJECTED,  /* answered before queueing (unknown model, bad body, full queue) */
+    MCP_OBS_QUEUED,    /* accepted by a scheduler */
+    MCP_OBS_COMPLETED, /* answered after queueing, successfully or not */
+} mcp_obs_event;
+
+typedef struct mcp_observer {
+    int version; /* 1 */
+    /* model/version: what the call was routed to ("" when unknown, so a
+     * client cannot mint label values). r may be NULL (REJECTED). */
+    void (*on_event)(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
+                     mcp_status st);
+    void *user;
+} mcp_observer;
+
+/* The metrics observer: requests by model, version, protocol and code;
+ * errors by reason; requests in flight. */
+mcp_observer mcp_metrics_observer(mcp_metrics *m);
+
+/* ---- the frontend ---- */
+
+mcp_repository *mcp_frontend_repository(const mcp_frontend *fe);
+mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe);
+
+/* The request path: answers through c->respond exactly once. */
+void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
+
+/* The model a name (and version) routes to, retained; NULL with status and
+ * a message saying why (unknown: NOT_FOUND; known but not ready:
+ * UNAVAILABLE). Used by the metadata routes of every transport too. */
+mcp_model_version *mcp_frontend_route_model(mcp_frontend *fe, const char *name, const char *version, mcp_status *st,
+                                            mcp_err *err);
+
+/* ---- admission and the shutdown drain ---- */
+
+/* A transport admits each request when it starts arriving; false once the
+ * server is stopping (answer "shutting down" then). mcp_frontend_routed
+ * says it has been answered or queued. */
+bool mcp_frontend_admit(mcp_frontend *fe);
+void mcp_frontend_routed(mcp_frontend *fe);
+bool mcp_frontend_stopping(const mcp_frontend *fe);
+
+/* Transport counters sampled by /metrics. */
+void mcp_frontend_count_open(mcp_frontend *fe, int delta);
+void mcp_frontend_count_connections(mcp_frontend *fe, int delta);
+int mcp_frontend_open_requests(const mcp_frontend *fe);
+
+/* ---- model control, off the transport threads ---- */
+
+typedef enum mcp_control_op { MCP_CONTROL_LOAD, MCP_CONTROL_UNLOAD } mcp_control_op;
+
+typedef struct mcp_control mcp_control;
+/*
+ * One load or unload, run on the loader thread. `descriptor` (YAML text, or
+ * NULL to load the known entry by name) and `source` (where a descriptor
+ * file lives, for relative paths; may be NULL) are copied. done runs on
+ * the loader thread with the outcome in ctl->status / ctl->message.
+ */
+struct mcp_control {
+    mcp_control_op op;
+    char name[256];
+    char *descriptor;
+    char *source;
+    void (*done)(mcp_control *ctl);
+    void *user;
+    mcp_status status;
+    char message[2048];
+};
+/* Queues ctl (the caller keeps it alive until done). UNAVAILABLE when
+ * stopping; then done is not called. */
+mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl);
+
+#endif
