@@ -48,6 +48,7 @@ typedef struct conn {
     bool counted;         /* admitted before any stop: counted in srv->open_requests */
     bool admitting;       /* counted in srv->admitting until routed */
     bool www_authenticate; /* a 401: say which scheme */
+    char allow[64];       /* a 405: the methods the path takes */
     bool http11;          /* HTTP/1.1 or later: may be sent interim 1xx answers */
     bool started;         /* the access handler has seen the headers */
     bool close;           /* answer with Connection: close */
@@ -158,6 +159,7 @@ static enum MHD_Result send_reply(conn *k)
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
     if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
+    if (k->allow[0]) MHD_add_response_header(r, "Allow", k->allow);
     if (k->json_len) {
         char hl[32];
         snprintf(hl, sizeof hl, "%zu", k->json_len);
@@ -196,21 +198,6 @@ static bool path_split(const char *url, path *p)
 }
 
 static bool seg_is(const path *p, int i, const char *s) { return i < p->n && strcmp(p->seg[i], s) == 0; }
-
-/* Parses "models/{m}[/versions/{v}]/<tail>" starting at segment i.
- * Returns the index of the tail segment, or -1. */
-static int model_path(const path *p, int i, const char **model, const char **version)
-{
-    if (!seg_is(p, i, "models") || i + 1 >= p->n) return -1;
-    *model = p->seg[i + 1];
-    *version = NULL;
-    int t = i + 2;
-    if (seg_is(p, t, "versions") && t + 1 < p->n) {
-        *version = p->seg[t + 1];
-        t += 2;
-    }
-    return t;
-}
 
 /* ---- model lookup ---- */
 
@@ -810,56 +797,135 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
 
 /* ---- routing ---- */
 
+/* What a route's pattern captured: {m} and the optional /versions/{v}. */
+typedef struct route_args {
+    const char *model;
+    const char *version;
+    char cut[256]; /* a model segment without its ":predict" */
+} route_args;
+
+static void r_server_metadata(conn *k, const route_args *a) { (void)a, h_server_metadata(k); }
+static void r_live(conn *k, const route_args *a) { (void)a, h_live(k); }
+static void r_ready(conn *k, const route_args *a) { (void)a, h_ready(k); }
+static void r_stats_all(conn *k, const route_args *a) { (void)a, h_stats(k, NULL, NULL); }
+static void r_model_metadata(conn *k, const route_args *a) { h_model_metadata(k, a->model, a->version); }
+static void r_model_ready(conn *k, const route_args *a) { h_model_ready(k, a->model, a->version); }
+static void r_model_stats(conn *k, const route_args *a) { h_stats(k, a->model, a->version); }
+static void r_model_config(conn *k, const route_args *a) { h_model_config(k, a->model, a->version); }
+static void r_v2_infer(conn *k, const route_args *a) { start_inference(k, MCP_PROTOCOL_V2, a->model, a->version); }
+static void r_repo_index(conn *k, const route_args *a) { (void)a, h_repo_index(k); }
+static void r_repo_load(conn *k, const route_args *a) { h_repo_load(k, a->model); }
+static void r_repo_unload(conn *k, const route_args *a) { h_repo_unload(k, a->model); }
+static void r_repo_describe(conn *k, const route_args *a) { h_repo_describe(k, a->model); }
+static void r_simple_infer(conn *k, const route_args *a) { (void)a, start_inference(k, MCP_PROTOCOL_SIMPLE, NULL, NULL); }
+static void r_v1_list(conn *k, const route_args *a) { (void)a, h_v1_list(k); }
+static void r_v1_model(conn *k, const route_args *a) { h_v1_model(k, a->model); }
+static void r_v1_predict(conn *k, const route_args *a) { start_inference(k, MCP_PROTOCOL_V1, a->model, NULL); }
+static void r_metrics(conn *k, const route_args *a) { (void)a, h_metrics(k); }
+static void r_openapi(conn *k, const route_args *a) { (void)a, h_openapi(k); }
+
+/*
+ * The HTTP routes, tried in order (the first match wins, so
+ * /v2/models/stats comes before /v2/models/{m}). In a pattern, {m} is a
+ * model name segment, "{m}:predict" a segment ending in ":predict", and
+ * {mv} a model name optionally followed by /versions/{v}. A path that
+ * matches with another method gets 405 with Allow; HEAD is answered on
+ * every GET route (libmicrohttpd sends the headers only).
+ */
+typedef struct http_route {
+    const char *method;
+    const char *pattern;
+    void (*handler)(conn *k, const route_args *a);
+} http_route;
+
+static const http_route routes[] = {
+    {"GET", "/v2", r_server_metadata},
+    {"GET", "/v2/health/live", r_live},
+    {"GET", "/v2/health/ready", r_ready},
+    {"GET", "/v2/models/stats", r_stats_all},
+    {"GET", "/v2/models/{mv}", r_model_metadata},
+    {"GET", "/v2/models/{mv}/ready", r_model_ready},
+    {"POST", "/v2/models/{mv}/infer", r_v2_infer},
+    {"GET", "/v2/models/{mv}/stats", r_model_stats},
+    {"GET", "/v2/models/{mv}/config", r_model_config},
+    {"POST", "/v2/repository/index", r_repo_index},
+    {"POST", "/v2/repository/models/{m}/load", r_repo_load},
+    {"POST", "/v2/repository/models/{m}/unload", r_repo_unload},
+    {"GET", "/v2/repository/models/{m}", r_repo_describe},
+    {"POST", "/v1/infer", r_simple_infer},
+    {"GET", "/v1/models", r_v1_list},
+    {"GET", "/v1/models/{m}", r_v1_model},
+    {"POST", "/v1/models/{m}:predict", r_v1_predict},
+    {"GET", "/metrics", r_metrics},
+    {"GET", "/openapi.json", r_openapi},
+};
+
+/* Matches path p against a pattern; fills a (pointing into p or a->cut). */
+static bool route_match(const char *pattern, const path *p, route_args *a)
+{
+    a->model = a->version = NULL;
+    int i = 0;
+    const char *s = pattern;
+    while (*s) {
+        while (*s == '/') s++;
+        if (!*s) break;
+        const char *e = strchr(s, '/');
+        size_t n = e ? (size_t)(e - s) : strlen(s);
+        if (i >= p->n) return false;
+        const char *seg = p->seg[i];
+        if (n == 4 && !strncmp(s, "{mv}", 4)) {
+            a->model = seg;
+            if (seg_is(p, i + 1, "versions") && i + 2 < p->n) { /* the optional /versions/{v} */
+                a->version = p->seg[i + 2];
+                i += 2;
+            }
+        } else if (n == 3 && !strncmp(s, "{m}", 3)) {
+            if (strchr(seg, ':')) return false;
+            a->model = seg;
+        } else if (n > 3 && !strncmp(s, "{m}:", 4)) {
+            size_t suffix = n - 3, len = strlen(seg); /* ":predict" */
+            if (len <= suffix || strncmp(seg + len - suffix, s + 3, suffix) != 0) return false;
+            snprintf(a->cut, sizeof a->cut, "%.*s", (int)(len - suffix), seg);
+            a->model = a->cut;
+        } else if (strlen(seg) != n || strncmp(seg, s, n) != 0) {
+            return false;
+        }
+        i++;
+        s += n;
+    }
+    return i == p->n;
+}
+
 static void route(conn *k, const char *method, const char *url)
 {
     path p;
-    bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
     if (!path_split(url, &p)) {
-        reply_error(k, 404, "no route for %s %s", method, url);
+        reply_error(k, 404, "no route for %s %.200s", method, url);
         return;
     }
-    const char *m = NULL, *v = NULL;
-    if (seg_is(&p, 0, "v2")) {
-        if (p.n == 1 && get) return h_server_metadata(k);
-        if (p.n == 3 && seg_is(&p, 1, "health") && get) {
-            if (seg_is(&p, 2, "live")) return h_live(k);
-            if (seg_is(&p, 2, "ready")) return h_ready(k);
+    bool head = !strcmp(method, "HEAD");
+    route_args a;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const http_route *r = &routes[i];
+        if (strcmp(r->method, method) != 0 && !(head && !strcmp(r->method, "GET"))) continue;
+        if (route_match(r->pattern, &p, &a)) {
+            r->handler(k, &a);
+            return;
         }
-        if (p.n == 3 && seg_is(&p, 1, "models") && seg_is(&p, 2, "stats") && get) return h_stats(k, NULL, NULL);
-        if (seg_is(&p, 1, "repository")) {
-            if (p.n == 3 && seg_is(&p, 2, "index") && post) return h_repo_index(k);
-            if (p.n == 5 && seg_is(&p, 2, "models") && post && seg_is(&p, 4, "load")) return h_repo_load(k, p.seg[3]);
-            if (p.n == 5 && seg_is(&p, 2, "models") && post && seg_is(&p, 4, "unload")) return h_repo_unload(k, p.seg[3]);
-            if (p.n == 4 && seg_is(&p, 2, "models") && get) return h_repo_describe(k, p.seg[3]);
-        }
-        int t = model_path(&p, 1, &m, &v);
-        if (t > 0) {
-            if (t == p.n && get) return h_model_metadata(k, m, v);
-            if (t + 1 == p.n) {
-                const char *tail = p.seg[t];
-                if (!strcmp(tail, "ready") && get) return h_model_ready(k, m, v);
-                if (!strcmp(tail, "infer") && post) return start_inference(k, MCP_PROTOCOL_V2, m, v);
-                if (!strcmp(tail, "stats") && get) return h_stats(k, m, v);
-                if (!strcmp(tail, "config") && get) return h_model_config(k, m, v);
-            }
-        }
-    } else if (seg_is(&p, 0, "v1")) {
-        if (p.n == 2 && seg_is(&p, 1, "infer") && post) return start_inference(k, MCP_PROTOCOL_SIMPLE, NULL, NULL);
-        if (p.n == 2 && seg_is(&p, 1, "models") && get) return h_v1_list(k);
-        if (p.n == 3 && seg_is(&p, 1, "models")) {
-            char *colon = strrchr(p.seg[2], ':');
-            if (colon && !strcmp(colon, ":predict") && post) {
-                *colon = '\0';
-                return start_inference(k, MCP_PROTOCOL_V1, p.seg[2], NULL);
-            }
-            if (!colon && get) return h_v1_model(k, p.seg[2]);
-        }
-    } else if (p.n == 1 && seg_is(&p, 0, "metrics") && get) {
-        return h_metrics(k);
-    } else if (p.n == 1 && seg_is(&p, 0, "openapi.json") && get) {
-        return h_openapi(k);
     }
-    reply_error(k, 404, "no route for %s %s", method, url);
+    /* A known path with another method: 405 and the methods it takes. */
+    char allow[64] = "";
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (!route_match(routes[i].pattern, &p, &a) || strstr(allow, routes[i].method)) continue;
+        snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s%s", allow[0] ? ", " : "", routes[i].method,
+                 strcmp(routes[i].method, "GET") ? "" : ", HEAD");
+    }
+    if (allow[0]) {
+        reply_error(k, 405, "%s is not allowed on %.200s; use %s", method, url, allow);
+        snprintf(k->allow, sizeof k->allow, "%s", allow);
+        return;
+    }
+    reply_error(k, 404, "no route for %s %.200s", method, url);
 }
 
 /* ---- libmicrohttpd callbacks ---- */

@@ -912,6 +912,29 @@ class ErrorTests(ServerTestCase):
             with self.subTest(path=path, method=method):
                 error_message(self, self.call(method, path, validate=False), (404, 405))
 
+    def test_wrong_method_405_with_allow(self):
+        """A known path with another method is 405 with the methods it takes
+        in Allow (the route table knows them), not 404."""
+        cases = (("POST", "/metrics", "GET, HEAD"), ("GET", "/v2/models/digits/infer", "POST"),
+                 ("DELETE", "/v2/models/digits", "GET, HEAD"), ("GET", "/v2/repository/index", "POST"),
+                 ("PUT", "/v1/models/digits:predict", "POST"), ("GET", "/v2/models/digits/versions/1/infer", "POST"))
+        for method, path, allow in cases:
+            with self.subTest(method=method, path=path):
+                r = self.call(method, path, validate=False)
+                msg = error_message(self, r, 405)
+                self.assertEqual(r.headers.get("Allow"), allow)
+                self.assertIn(method, msg)
+
+    def test_head_on_every_get_route(self):
+        for path in ("/v2", "/v2/health/live", "/v2/health/ready", "/v2/models/digits", "/v2/models/digits/ready",
+                     "/v2/models/digits/config", "/v2/models/stats", "/v1/models", "/metrics", "/openapi.json"):
+            with self.subTest(path=path):
+                get = self.call("GET", path)
+                head = self.call("HEAD", path, validate=False)
+                self.assertEqual(head.status_code, get.status_code)
+                self.assertEqual(head.content, b"")
+                self.assertEqual(head.headers.get("Content-Type"), get.headers.get("Content-Type"))
+
     def check_malformed(self, path, body, start, length):
         r = self.call("POST", path, body=body, headers={"Content-Type": "application/json"})
         msg = error_message(self, r, 400)
