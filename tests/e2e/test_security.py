@@ -339,7 +339,24 @@ class BusyUnloadTests(ts.ServerTestCase):
 
     @classmethod
     def server_args(cls):
-        return ["--model-path", ts.model_file("slow"), "--workers", 1, "--max-batch-size", 1, "--http-threads", 1]
+        return ["--model-path", ts.model_file("slow"), "--workers", 1, "--max-batch-size", 1, "--http-threads", 1,
+                "--model-root", ts.MODELS_DIR]
+
+    def test_load_runs_off_the_transport_thread(self):
+        # A load whose warm-up takes a while (20 runs of a long input).
+        text = (descriptor("slow_load", ts.model_file("slow")) + "max_batch_size: 0\nwarmup: 20\n"
+                f"inputs:\n  - name: x\n    shape: [1, {ts.LONG // 2}, -1]\n")
+        with ts.concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            loading = pool.submit(load, self, "slow_load", text)
+            ts.wait_for(lambda: any(e["name"] == "slow_load" for e in self.call("POST", "/v2/repository/index").json()),
+                        "the load to start")
+            # One transport thread: these answer only because the load is elsewhere.
+            self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
+            r = self.infer("slow", [("x", "FP32", ts.slow_input(70), False)])
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertFalse(loading.done(), "the load finished before the other requests were answered")
+            self.assertEqual(loading.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200)
+        self.assertEqual(self.call("GET", "/v2/models/slow_load/ready").status_code, 200)
 
     def test_unload_does_not_block_transport(self):
         with ts.concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
