@@ -31,6 +31,9 @@ typedef struct server_config {
     const char *admin_token_file;
     const char *host;
     int64_t port;
+    int64_t grpc_port;
+    int64_t grpc_threads;
+    int64_t grpc_max_message_bytes;
     int64_t workers;
     int64_t threads;
     int64_t max_model_threads;
@@ -70,6 +73,9 @@ static const opt options[] = {
     {"admin-token-file", OPT_STRING, OFF(admin_token_file), 0, 0, 0, "file holding the bearer token that load/unload calls must send (required off loopback)"},
     {"host", OPT_STRING, OFF(host), 0, 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
     {"port", OPT_INT, OFF(port), 0, 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
+    {"grpc-port", OPT_INT, OFF(grpc_port), 0, 0, 65535, "gRPC port, inference.GRPCInferenceService and grpc.health.v1 (default 8081; 0 = no gRPC)"},
+    {"grpc-threads", OPT_INT, OFF(grpc_threads), 0, 1, 64, "gRPC completion-queue threads; they never run kernels (default 2)"},
+    {"grpc-max-message-bytes", OPT_INT, OFF(grpc_max_message_bytes), 0, 1024, INT32_MAX, "largest gRPC message in or out (default: --max-body-bytes)"},
     {"workers", OPT_INT, OFF(workers), 0, 1, 256, "instance workers per model (default 1)"},
     {"threads", OPT_INT, OFF(threads), 0, 0, 256, "intra-op threads per instance (default 0: cores / workers, at least 1)"},
     {"max-model-threads", OPT_INT, OFF(max_model_threads), 0, 0, 1 << 16, "threads one model may start, instances x threads (default 0: cores, or --workers x --threads when larger)"},
@@ -252,7 +258,7 @@ static bool host_is_loopback(const char *host)
 int main(int argc, char **argv)
 {
     server_config cli = {0}, c = {
-        .host = "127.0.0.1", .port = 8080, .workers = 1, .threads = 0, .http_threads = 2,
+        .host = "127.0.0.1", .port = 8080, .grpc_port = 8081, .grpc_threads = 2, .workers = 1, .threads = 0, .http_threads = 2,
         .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
@@ -402,9 +408,17 @@ int main(int argc, char **argv)
     so.max_connections_per_client = (unsigned)c.max_connections_per_client;
     so.model_control = control;
     so.admin_token = token[0] ? token : NULL;
+    mcp_grpc_options go = mcp_grpc_options_default();
+    go.host = c.host;
+    go.port = (int)c.grpc_port;
+    go.threads = (int)c.grpc_threads;
+    go.max_message_bytes = (size_t)(c.grpc_max_message_bytes ? c.grpc_max_message_bytes : c.max_body_bytes);
+    go.model_control = control;
+    go.admin_token = so.admin_token;
     char msg[4096] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_server *srv = NULL;
+    mcp_grpc_server *grpc = NULL;
     mcp_frontend *fe = NULL;
     int rc = 0;
     if (!metrics || !repo || mcp_frontend_create(repo, metrics, &fe, &err) != MCP_STATUS_OK ||
@@ -439,8 +453,14 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (c.grpc_port > 0 && (mcp_grpc_create(&go, fe, &grpc, &err) != MCP_STATUS_OK || mcp_grpc_start(grpc, &err) != MCP_STATUS_OK)) {
+        fprintf(stderr, "mcp2026-server: --grpc-port %lld: %s\n", (long long)c.grpc_port, msg);
+        rc = 1;
+        goto out;
+    }
     int port = mcp_server_port(srv);
     fprintf(stderr, "mcp2026-server %s listening on http://%s:%d\n", MCP_VERSION_STRING, c.host, port);
+    if (grpc) fprintf(stderr, "mcp2026-server %s listening on grpc://%s:%d\n", MCP_VERSION_STRING, c.host, mcp_grpc_port(grpc));
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
     for (int i = 0; i < n; i++)
@@ -452,9 +472,14 @@ int main(int argc, char **argv)
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "mcp2026-server: %s received, draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    /* Both transports refuse new work from here; what was admitted is
+     * answered, then each sends what is left and stops. */
+    mcp_frontend_drain(fe);
+    if (grpc) mcp_grpc_shutdown(grpc);
     mcp_server_shutdown(srv);
     fprintf(stderr, "mcp2026-server: stopped\n");
 out:
+    mcp_grpc_destroy(grpc);
     mcp_server_destroy(srv);
     mcp_frontend_destroy(fe);
     mcp_repository_destroy(repo);

@@ -74,8 +74,10 @@ static void v1_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
 
 /* The quickstart body names its model: parsed once here, decoded from the
  * same document. */
-static mcp_status simple_peek(const mcp_wire *w, char *name, size_t cap, void **state, mcp_err *err)
+static mcp_status simple_peek(const mcp_wire *w, char *name, size_t cap, char *version, size_t vcap, void **state,
+                              mcp_err *err)
 {
+    if (vcap) version[0] = '\0';
     return mcp_codec_simple_peek(w->body, w->len, name, cap, state, err);
 }
 
@@ -92,7 +94,23 @@ static void simple_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     mcp_codec_simple_encode(r, out);
 }
 
+/* gRPC names the model inside the message: unpacked once here, decoded
+ * from the same message. */
+static mcp_status grpc_peek(const mcp_wire *w, char *name, size_t cap, char *version, size_t vcap, void **state,
+                            mcp_err *err)
+{
+    return mcp_codec_grpc_peek(w->body, w->len, name, cap, version, vcap, state, err);
+}
+
+static mcp_status grpc_decode(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m, mcp_err *err)
+{
+    if (!state) return mcp_codec_grpc_decode(r, w->body, w->len, m, err);
+    return mcp_codec_grpc_decode_msg(r, state, err);
+}
+
 static const mcp_codec codecs[MCP_PROTOCOL_COUNT] = {
+    [MCP_PROTOCOL_GRPC] = {1, MCP_PROTOCOL_GRPC, grpc_peek, mcp_codec_grpc_release, grpc_decode, mcp_codec_grpc_encode,
+                           mcp_codec_grpc_error},
     [MCP_PROTOCOL_V2] = {1, MCP_PROTOCOL_V2, NULL, NULL, v2_decode, v2_encode, mcp_codec_error},
     [MCP_PROTOCOL_V1] = {1, MCP_PROTOCOL_V1, NULL, NULL, v1_decode, v1_encode, mcp_codec_error},
     [MCP_PROTOCOL_SIMPLE] = {1, MCP_PROTOCOL_SIMPLE, simple_peek, mcp_codec_simple_release, simple_decode,
@@ -166,15 +184,17 @@ static void reject(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v, mc
 
 /* peek_model: the model the call addresses. The route names it, or the
  * codec finds it in the body, or the only ready model is meant. */
-static mcp_status peek_model(mcp_frontend *fe, mcp_call *c, char *name, size_t cap, void **state, mcp_err *err)
+static mcp_status peek_model(mcp_frontend *fe, mcp_call *c, char *name, size_t cap, char *version, size_t vcap,
+                             void **state, mcp_err *err)
 {
     if (c->model) {
         snprintf(name, cap, "%s", c->model);
+        snprintf(version, vcap, "%s", c->version ? c->version : "");
         return MCP_STATUS_OK;
     }
-    name[0] = '\0';
+    name[0] = version[0] = '\0';
     if (c->codec->peek_model) {
-        mcp_status st = c->codec->peek_model(&c->wire, name, cap, state, err);
+        mcp_status st = c->codec->peek_model(&c->wire, name, cap, version, vcap, state, err);
         if (st != MCP_STATUS_OK) return st;
     }
     if (name[0]) return MCP_STATUS_OK;
@@ -272,6 +292,11 @@ static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, 
 {
     r->done = complete_request;
     r->done_user = c;
+    /* A deadline the transport knows (gRPC's) bounds the request too. */
+    if (c->deadline_ns > 0) {
+        int64_t own = r->timeout_us > 0 && r->timeout_us < INT64_MAX / 1000 ? mcp_now_ns() + r->timeout_us * 1000 : 0;
+        r->deadline_ns = own > 0 && own < c->deadline_ns ? own : c->deadline_ns;
+    }
     c->req = mcp_request_retain(r); /* the call's reference, for the transport */
     observe(fe, MCP_OBS_QUEUED, c, v, MCP_STATUS_OK);
     if (c->on_queued) c->on_queued(c);
@@ -289,11 +314,11 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
     c->message[0] = '\0';
     c->status = MCP_STATUS_OK;
     c->frontend = fe;
-    char name[256];
+    char name[256], version[128];
     void *state = NULL;
-    mcp_status st = peek_model(fe, c, name, sizeof name, &state, &err);
+    mcp_status st = peek_model(fe, c, name, sizeof name, version, sizeof version, &state, &err);
     if (st == MCP_STATUS_OK) st = authorize(fe, c, name, &err);
-    mcp_model_version *v = st == MCP_STATUS_OK ? route_model(fe, name, c->version, &st, &err) : NULL;
+    mcp_model_version *v = st == MCP_STATUS_OK ? route_model(fe, name, version[0] ? version : NULL, &st, &err) : NULL;
     if (!v) {
         if (state) c->codec->release_state(state);
         reject(fe, c, NULL, st);

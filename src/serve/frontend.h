@@ -38,7 +38,9 @@ typedef struct mcp_wire {
 typedef struct mcp_codec {
     int version; /* 1 */
     mcp_protocol protocol;
-    mcp_status (*peek_model)(const mcp_wire *w, char *name, size_t cap, void **state, mcp_err *err); /* optional */
+    /* name and version (version "" = current) */
+    mcp_status (*peek_model)(const mcp_wire *w, char *name, size_t cap, char *version, size_t vcap, void **state,
+                             mcp_err *err); /* optional */
     void (*release_state)(void *state);                                                            /* optional */
     mcp_status (*decode)(mcp_request *r, const mcp_wire *w, void *state, const mcp_model_version *m, mcp_err *err);
     void (*encode)(const mcp_request *r, mcp_buf *out, size_t *json_len);
@@ -62,7 +64,7 @@ struct mcp_call {
     mcp_wire wire;
     const char *model;   /* from the route; NULL: the codec peeks it */
     const char *version; /* NULL = current */
-    const char *client_id; /* from the transport (request id header); may be NULL */
+    int64_t deadline_ns;   /* absolute mcp_now_ns() deadline the transport knows (gRPC's); 0 = none */
     /* Called once the request is queued, before it can complete (a
      * transport suspends its connection here); optional. */
     void (*on_queued)(mcp_call *c);

@@ -17,6 +17,7 @@ static const char *const protocol_names[] = {
     [MCP_PROTOCOL_V2] = "v2",
     [MCP_PROTOCOL_V1] = "v1",
     [MCP_PROTOCOL_SIMPLE] = "simple",
+    [MCP_PROTOCOL_GRPC] = "grpc",
 };
 static_assert(sizeof protocol_names / sizeof protocol_names[0] == MCP_PROTOCOL_COUNT,
               "one name per protocol");

@@ -22,10 +22,11 @@ typedef enum mcp_protocol {
     MCP_PROTOCOL_V2 = 0, /* Open Inference Protocol v2 (KServe v2 / Triton) */
     MCP_PROTOCOL_V1,     /* KServe v1 */
     MCP_PROTOCOL_SIMPLE, /* quickstart POST /v1/infer */
+    MCP_PROTOCOL_GRPC,   /* Open Inference Protocol v2 over gRPC (ModelInfer) */
     MCP_PROTOCOL_COUNT,
 } mcp_protocol;
 
-const char *mcp_protocol_name(mcp_protocol p); /* "v2", "v1", "simple" */
+const char *mcp_protocol_name(mcp_protocol p); /* "v2", "v1", "simple", "grpc" */
 
 /* Pending -> Running -> Succeeded | Failed -> Completed; Pending -> Cancelled |
  * TimedOut | Failed (rejected before running) -> Completed. */
@@ -217,6 +218,21 @@ void mcp_codec_simple_release(void *doc);
 void mcp_codec_simple_encode(const mcp_request *r, mcp_buf *out);
 /* {"error": "<message>"} */
 void mcp_codec_error(const char *message, mcp_buf *out);
+/* gRPC: a serialized ModelInferRequest (typed contents or raw_input_contents)
+ * in; a serialized ModelInferResponse with raw_output_contents out. Errors
+ * travel in the gRPC status, so grpc_error writes nothing. */
+mcp_status mcp_codec_grpc_decode(mcp_request *r, const uint8_t *body, size_t len, const mcp_model_version *m,
+                                 mcp_err *err);
+void mcp_codec_grpc_encode(const mcp_request *r, mcp_buf *out, size_t *json_len);
+/* Parse once: peek unpacks the message and names its model and version;
+ * decode_msg fills the request from it; release frees it. */
+mcp_status mcp_codec_grpc_peek(const uint8_t *body, size_t len, char *name, size_t cap, char *version, size_t vcap,
+                               void **msg, mcp_err *err);
+mcp_status mcp_codec_grpc_decode_msg(mcp_request *r, const void *msg, mcp_err *err);
+void mcp_codec_grpc_release(void *msg);
+/* Packs a protobuf-c message (a ProtobufCMessage *) onto out. */
+void mcp_codec_grpc_pack(const void *msg, mcp_buf *out);
+void mcp_codec_grpc_error(const char *message, mcp_buf *out);
 
 
 /* ---- the serving core (serve/frontend.h has its request path) ---- */
@@ -270,5 +286,33 @@ int mcp_server_port(const mcp_server *s);
 /* Graceful: stop accepting, drain the frontend, send what is left, stop. */
 void mcp_server_shutdown(mcp_server *s);
 void mcp_server_destroy(mcp_server *s);
+
+/* ---- gRPC server (gRPC core) ---- */
+
+typedef struct mcp_grpc_server mcp_grpc_server;
+
+typedef struct mcp_grpc_options {
+    const char *host;              /* "127.0.0.1"; "::1" and host names too */
+    int port;                      /* 8081; 0 = any free port (mcp_grpc_port); -1 = no TCP */
+    const char *socket_path;       /* also listen on this Unix socket; NULL = none */
+    int threads;                   /* completion-queue pollers; default 2 */
+    size_t max_message_bytes;      /* larger messages fail RESOURCE_EXHAUSTED; default 64 MiB */
+    int keepalive_time_ms;         /* server pings an idle connection this often; default 2 h */
+    int keepalive_timeout_ms;      /* and waits this long for the answer; default 20 s */
+    int min_client_ping_interval_ms; /* clients may ping no more often without data; default 5 min */
+    bool model_control;            /* RepositoryModelLoad/Unload on; default true */
+    const char *admin_token;       /* bearer token (metadata "authorization") model control needs; NULL = none */
+} mcp_grpc_options;
+
+mcp_grpc_options mcp_grpc_options_default(void);
+/* inference.GRPCInferenceService and grpc.health.v1.Health on a frontend
+ * (borrowed). */
+mcp_status mcp_grpc_create(const mcp_grpc_options *o, mcp_frontend *fe, mcp_grpc_server **out, mcp_err *err);
+mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err);
+int mcp_grpc_port(const mcp_grpc_server *s);
+/* Graceful: no new RPCs, drain the frontend, let answers be written
+ * (bounded), cancel what is left, stop. */
+void mcp_grpc_shutdown(mcp_grpc_server *s);
+void mcp_grpc_destroy(mcp_grpc_server *s);
 
 #endif

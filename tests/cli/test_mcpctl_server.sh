@@ -38,7 +38,7 @@ expect_error() { # description, pattern, command...
 }
 
 # ---- start the server on a free port (it picks one with --port 0) ----
-"$SERVER_BIN" --model-path "$DEMO/digits.onnx" --model-root "$DEMO" --model-root "$TMP" --host 127.0.0.1 --port 0 > "$TMP/server.log" 2>&1 &
+"$SERVER_BIN" --model-path "$DEMO/digits.onnx" --model-root "$DEMO" --model-root "$TMP" --host 127.0.0.1 --port 0 --grpc-port 0 > "$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 URL=
 for _ in $(seq 100); do

@@ -175,6 +175,8 @@ class Server:
 
     def start(self):
         cmd = [SERVER_BIN, *self.args, "--host", "127.0.0.1", "--port", "0"]
+        if "--grpc-port" not in self.args:
+            cmd += ["--grpc-port", "0"]  # gRPC only where a test asks for it (tests/e2e/test_grpc.py)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         _LIVE_SERVERS.append(self)

@@ -1,0 +1,1261 @@
+/*
+ * The gRPC transport on gRPC core's C API (completion queue, registered
+ * methods): inference.GRPCInferenceService and grpc.health.v1.Health.
+ *
+ * Poller threads wait on one completion queue. Each RPC is an rpc_call
+ * whose completions arrive as tags; every RPC first posts
+ * RECV_CLOSE_ON_SERVER, so a client's cancel (or its deadline) is seen at
+ * once and cancels the request it made. Inference goes through the serving
+ * core (mcp_frontend_infer with the gRPC codec) and is answered from
+ * whichever thread completes it; model control runs on the frontend's
+ * loader. Metadata answers are built on the poller thread: they only read
+ * the repository.
+ *
+ * ModelStreamInfer reads requests one after another while earlier ones
+ * run (at most STREAM_INFLIGHT at once, then reading waits), writes one
+ * response per request as each completes (matched by id, as Triton's
+ * clients do), one write in flight at a time, and ends with OK after the
+ * client half-closes and every response is written. A request that fails
+ * answers with error_message in its stream response; the stream goes on.
+ */
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "grpc_service.pb-c.h"
+#include "health.pb-c.h"
+#include "serve/frontend.h"
+
+#define STREAM_INFLIGHT 64   /* requests of one stream in flight before reading waits */
+#define CALLS_PER_METHOD 8   /* calls requested ahead per method */
+
+typedef enum rpc_kind {
+    RPC_LIVE,
+    RPC_READY,
+    RPC_MODEL_READY,
+    RPC_SERVER_METADATA,
+    RPC_MODEL_METADATA,
+    RPC_INFER,
+    RPC_STREAM_INFER,
+    RPC_CONFIG,
+    RPC_STATISTICS,
+    RPC_INDEX,
+    RPC_LOAD,
+    RPC_UNLOAD,
+    RPC_HEALTH_CHECK,
+    RPC_HEALTH_WATCH,
+    RPC_COUNT,
+} rpc_kind;
+
+static const struct {
+    const char *path;
+    bool streaming; /* the request is read by RECV_MESSAGE, not as the call's payload */
+} rpcs[RPC_COUNT] = {
+    [RPC_LIVE] = {"/inference.GRPCInferenceService/ServerLive", false},
+    [RPC_READY] = {"/inference.GRPCInferenceService/ServerReady", false},
+    [RPC_MODEL_READY] = {"/inference.GRPCInferenceService/ModelReady", false},
+    [RPC_SERVER_METADATA] = {"/inference.GRPCInferenceService/ServerMetadata", false},
+    [RPC_MODEL_METADATA] = {"/inference.GRPCInferenceService/ModelMetadata", false},
+    [RPC_INFER] = {"/inference.GRPCInferenceService/ModelInfer", false},
+    [RPC_STREAM_INFER] = {"/inference.GRPCInferenceService/ModelStreamInfer", true},
+    [RPC_CONFIG] = {"/inference.GRPCInferenceService/ModelConfig", false},
+    [RPC_STATISTICS] = {"/inference.GRPCInferenceService/ModelStatistics", false},
+    [RPC_INDEX] = {"/inference.GRPCInferenceService/RepositoryIndex", false},
+    [RPC_LOAD] = {"/inference.GRPCInferenceService/RepositoryModelLoad", false},
+    [RPC_UNLOAD] = {"/inference.GRPCInferenceService/RepositoryModelUnload", false},
+    [RPC_HEALTH_CHECK] = {"/grpc.health.v1.Health/Check", false},
+    [RPC_HEALTH_WATCH] = {"/grpc.health.v1.Health/Watch", true},
+};
+
+typedef enum tag_kind { TAG_NEW, TAG_UNKNOWN, TAG_CLOSE, TAG_FINISH, TAG_RECV, TAG_WRITE, TAG_SHUTDOWN } tag_kind;
+
+typedef struct rpc_call rpc_call;
+
+typedef struct rpc_tag {
+    tag_kind kind;
+    rpc_call *rc;
+} rpc_tag;
+
+/* One request of a stream, from its arrival to its written response. */
+typedef struct stream_item {
+    struct stream_item *next;
+    rpc_call *rc;
+    mcp_call call;
+    bool queued; /* call.req is set (under rc->mu) */
+    grpc_slice body;
+} stream_item;
+
+/* A response waiting to be written on a stream. */
+typedef struct stream_out {
+    struct stream_out *next;
+    grpc_byte_buffer *msg;
+} stream_out;
+
+struct rpc_call {
+    mcp_grpc_server *s;
+    rpc_kind kind;
+    grpc_call *call;
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_call_details details; /* unknown methods */
+    grpc_byte_buffer *payload; /* unary request */
+    rpc_tag t_new, t_close, t_finish, t_recv, t_write;
+    int cancelled;
+    atomic_int refs;           /* completions still to come, plus work in flight */
+    pthread_mutex_t mu;        /* everything below */
+    bool closed;               /* RECV_CLOSE_ON_SERVER completed */
+    /* unary */
+    grpc_slice body;
+    mcp_call infer;
+    bool infer_queued; /* infer.req is set (under mu) */
+    mcp_control ctl;
+    grpc_slice details_slice;
+    grpc_byte_buffer *reply;
+    /* stream */
+    grpc_byte_buffer *recv_buf;
+    bool read_done, reading, md_sent, writing, finished;
+    int inflight;
+    stream_item *items;
+    stream_out *out_head, *out_tail;
+};
+
+struct mcp_grpc_server {
+    mcp_grpc_options opts;
+    mcp_frontend *fe;
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    void *methods[RPC_COUNT];
+    pthread_t threads[64];
+    int n_threads;
+    int port;
+    atomic_bool shutting_down;
+    atomic_int live; /* rpc_calls that have arrived and not finished */
+    rpc_tag t_shutdown;
+    atomic_bool shutdown_done;
+};
+
+mcp_grpc_options mcp_grpc_options_default(void)
+{
+    return (mcp_grpc_options){
+        .host = "127.0.0.1",
+        .port = 8081,
+        .threads = 2,
+        .max_message_bytes = 64u << 20,
+        /* gRPC's server guidance: keepalive pings every 2 h, 20 s to
+         * answer; clients may ping at most every 5 min without data, two
+         * strikes before the connection goes. */
+        .keepalive_time_ms = 7200000,
+        .keepalive_timeout_ms = 20000,
+        .min_client_ping_interval_ms = 300000,
+        .model_control = true,
+    };
+}
+
+/* ---- status mapping ---- */
+
+static grpc_status_code grpc_code(mcp_status st)
+{
+    switch (st) {
+    case MCP_STATUS_OK: return GRPC_STATUS_OK;
+    case MCP_STATUS_INVALID_ARGUMENT:
+    case MCP_STATUS_INVALID_MODEL: return GRPC_STATUS_INVALID_ARGUMENT;
+    case MCP_STATUS_NOT_FOUND: return GRPC_STATUS_NOT_FOUND;
+    case MCP_STATUS_RESOURCE_EXHAUSTED:
+    case MCP_STATUS_TOO_LARGE:
+    case MCP_STATUS_OUT_OF_MEMORY: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    case MCP_STATUS_DEADLINE_EXCEEDED: return GRPC_STATUS_DEADLINE_EXCEEDED;
+    case MCP_STATUS_UNAVAILABLE: return GRPC_STATUS_UNAVAILABLE;
+    case MCP_STATUS_UNSUPPORTED: return GRPC_STATUS_UNIMPLEMENTED;
+    case MCP_STATUS_CANCELLED: return GRPC_STATUS_CANCELLED;
+    case MCP_STATUS_PERMISSION_DENIED: return GRPC_STATUS_PERMISSION_DENIED;
+    case MCP_STATUS_UNAUTHENTICATED: return GRPC_STATUS_UNAUTHENTICATED;
+    default: return GRPC_STATUS_INTERNAL;
+    }
+}
+
+/* ---- byte buffers ---- */
+
+static grpc_slice read_payload(grpc_byte_buffer *bb)
+{
+    if (!bb) return grpc_empty_slice();
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, bb)) return grpc_empty_slice();
+    grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+    grpc_byte_buffer_reader_destroy(&reader);
+    return all;
+}
+
+static grpc_byte_buffer *buffer_of(const mcp_buf *b)
+{
+    grpc_slice sl = grpc_slice_from_copied_buffer(b->len ? (const char *)b->data : "", b->len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+static grpc_byte_buffer *buffer_of_message(const void *m)
+{
+    mcp_buf b = {0};
+    mcp_codec_grpc_pack(m, &b);
+    grpc_byte_buffer *bb = b.failed ? NULL : buffer_of(&b);
+    mcp_buf_free(&b);
+    return bb;
+}
+
+/* ---- calls ---- */
+
+static void rc_unref(rpc_call *rc)
+{
+    if (atomic_fetch_sub(&rc->refs, 1) != 1) return;
+    mcp_grpc_server *s = rc->s;
+    if (rc->call) grpc_call_unref(rc->call);
+    grpc_metadata_array_destroy(&rc->md);
+    grpc_call_details_destroy(&rc->details);
+    if (rc->payload) grpc_byte_buffer_destroy(rc->payload);
+    if (rc->recv_buf) grpc_byte_buffer_destroy(rc->recv_buf);
+    if (rc->reply) grpc_byte_buffer_destroy(rc->reply);
+    grpc_slice_unref(rc->body);
+    grpc_slice_unref(rc->details_slice);
+    mcp_call_clear(&rc->infer);
+    mcp_free(rc->ctl.descriptor);
+    mcp_free(rc->ctl.source);
+    for (stream_out *o = rc->out_head, *n; o; o = n) {
+        n = o->next;
+        grpc_byte_buffer_destroy(o->msg);
+        mcp_free(o);
+    }
+    pthread_mutex_destroy(&rc->mu);
+    mcp_free(rc);
+    atomic_fetch_sub(&s->live, 1);
+}
+
+static rpc_call *rc_new(mcp_grpc_server *s, rpc_kind kind)
+{
+    rpc_call *rc = mcp_calloc(1, sizeof *rc);
+    if (!rc) return NULL;
+    rc->s = s;
+    rc->kind = kind;
+    rc->t_new = (rpc_tag){TAG_NEW, rc};
+    rc->t_close = (rpc_tag){TAG_CLOSE, rc};
+    rc->t_finish = (rpc_tag){TAG_FINISH, rc};
+    rc->t_recv = (rpc_tag){TAG_RECV, rc};
+    rc->t_write = (rpc_tag){TAG_WRITE, rc};
+    rc->body = grpc_empty_slice();
+    rc->details_slice = grpc_empty_slice();
+    grpc_metadata_array_init(&rc->md);
+    grpc_call_details_init(&rc->details);
+    pthread_mutex_init(&rc->mu, NULL);
+    atomic_init(&rc->refs, 1); /* the pending TAG_NEW */
+    atomic_fetch_add(&s->live, 1);
+    return rc;
+}
+
+/* Asks gRPC for the next call of this method. */
+static void request_call(mcp_grpc_server *s, rpc_kind kind)
+{
+    if (atomic_load(&s->shutting_down)) return;
+    rpc_call *rc = rc_new(s, kind);
+    if (!rc) return;
+    grpc_call_error e = grpc_server_request_registered_call(s->server, s->methods[kind], &rc->call, &rc->deadline, &rc->md,
+                                                            rpcs[kind].streaming ? NULL : &rc->payload, s->cq, s->cq,
+                                                            &rc->t_new);
+    if (e != GRPC_CALL_OK) rc_unref(rc);
+}
+
+static void request_unknown(mcp_grpc_server *s)
+{
+    if (atomic_load(&s->shutting_down)) return;
+    rpc_call *rc = rc_new(s, RPC_COUNT);
+    if (!rc) return;
+    rc->t_new.kind = TAG_UNKNOWN;
+    if (grpc_server_request_call(s->server, &rc->call, &rc->details, &rc->md, s->cq, s->cq, &rc->t_new) != GRPC_CALL_OK)
+        rc_unref(rc);
+}
+
+/* Sends a unary answer: initial metadata, the message (when OK), status. */
+static void finish_unary(rpc_call *rc, grpc_status_code code, grpc_byte_buffer *msg, const char *details)
+{
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    int n = 0;
+    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (msg && code == GRPC_STATUS_OK) {
+        rc->reply = msg;
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = msg;
+    } else if (msg) {
+        grpc_byte_buffer_destroy(msg);
+    }
+    rc->details_slice = grpc_slice_from_copied_string(details ? details : "");
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = code;
+    ops[n].data.send_status_from_server.status_details = code == GRPC_STATUS_OK ? NULL : &rc->details_slice;
+    n++;
+    atomic_fetch_add(&rc->refs, 1);
+    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_finish, NULL) != GRPC_CALL_OK) rc_unref(rc);
+}
+
+static void finish_message(rpc_call *rc, const void *m)
+{
+    grpc_byte_buffer *bb = buffer_of_message(m);
+    if (!bb) finish_unary(rc, GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, "out of memory building the response");
+    else finish_unary(rc, GRPC_STATUS_OK, bb, NULL);
+}
+
+static void finish_status(rpc_call *rc, mcp_status st, const char *message)
+{
+    finish_unary(rc, grpc_code(st), NULL, message && message[0] ? message : mcp_status_str(st));
+}
+
+/* ---- metadata answers ---- */
+
+static mcp_model_version *route(rpc_call *rc, const char *name, const char *version)
+{
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st;
+    if (!name || !name[0]) {
+        finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "a model name is required");
+        return NULL;
+    }
+    mcp_model_version *v = mcp_frontend_route_model(rc->s->fe, name, version && version[0] ? version : NULL, &st, &err);
+    if (!v) finish_status(rc, st, msg);
+    return v;
+}
+
+#define UNPACK_OR_FAIL(type, fn, var)                                                                                  \
+    type *var = fn##__unpack(NULL, GRPC_SLICE_LENGTH(rc->body), GRPC_SLICE_START_PTR(rc->body));                       \
+    if (!var) {                                                                                                        \
+        finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "the request message cannot be parsed");                       \
+        return;                                                                                                        \
+    }
+
+static void do_live(rpc_call *rc)
+{
+    Inference__ServerLiveResponse m = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+    m.live = true;
+    finish_message(rc, &m.base);
+}
+
+static void do_ready(rpc_call *rc)
+{
+    Inference__ServerReadyResponse m = INFERENCE__SERVER_READY_RESPONSE__INIT;
+    m.ready = !mcp_frontend_stopping(rc->s->fe);
+    finish_message(rc, &m.base);
+}
+
+static void do_model_ready(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Inference__ModelReadyRequest, inference__model_ready_request, req);
+    Inference__ModelReadyResponse m = INFERENCE__MODEL_READY_RESPONSE__INIT;
+    mcp_model_version *v = mcp_repository_get(mcp_frontend_repository(rc->s->fe), req->name,
+                                              req->version && req->version[0] ? req->version : NULL);
+    m.ready = v != NULL;
+    mcp_model_version_release(v);
+    inference__model_ready_request__free_unpacked(req, NULL);
+    finish_message(rc, &m.base);
+}
+
+static void do_server_metadata(rpc_call *rc)
+{
+    static char *extensions[] = {"binary_tensor_data", "model_repository", "statistics", "schedule_policy",
+                                 "model_configuration"};
+    Inference__ServerMetadataResponse m = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+    m.name = "mcp2026";
+    m.version = MCP_VERSION_STRING;
+    m.n_extensions = sizeof extensions / sizeof extensions[0];
+    m.extensions = extensions;
+    finish_message(rc, &m.base);
+}
+
+static void fill_tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, const mcp_tensor_meta *m, int64_t *dims)
+{
+    Inference__ModelMetadataResponse__TensorMetadata init = INFERENCE__MODEL_METADATA_RESPONSE__TENSOR_METADATA__INIT;
+    *t = init;
+    const char *dt = mcp_oip_datatype(m->dtype);
+    t->name = (char *)m->name;
+    t->datatype = (char *)(dt ? dt : "UNKNOWN");
+    t->n_shape = (size_t)(m->rank > 0 ? m->rank : 0);
+    memcpy(dims, m->dims, sizeof(int64_t) * t->n_shape);
+    t->shape = dims;
+}
+
+static void do_model_metadata(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Inference__ModelMetadataRequest, inference__model_metadata_request, req);
+    mcp_model_version *v = route(rc, req->name, req->version);
+    inference__model_metadata_request__free_unpacked(req, NULL);
+    if (!v) return;
+    int n = v->n_inputs + v->n_outputs;
+    Inference__ModelMetadataResponse__TensorMetadata *t = mcp_calloc((size_t)n + 1, sizeof *t);
+    Inference__ModelMetadataResponse__TensorMetadata **p = mcp_calloc((size_t)n + 1, sizeof *p);
+    int64_t *dims = mcp_calloc((size_t)n * MCP_MAX_RANK + 1, sizeof *dims);
+    if (!t || !p || !dims) {
+        finish_status(rc, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    } else {
+        for (int i = 0; i < n; i++) {
+            fill_tensor_meta(&t[i], i < v->n_inputs ? &v->inputs[i] : &v->outputs[i - v->n_inputs], dims + i * MCP_MAX_RANK);
+            p[i] = &t[i];
+        }
+        Inference__ModelMetadataResponse m = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+        char *versions[1] = {v->version};
+        m.name = v->name;
+        m.n_versions = 1;
+        m.versions = versions;
+        m.platform = "onnx_onnxv1";
+        m.n_inputs = (size_t)v->n_inputs;
+        m.inputs = p;
+        m.n_outputs = (size_t)v->n_outputs;
+        m.outputs = p + v->n_inputs;
+        finish_message(rc, &m.base);
+    }
+    mcp_free(dims);
+    mcp_free(p);
+    mcp_free(t);
+    mcp_model_version_release(v);
+}
+
+static Inference__DataType triton_data_type(mcp_dtype d)
+{
+    switch (d) {
+    case MCP_DTYPE_BOOL: return INFERENCE__DATA_TYPE__TYPE_BOOL;
+    case MCP_DTYPE_UINT8: return INFERENCE__DATA_TYPE__TYPE_UINT8;
+    case MCP_DTYPE_UINT16: return INFERENCE__DATA_TYPE__TYPE_UINT16;
+    case MCP_DTYPE_UINT32: return INFERENCE__DATA_TYPE__TYPE_UINT32;
+    case MCP_DTYPE_UINT64: return INFERENCE__DATA_TYPE__TYPE_UINT64;
+    case MCP_DTYPE_INT8: return INFERENCE__DATA_TYPE__TYPE_INT8;
+    case MCP_DTYPE_INT16: return INFERENCE__DATA_TYPE__TYPE_INT16;
+    case MCP_DTYPE_INT32: return INFERENCE__DATA_TYPE__TYPE_INT32;
+    case MCP_DTYPE_INT64: return INFERENCE__DATA_TYPE__TYPE_INT64;
+    case MCP_DTYPE_FLOAT16: return INFERENCE__DATA_TYPE__TYPE_FP16;
+    case MCP_DTYPE_FLOAT: return INFERENCE__DATA_TYPE__TYPE_FP32;
+    case MCP_DTYPE_DOUBLE: return INFERENCE__DATA_TYPE__TYPE_FP64;
+    case MCP_DTYPE_STRING: return INFERENCE__DATA_TYPE__TYPE_STRING;
+    case MCP_DTYPE_BFLOAT16: return INFERENCE__DATA_TYPE__TYPE_BF16;
+    default: return INFERENCE__DATA_TYPE__TYPE_INVALID;
+    }
+}
+
+static void do_config(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Inference__ModelConfigRequest, inference__model_config_request, req);
+    mcp_model_version *v = route(rc, req->name, req->version);
+    inference__model_config_request__free_unpacked(req, NULL);
+    if (!v) return;
+    const mcp_descriptor *d = v->desc;
+    bool batched = d->max_batch_size > 0;
+    int ni = v->n_inputs, no = v->n_outputs;
+    Inference__ModelInput *in = mcp_calloc((size_t)ni + 1, sizeof *in);
+    Inference__ModelInput **pin = mcp_calloc((size_t)ni + 1, sizeof *pin);
+    Inference__ModelOutput *out = mcp_calloc((size_t)no + 1, sizeof *out);
+    Inference__ModelOutput **pout = mcp_calloc((size_t)no + 1, sizeof *pout);
+    int64_t *dims = mcp_calloc((size_t)(ni + no) * MCP_MAX_RANK + 1, sizeof *dims);
+    int32_t preferred[16];
+    if (!in || !pin || !out || !pout || !dims) {
+        finish_status(rc, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < ni + no; i++) {
+        const mcp_tensor_meta *m = i < ni ? &v->inputs[i] : &v->outputs[i - ni];
+        int first = batched ? 1 : 0, rank = m->rank > first ? m->rank - first : 0;
+        int64_t *dst = dims + i * MCP_MAX_RANK;
+        memcpy(dst, m->dims + first, sizeof(int64_t) * (size_t)rank);
+        if (i < ni) {
+            Inference__ModelInput init = INFERENCE__MODEL_INPUT__INIT;
+            in[i] = init;
+            in[i].name = (char *)m->name;
+            in[i].data_type = triton_data_type(m->dtype);
+            in[i].n_dims = (size_t)rank;
+            in[i].dims = dst;
+            pin[i] = &in[i];
+        } else {
+            Inference__ModelOutput init = INFERENCE__MODEL_OUTPUT__INIT;
+            out[i - ni] = init;
+            out[i - ni].name = (char *)m->name;
+            out[i - ni].data_type = triton_data_type(m->dtype);
+            out[i - ni].n_dims = (size_t)rank;
+            out[i - ni].dims = dst;
+            pout[i - ni] = &out[i - ni];
+        }
+    }
+    Inference__ModelInstanceGroup group = INFERENCE__MODEL_INSTANCE_GROUP__INIT;
+    group.count = (int32_t)d->instance_count;
+    group.kind = INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
+    Inference__ModelInstanceGroup *groups[1] = {&group};
+    Inference__ModelQueuePolicy policy = INFERENCE__MODEL_QUEUE_POLICY__INIT;
+    policy.default_timeout_microseconds = (uint64_t)d->batching.default_timeout_us;
+    policy.max_queue_size = (int32_t)d->batching.max_queue_size;
+    Inference__ModelDynamicBatching dyn = INFERENCE__MODEL_DYNAMIC_BATCHING__INIT;
+    for (int i = 0; i < d->batching.n_preferred && i < 16; i++) preferred[i] = (int32_t)d->batching.preferred[i];
+    dyn.n_preferred_batch_size = (size_t)(d->batching.n_preferred < 16 ? d->batching.n_preferred : 16);
+    dyn.preferred_batch_size = preferred;
+    dyn.max_queue_delay_microseconds = (uint64_t)d->batching.max_queue_delay_us;
+    dyn.default_queue_policy = &policy;
+    Inference__ModelConfig cfg = INFERENCE__MODEL_CONFIG__INIT;
+    cfg.name = v->name;
+    cfg.platform = "onnxruntime_onnx";
+    cfg.backend = "mcp";
+    cfg.max_batch_size = (int32_t)d->max_batch_size;
+    cfg.n_input = (size_t)ni;
+    cfg.input = pin;
+    cfg.n_output = (size_t)no;
+    cfg.output = pout;
+    cfg.n_instance_group = 1;
+    cfg.instance_group = groups;
+    if (batched && d->batching.enabled) cfg.dynamic_batching = &dyn;
+    Inference__ModelConfigResponse m = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+    m.config = &cfg;
+    finish_message(rc, &m.base);
+done:
+    mcp_free(dims);
+    mcp_free(pout);
+    mcp_free(out);
+    mcp_free(pin);
+    mcp_free(in);
+    mcp_model_version_release(v);
+}
+
+/* Statistics in Triton's shape for one version (durations cumulative). */
+typedef struct stats_msg {
+    Inference__ModelStatistics m;
+    Inference__InferStatistics is;
+    Inference__StatisticDuration success, fail, queue, cin, cinfer, cout;
+} stats_msg;
+
+static void fill_stats(stats_msg *sm, mcp_model_version *v)
+{
+    mcp_scheduler_stats st = {0};
+    if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+    Inference__ModelStatistics m = INFERENCE__MODEL_STATISTICS__INIT;
+    Inference__InferStatistics is = INFERENCE__INFER_STATISTICS__INIT;
+    Inference__StatisticDuration d = INFERENCE__STATISTIC_DURATION__INIT;
+    sm->m = m;
+    sm->is = is;
+    sm->success = sm->fail = sm->queue = sm->cin = sm->cinfer = sm->cout = d;
+    sm->success.count = (uint64_t)st.success_count;
+    sm->success.ns = (uint64_t)(st.queue_ns + st.compute_ns);
+    sm->fail.count = (uint64_t)st.fail_count;
+    sm->queue.count = (uint64_t)st.inference_count;
+    sm->queue.ns = (uint64_t)st.queue_ns;
+    sm->cinfer.count = (uint64_t)st.inference_count;
+    sm->cinfer.ns = (uint64_t)st.compute_ns;
+    sm->cin.count = sm->cout.count = (uint64_t)st.inference_count;
+    sm->is.success = &sm->success;
+    sm->is.fail = &sm->fail;
+    sm->is.queue = &sm->queue;
+    sm->is.compute_input = &sm->cin;
+    sm->is.compute_infer = &sm->cinfer;
+    sm->is.compute_output = &sm->cout;
+    sm->m.name = v->name;
+    sm->m.version = v->version;
+    sm->m.last_inference = (uint64_t)st.last_inference_ms;
+    sm->m.inference_count = (uint64_t)st.inference_count;
+    sm->m.execution_count = (uint64_t)st.execution_count;
+    sm->m.inference_stats = &sm->is;
+}
+
+static void do_statistics(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Inference__ModelStatisticsRequest, inference__model_statistics_request, req);
+    mcp_repository *repo = mcp_frontend_repository(rc->s->fe);
+    mcp_model_version **vs = NULL;
+    int nv = 0;
+    if (req->name && req->name[0]) {
+        mcp_model_version *v = route(rc, req->name, req->version);
+        inference__model_statistics_request__free_unpacked(req, NULL);
+        if (!v) return;
+        vs = mcp_calloc(1, sizeof *vs);
+        if (vs) vs[nv++] = v;
+        else mcp_model_version_release(v);
+    } else {
+        inference__model_statistics_request__free_unpacked(req, NULL);
+        mcp_repository_entry *list;
+        int n = mcp_repository_index(repo, &list);
+        vs = mcp_calloc((size_t)n + 1, sizeof *vs);
+        for (int i = 0; vs && i < n; i++)
+            if ((vs[nv] = mcp_repository_get(repo, list[i].name, NULL))) nv++;
+        mcp_repository_entries_free(list, n);
+    }
+    stats_msg *sm = mcp_calloc((size_t)nv + 1, sizeof *sm);
+    Inference__ModelStatistics **p = mcp_calloc((size_t)nv + 1, sizeof *p);
+    if (!vs || !sm || !p) {
+        finish_status(rc, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    } else {
+        for (int i = 0; i < nv; i++) {
+            fill_stats(&sm[i], vs[i]);
+            p[i] = &sm[i].m;
+        }
+        Inference__ModelStatisticsResponse m = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+        m.n_model_stats = (size_t)nv;
+        m.model_stats = p;
+        finish_message(rc, &m.base);
+    }
+    for (int i = 0; i < nv; i++) mcp_model_version_release(vs[i]);
+    mcp_free(p);
+    mcp_free(sm);
+    mcp_free(vs);
+}
+
+static void do_index(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Inference__RepositoryIndexRequest, inference__repository_index_request, req);
+    bool only_ready = req->ready;
+    inference__repository_index_request__free_unpacked(req, NULL);
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(mcp_frontend_repository(rc->s->fe), &list);
+    Inference__RepositoryIndexResponse__ModelIndex *e = mcp_calloc((size_t)n + 1, sizeof *e);
+    Inference__RepositoryIndexResponse__ModelIndex **p = mcp_calloc((size_t)n + 1, sizeof *p);
+    if (!e || !p) {
+        finish_status(rc, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    } else {
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            if (only_ready && list[i].state != MCP_MODEL_READY) continue;
+            Inference__RepositoryIndexResponse__ModelIndex init = INFERENCE__REPOSITORY_INDEX_RESPONSE__MODEL_INDEX__INIT;
+            e[k] = init;
+            e[k].name = list[i].name;
+            e[k].version = list[i].version;
+            e[k].state = (char *)mcp_model_state_name(list[i].state);
+            e[k].reason = list[i].reason;
+            p[k] = &e[k];
+            k++;
+        }
+        Inference__RepositoryIndexResponse m = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
+        m.n_models = (size_t)k;
+        m.models = p;
+        finish_message(rc, &m.base);
+    }
+    mcp_free(p);
+    mcp_free(e);
+    mcp_repository_entries_free(list, n);
+}
+
+static void do_health(rpc_call *rc)
+{
+    UNPACK_OR_FAIL(Grpc__Health__V1__HealthCheckRequest, grpc__health__v1__health_check_request, req);
+    Grpc__Health__V1__HealthCheckResponse m = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+    const char *svc = req->service ? req->service : "";
+    bool stopping = mcp_frontend_stopping(rc->s->fe);
+    bool unknown = false;
+    if (!svc[0] || !strcmp(svc, "inference.GRPCInferenceService")) {
+        m.status = stopping ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                            : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+    } else {
+        /* A model's name asks about that model. */
+        char msg[600];
+        mcp_err err = {msg, sizeof msg};
+        mcp_status st;
+        mcp_model_version *v = mcp_frontend_route_model(rc->s->fe, svc, NULL, &st, &err);
+        unknown = !v && st == MCP_STATUS_NOT_FOUND;
+        m.status = v && !stopping ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                                  : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+        mcp_model_version_release(v);
+    }
+    grpc__health__v1__health_check_request__free_unpacked(req, NULL);
+    /* The health protocol: an unknown service fails with NOT_FOUND. */
+    if (unknown) finish_unary(rc, GRPC_STATUS_NOT_FOUND, NULL, "unknown service (no such model)");
+    else finish_message(rc, &m.base);
+}
+
+/* ---- model control ---- */
+
+static const char *md_value(const grpc_metadata_array *md, const char *key, char *buf, size_t cap)
+{
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_slice *k = &md->metadata[i].key;
+        size_t n = GRPC_SLICE_LENGTH(*k);
+        if (n == strlen(key) && !strncasecmp((const char *)GRPC_SLICE_START_PTR(*k), key, n)) {
+            size_t vl = GRPC_SLICE_LENGTH(md->metadata[i].value);
+            if (vl >= cap) vl = cap - 1;
+            memcpy(buf, GRPC_SLICE_START_PTR(md->metadata[i].value), vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static bool token_equal(const char *given, const char *want)
+{
+    size_t n = strlen(want), m = strlen(given);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
+/* Model control needs it on, and the admin token when one is configured
+ * (metadata "authorization: Bearer <token>", as over HTTP). */
+static bool control_allowed(rpc_call *rc)
+{
+    const mcp_grpc_options *o = &rc->s->opts;
+    if (!o->model_control) {
+        finish_unary(rc, GRPC_STATUS_PERMISSION_DENIED, NULL, "model control is disabled on this server (--model-control none)");
+        return false;
+    }
+    if (!o->admin_token) return true;
+    char auth[512];
+    const char *a = md_value(&rc->md, "authorization", auth, sizeof auth);
+    if (a && !strncasecmp(a, "Bearer ", 7) && token_equal(a + 7, o->admin_token)) return true;
+    finish_unary(rc, GRPC_STATUS_UNAUTHENTICATED, NULL,
+                 a ? "the bearer token is not valid for model control"
+                   : "model control needs metadata 'authorization: Bearer <token>' (the server's --admin-token-file)");
+    return false;
+}
+
+static void control_done(mcp_control *ctl)
+{
+    rpc_call *rc = ctl->user;
+    if (ctl->status != MCP_STATUS_OK) {
+        finish_status(rc, ctl->status, ctl->message);
+    } else if (ctl->op == MCP_CONTROL_LOAD) {
+        Inference__RepositoryModelLoadResponse m = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+        finish_message(rc, &m.base);
+    } else {
+        Inference__RepositoryModelUnloadResponse m = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+        finish_message(rc, &m.base);
+    }
+    rc_unref(rc); /* the control's reference */
+}
+
+static void start_control(rpc_call *rc)
+{
+    rc->ctl.done = control_done;
+    rc->ctl.user = rc;
+    atomic_fetch_add(&rc->refs, 1);
+    mcp_status st = mcp_frontend_control(rc->s->fe, &rc->ctl);
+    if (st != MCP_STATUS_OK) {
+        rc->ctl.status = st;
+        snprintf(rc->ctl.message, sizeof rc->ctl.message, "%s",
+                 st == MCP_STATUS_UNAVAILABLE ? "server is shutting down" : "out of memory");
+        control_done(&rc->ctl);
+    }
+}
+
+static void do_load(rpc_call *rc)
+{
+    if (!control_allowed(rc)) return;
+    UNPACK_OR_FAIL(Inference__RepositoryModelLoadRequest, inference__repository_model_load_request, req);
+    rc->ctl.op = MCP_CONTROL_LOAD;
+    snprintf(rc->ctl.name, sizeof rc->ctl.name, "%s", req->model_name ? req->model_name : "");
+    const char *bad = NULL;
+    for (size_t i = 0; i < req->n_parameters && !bad; i++) {
+        const char *k = req->parameters[i]->key ? req->parameters[i]->key : "";
+        const Inference__ModelRepositoryParameter *p = req->parameters[i]->value;
+        bool str = p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+        if (!strncmp(k, "file:", 5)) bad = "file overrides in a load request are not supported; put the model's files under a model root";
+        else if (!strcmp(k, "config") && str) rc->ctl.descriptor = mcp_strdup(p->string_param);
+        else if (!strcmp(k, "config")) bad = "parameters.config must be a string_param holding the model descriptor";
+    }
+    bool unnamed = !rc->ctl.name[0];
+    inference__repository_model_load_request__free_unpacked(req, NULL);
+    if (unnamed) bad = "model_name is required";
+    if (bad) {
+        finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, bad);
+        return;
+    }
+    start_control(rc);
+}
+
+static void do_unload(rpc_call *rc)
+{
+    if (!control_allowed(rc)) return;
+    UNPACK_OR_FAIL(Inference__RepositoryModelUnloadRequest, inference__repository_model_unload_request, req);
+    rc->ctl.op = MCP_CONTROL_UNLOAD;
+    snprintf(rc->ctl.name, sizeof rc->ctl.name, "%s", req->model_name ? req->model_name : "");
+    inference__repository_model_unload_request__free_unpacked(req, NULL);
+    if (!rc->ctl.name[0]) {
+        finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "model_name is required");
+        return;
+    }
+    start_control(rc);
+}
+
+/* ---- ModelInfer ---- */
+
+static int64_t deadline_ns_of(gpr_timespec deadline)
+{
+    gpr_timespec mono = gpr_convert_clock_type(deadline, GPR_CLOCK_MONOTONIC);
+    gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+    if (gpr_time_cmp(mono, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) return 0;
+    gpr_timespec left = gpr_time_sub(mono, now);
+    int64_t ns = (int64_t)left.tv_sec * 1000000000 + left.tv_nsec;
+    return mcp_now_ns() + (ns > 0 ? ns : 1);
+}
+
+/* A client that cancels (or whose deadline passes) cancels its request;
+ * the close may come before or after the request is queued. */
+static void infer_on_queued(mcp_call *c)
+{
+    rpc_call *rc = c->user;
+    pthread_mutex_lock(&rc->mu);
+    rc->infer_queued = true;
+    if (rc->closed && rc->cancelled && c->req) atomic_store(&c->req->cancel, true);
+    pthread_mutex_unlock(&rc->mu);
+}
+
+static void stream_on_queued(mcp_call *c)
+{
+    stream_item *it = c->user;
+    pthread_mutex_lock(&it->rc->mu);
+    it->queued = true;
+    if (it->rc->closed && it->rc->cancelled && c->req) atomic_store(&c->req->cancel, true);
+    pthread_mutex_unlock(&it->rc->mu);
+}
+
+static void infer_respond(mcp_call *c)
+{
+    rpc_call *rc = c->user;
+    if (c->status == MCP_STATUS_OK) {
+        grpc_byte_buffer *bb = c->out.failed ? NULL : buffer_of(&c->out);
+        if (bb) finish_unary(rc, GRPC_STATUS_OK, bb, NULL);
+        else finish_unary(rc, GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, "out of memory building the response");
+    } else {
+        finish_status(rc, c->status, c->message);
+    }
+    rc_unref(rc); /* the inference's reference */
+}
+
+static void do_infer(rpc_call *rc)
+{
+    mcp_frontend *fe = rc->s->fe;
+    if (!mcp_frontend_admit(fe)) {
+        finish_status(rc, MCP_STATUS_UNAVAILABLE, "server is shutting down");
+        return;
+    }
+    mcp_call *c = &rc->infer;
+    c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
+    c->wire = (mcp_wire){.body = GRPC_SLICE_START_PTR(rc->body), .len = GRPC_SLICE_LENGTH(rc->body), .header_len = -1};
+    c->deadline_ns = deadline_ns_of(rc->deadline);
+    c->on_queued = infer_on_queued;
+    c->respond = infer_respond;
+    c->user = rc;
+    atomic_fetch_add(&rc->refs, 1);
+    mcp_frontend_count_open(fe, 1);
+    mcp_frontend_infer(fe, c);
+    mcp_frontend_routed(fe);
+    mcp_frontend_count_open(fe, -1);
+}
+
+/* ---- ModelStreamInfer ---- */
+
+static void stream_post_recv(rpc_call *rc);
+static void stream_try_write(rpc_call *rc);
+
+/* Sends the stream's final status once the client has half-closed and
+ * every response is written (mu held). */
+static void stream_maybe_finish(rpc_call *rc)
+{
+    if (rc->finished || !rc->read_done || rc->inflight || rc->writing || rc->out_head) return;
+    rc->finished = true;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    int n = 0;
+    if (!rc->md_sent) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        rc->md_sent = true;
+    }
+    ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
+    n++;
+    atomic_fetch_add(&rc->refs, 1);
+    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_finish, NULL) != GRPC_CALL_OK) rc_unref(rc);
+}
+
+/* One ModelStreamInferResponse: field 1 error_message, or field 2 the
+ * packed ModelInferResponse, written on the wire directly. */
+static grpc_byte_buffer *stream_message(const mcp_call *c)
+{
+    mcp_buf b = {0};
+    const uint8_t *payload = c->status == MCP_STATUS_OK ? c->out.data : (const uint8_t *)c->message;
+    size_t len = c->status == MCP_STATUS_OK ? c->out.len : strlen(c->message);
+    uint8_t head[11];
+    size_t h = 0;
+    head[h++] = c->status == MCP_STATUS_OK ? 0x12 : 0x0a; /* (2 << 3) | 2, (1 << 3) | 2 */
+    for (size_t v = len;; v >>= 7) {
+        head[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        if (v <= 0x7f) break;
+    }
+    mcp_buf_append(&b, head, h);
+    if (len) mcp_buf_append(&b, payload, len);
+    grpc_byte_buffer *bb = b.failed ? NULL : buffer_of(&b);
+    mcp_buf_free(&b);
+    return bb;
+}
+
+static void stream_respond(mcp_call *c)
+{
+    stream_item *it = c->user;
+    rpc_call *rc = it->rc;
+    if (c->status != MCP_STATUS_OK && !c->message[0]) snprintf(c->message, sizeof c->message, "%s", mcp_status_str(c->status));
+    grpc_byte_buffer *bb = stream_message(c);
+    pthread_mutex_lock(&rc->mu);
+    for (stream_item **p = &rc->items; *p; p = &(*p)->next)
+        if (*p == it) {
+            *p = it->next;
+            break;
+        }
+    rc->inflight--;
+    stream_out *o = bb ? mcp_calloc(1, sizeof *o) : NULL;
+    if (o) {
+        o->msg = bb;
+        if (rc->out_tail) rc->out_tail->next = o;
+        else rc->out_head = o;
+        rc->out_tail = o;
+    } else if (bb) {
+        grpc_byte_buffer_destroy(bb);
+    }
+    stream_try_write(rc);
+    if (!rc->reading && !rc->read_done && rc->inflight < STREAM_INFLIGHT && !rc->closed) stream_post_recv(rc);
+    stream_maybe_finish(rc);
+    pthread_mutex_unlock(&rc->mu);
+    mcp_call_clear(&it->call);
+    grpc_slice_unref(it->body);
+    mcp_free(it);
+    rc_unref(rc); /* the item's reference */
+}
+
+/* Starts the next write when none is in flight (mu held). */
+static void stream_try_write(rpc_call *rc)
+{
+    if (rc->writing || !rc->out_head || rc->finished) return;
+    stream_out *o = rc->out_head;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    int n = 0;
+    if (!rc->md_sent) {
+        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+        rc->md_sent = true;
+    }
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = o->msg;
+    rc->writing = true;
+    atomic_fetch_add(&rc->refs, 1);
+    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_write, NULL) != GRPC_CALL_OK) {
+        rc->writing = false;
+        atomic_fetch_sub(&rc->refs, 1);
+    }
+}
+
+static void stream_post_recv(rpc_call *rc)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &rc->recv_buf;
+    rc->reading = true;
+    atomic_fetch_add(&rc->refs, 1);
+    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_recv, NULL) != GRPC_CALL_OK) {
+        rc->reading = false;
+        rc->read_done = true;
+        atomic_fetch_sub(&rc->refs, 1);
+    }
+}
+
+/* A message arrived on the stream (or the client half-closed: NULL). */
+static void stream_on_recv(rpc_call *rc, bool ok)
+{
+    pthread_mutex_lock(&rc->mu);
+    rc->reading = false;
+    grpc_byte_buffer *bb = rc->recv_buf;
+    rc->recv_buf = NULL;
+    if (!ok || !bb) {
+        rc->read_done = true;
+        stream_maybe_finish(rc);
+        pthread_mutex_unlock(&rc->mu);
+        if (bb) grpc_byte_buffer_destroy(bb);
+        return;
+    }
+    stream_item *it = mcp_calloc(1, sizeof *it);
+    if (it) {
+        it->rc = rc;
+        it->body = read_payload(bb);
+        it->next = rc->items;
+        rc->items = it;
+        rc->inflight++;
+        atomic_fetch_add(&rc->refs, 1);
+    }
+    if (rc->inflight < STREAM_INFLIGHT) stream_post_recv(rc);
+    pthread_mutex_unlock(&rc->mu);
+    grpc_byte_buffer_destroy(bb);
+    if (!it) return;
+    mcp_frontend *fe = rc->s->fe;
+    mcp_call *c = &it->call;
+    c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
+    c->wire = (mcp_wire){.body = GRPC_SLICE_START_PTR(it->body), .len = GRPC_SLICE_LENGTH(it->body), .header_len = -1};
+    c->deadline_ns = deadline_ns_of(rc->deadline);
+    c->respond = stream_respond;
+    c->on_queued = stream_on_queued;
+    c->user = it;
+    if (!mcp_frontend_admit(fe)) {
+        c->status = MCP_STATUS_UNAVAILABLE;
+        snprintf(c->message, sizeof c->message, "server is shutting down");
+        stream_respond(c);
+        return;
+    }
+    mcp_frontend_count_open(fe, 1);
+    mcp_frontend_infer(fe, c);
+    mcp_frontend_routed(fe);
+    mcp_frontend_count_open(fe, -1);
+}
+
+static void stream_on_write(rpc_call *rc, bool ok)
+{
+    pthread_mutex_lock(&rc->mu);
+    rc->writing = false;
+    stream_out *o = rc->out_head;
+    if (o) {
+        rc->out_head = o->next;
+        if (!rc->out_head) rc->out_tail = NULL;
+        grpc_byte_buffer_destroy(o->msg);
+        mcp_free(o);
+    }
+    if (!ok) { /* the client is gone: nothing more will be written */
+        for (stream_out *x = rc->out_head, *n; x; x = n) {
+            n = x->next;
+            grpc_byte_buffer_destroy(x->msg);
+            mcp_free(x);
+        }
+        rc->out_head = rc->out_tail = NULL;
+        rc->finished = true;
+    }
+    stream_try_write(rc);
+    stream_maybe_finish(rc);
+    pthread_mutex_unlock(&rc->mu);
+}
+
+static void do_stream(rpc_call *rc)
+{
+    pthread_mutex_lock(&rc->mu);
+    stream_post_recv(rc);
+    pthread_mutex_unlock(&rc->mu);
+}
+
+/* ---- the poller ---- */
+
+static void on_close(rpc_call *rc)
+{
+    pthread_mutex_lock(&rc->mu);
+    rc->closed = true;
+    if (rc->cancelled) {
+        if (rc->infer_queued && rc->infer.req) atomic_store(&rc->infer.req->cancel, true);
+        for (stream_item *it = rc->items; it; it = it->next)
+            if (it->queued && it->call.req) atomic_store(&it->call.req->cancel, true);
+    }
+    pthread_mutex_unlock(&rc->mu);
+}
+
+static void on_new(rpc_call *rc, bool ok)
+{
+    mcp_grpc_server *s = rc->s;
+    if (!ok) { /* the server is shutting down */
+        rc_unref(rc);
+        return;
+    }
+    request_call(s, rc->kind); /* keep CALLS_PER_METHOD requested */
+    /* RECV_CLOSE_ON_SERVER first: a cancel is seen whatever happens next. */
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &rc->cancelled;
+    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_close, NULL) != GRPC_CALL_OK) {
+        rc_unref(rc);
+        return;
+    }
+    /* The TAG_NEW reference now belongs to TAG_CLOSE. */
+    if (!rpcs[rc->kind].streaming) {
+        rc->body = read_payload(rc->payload);
+        if (rc->payload) grpc_byte_buffer_destroy(rc->payload);
+        rc->payload = NULL;
+    }
+    switch (rc->kind) {
+    case RPC_LIVE: do_live(rc); break;
+    case RPC_READY: do_ready(rc); break;
+    case RPC_MODEL_READY: do_model_ready(rc); break;
+    case RPC_SERVER_METADATA: do_server_metadata(rc); break;
+    case RPC_MODEL_METADATA: do_model_metadata(rc); break;
+    case RPC_INFER: do_infer(rc); break;
+    case RPC_STREAM_INFER: do_stream(rc); break;
+    case RPC_CONFIG: do_config(rc); break;
+    case RPC_STATISTICS: do_statistics(rc); break;
+    case RPC_INDEX: do_index(rc); break;
+    case RPC_LOAD: do_load(rc); break;
+    case RPC_UNLOAD: do_unload(rc); break;
+    case RPC_HEALTH_CHECK: do_health(rc); break;
+    case RPC_HEALTH_WATCH:
+    case RPC_COUNT: finish_unary(rc, GRPC_STATUS_UNIMPLEMENTED, NULL, "not implemented by this server"); break;
+    }
+}
+
+static void on_unknown(rpc_call *rc, bool ok)
+{
+    mcp_grpc_server *s = rc->s;
+    if (!ok) {
+        rc_unref(rc);
+        return;
+    }
+    request_unknown(s);
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &rc->cancelled;
+    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_close, NULL) != GRPC_CALL_OK) {
+        rc_unref(rc);
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof msg, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(rc->details.method),
+             (const char *)GRPC_SLICE_START_PTR(rc->details.method));
+    finish_unary(rc, GRPC_STATUS_UNIMPLEMENTED, NULL, msg);
+}
+
+static void *poll_main(void *arg)
+{
+    mcp_grpc_server *s = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+        if (ev.type != GRPC_OP_COMPLETE) continue;
+        rpc_tag *t = ev.tag;
+        rpc_call *rc = t->rc;
+        switch (t->kind) {
+        case TAG_NEW: on_new(rc, ev.success); break;
+        case TAG_UNKNOWN: on_unknown(rc, ev.success); break;
+        case TAG_CLOSE:
+            on_close(rc);
+            rc_unref(rc);
+            break;
+        case TAG_FINISH: rc_unref(rc); break;
+        case TAG_RECV:
+            stream_on_recv(rc, ev.success);
+            rc_unref(rc);
+            break;
+        case TAG_WRITE:
+            stream_on_write(rc, ev.success);
+            rc_unref(rc);
+            break;
+        case TAG_SHUTDOWN: atomic_store(&s->shutdown_done, true); break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+mcp_status mcp_grpc_create(const mcp_grpc_options *o, mcp_frontend *fe, mcp_grpc_server **out, mcp_err *err)
+{
+    *out = NULL;
+    mcp_grpc_server *s = mcp_calloc(1, sizeof *s);
+    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    s->opts = o ? *o : mcp_grpc_options_default();
+    if (s->opts.threads < 1) s->opts.threads = 1;
+    if (s->opts.threads > 64) s->opts.threads = 64;
+    s->fe = fe;
+    s->t_shutdown = (rpc_tag){TAG_SHUTDOWN, NULL};
+    grpc_init();
+    *out = s;
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
+{
+    int max_msg = s->opts.max_message_bytes > INT32_MAX ? INT32_MAX : (int)s->opts.max_message_bytes;
+    grpc_arg args[] = {
+        {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = max_msg}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = max_msg}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = s->opts.keepalive_time_ms}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = s->opts.keepalive_timeout_ms}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+         {.integer = s->opts.min_client_ping_interval_ms}},
+        {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PING_STRIKES, {.integer = 2}},
+    };
+    grpc_channel_args ca = {sizeof args / sizeof args[0], args};
+    s->server = grpc_server_create(&ca, NULL);
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!s->server || !s->cq) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create the gRPC server");
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+    for (int k = 0; k < RPC_COUNT; k++) {
+        s->methods[k] = grpc_server_register_method(s->server, rpcs[k].path, NULL,
+                                                    rpcs[k].streaming ? GRPC_SRM_PAYLOAD_NONE
+                                                                      : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER,
+                                                    0);
+        if (!s->methods[k]) return mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot register gRPC method %s", rpcs[k].path);
+    }
+    char addr[1200];
+    grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
+    int bound = 0;
+    if (s->opts.socket_path) {
+        snprintf(addr, sizeof addr, "unix:%s", s->opts.socket_path);
+        bound = grpc_server_add_http2_port(s->server, addr, creds);
+    }
+    if (s->opts.port >= 0 && (!s->opts.socket_path || s->opts.port > 0)) {
+        const char *h = s->opts.host ? s->opts.host : "127.0.0.1";
+        snprintf(addr, sizeof addr, strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, s->opts.port);
+        s->port = grpc_server_add_http2_port(s->server, addr, creds);
+        bound = s->port;
+    }
+    grpc_server_credentials_release(creds);
+    if (bound <= 0)
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "gRPC cannot listen on %s (port in use?)", addr);
+    grpc_server_start(s->server);
+    for (int k = 0; k < RPC_COUNT; k++)
+        for (int i = 0; i < CALLS_PER_METHOD; i++) request_call(s, (rpc_kind)k);
+    for (int i = 0; i < 2; i++) request_unknown(s);
+    for (int i = 0; i < s->opts.threads; i++)
+        if (pthread_create(&s->threads[s->n_threads], NULL, poll_main, s) == 0) s->n_threads++;
+    if (!s->n_threads) return mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot start gRPC threads");
+    return MCP_STATUS_OK;
+}
+
+int mcp_grpc_port(const mcp_grpc_server *s) { return s->port; }
+
+void mcp_grpc_shutdown(mcp_grpc_server *s)
+{
+    if (!s->server || atomic_exchange(&s->shutting_down, true)) return;
+    /* No new RPCs; those in flight go on. The frontend's drain (by the
+     * caller, or here) answers every admitted request, then up to 10 s
+     * let the answers be written before the rest are cancelled. */
+    grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+    mcp_frontend_drain(s->fe);
+    for (int i = 0; i < 1000 && !atomic_load(&s->shutdown_done); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    grpc_server_cancel_all_calls(s->server);
+    for (int i = 0; i < 1000 && !atomic_load(&s->shutdown_done); i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Calls still live (a stream the client keeps open) end when cancelled. */
+    for (int i = 0; i < 500 && atomic_load(&s->live) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    grpc_completion_queue_shutdown(s->cq);
+    for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
+    s->n_threads = 0;
+    grpc_server_destroy(s->server);
+    s->server = NULL;
+    grpc_completion_queue_destroy(s->cq);
+    s->cq = NULL;
+}
+
+void mcp_grpc_destroy(mcp_grpc_server *s)
+{
+    if (!s) return;
+    if (s->server && !s->n_threads) { /* created, never started */
+        grpc_server_destroy(s->server);
+        s->server = NULL;
+    }
+    mcp_grpc_shutdown(s);
+    if (s->cq) grpc_completion_queue_destroy(s->cq);
+    mcp_free(s);
+    grpc_shutdown();
+}
