@@ -6,7 +6,8 @@
 Generated at test time (Debian python3-onnx), never committed:
 
 - identity_fp32.onnx, identity_int64.onnx, identity_bool.onnx,
-  identity_bytes.onnx (STRING), identity_fp16.onnx: one Identity node,
+  identity_bytes.onnx (STRING), identity_fp16.onnx, and one for each other
+  datatype of the protocol (fp64, bf16, int8/16/32, uint8/16/32/64): one Identity node,
   input "ident_in" -> output "ident_out", shape [batch, 3] with a dynamic
   batch dimension (names distinct enough for error messages to be checked).
 - add_two.onnx: inputs "lhs" and "rhs" FP32 [batch, 3] -> output "sum"
@@ -38,6 +39,17 @@ IDENTITY_TYPES = {
     "bool": TensorProto.BOOL,
     "bytes": TensorProto.STRING,
     "fp16": TensorProto.FLOAT16,
+    # The rest of the protocol's datatypes, for the gRPC codec's typed and
+    # raw contents (tests/e2e/test_grpc.py).
+    "fp64": TensorProto.DOUBLE,
+    "bf16": TensorProto.BFLOAT16,
+    "int8": TensorProto.INT8,
+    "int16": TensorProto.INT16,
+    "int32": TensorProto.INT32,
+    "uint8": TensorProto.UINT8,
+    "uint16": TensorProto.UINT16,
+    "uint32": TensorProto.UINT32,
+    "uint64": TensorProto.UINT64,
 }
 
 

@@ -1,0 +1,403 @@
+#!/usr/bin/python3
+"""mcp2026-server over gRPC, end to end, with Debian's python3-grpcio.
+
+The message classes come from our proto/ files through Debian's protoc
+(protobuf-compiler) and the service stubs through python3-grpc-tools, both
+generated into a temporary folder at test time. Every RPC of
+inference.GRPCInferenceService and grpc.health.v1.Health is called; inference
+answers are compared bit for bit with the HTTP path and with `mcpctl run`.
+
+Run one class by hand:
+  MCP_SERVER_BIN=build/bin/mcp2026-server MCPCTL_BIN=build/bin/mcpctl \\
+    /usr/bin/python3 -m unittest -v test_grpc.GrpcTests
+"""
+import importlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import test_server as ts
+
+PROTO_DIR = os.path.join(ts.SOURCE_DIR, "proto")
+GEN_DIR = None
+pb = hp = pb_grpc = hp_grpc = grpc = None
+
+
+def setUpModule():
+    global GEN_DIR, pb, hp, pb_grpc, hp_grpc, grpc
+    ts.setUpModule()
+    GEN_DIR = tempfile.mkdtemp(prefix="mcp-e2e-grpc-")
+    protos = ["grpc_service.proto", "health.proto"]
+    for cmd in (["protoc", f"-I{PROTO_DIR}", f"--python_out={GEN_DIR}", *protos],
+                [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"--grpc_python_out={GEN_DIR}", *protos]):
+        p = subprocess.run(cmd, capture_output=True, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: {p.stderr.decode(errors='replace')}")
+    sys.path.insert(0, GEN_DIR)
+    import grpc as grpc_mod
+    grpc = grpc_mod
+    pb = importlib.import_module("grpc_service_pb2")
+    hp = importlib.import_module("health_pb2")
+    pb_grpc = importlib.import_module("grpc_service_pb2_grpc")
+    hp_grpc = importlib.import_module("health_pb2_grpc")
+
+
+def tearDownModule():
+    ts.tearDownModule()
+    if GEN_DIR:
+        shutil.rmtree(GEN_DIR, ignore_errors=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# datatype -> (numpy dtype, typed contents field or None when raw only)
+TYPES = {
+    "FP32": (np.float32, "fp32_contents"), "FP64": (np.float64, "fp64_contents"),
+    "INT8": (np.int8, "int_contents"), "INT16": (np.int16, "int_contents"), "INT32": (np.int32, "int_contents"),
+    "INT64": (np.int64, "int64_contents"), "UINT8": (np.uint8, "uint_contents"),
+    "UINT16": (np.uint16, "uint_contents"), "UINT32": (np.uint32, "uint_contents"),
+    "UINT64": (np.uint64, "uint64_contents"), "BOOL": (np.bool_, "bool_contents"),
+    "FP16": (np.float16, None), "BF16": (np.uint16, None), "BYTES": (object, "bytes_contents"),
+}
+MODEL_OF = {"FP32": "identity_fp32", "FP64": "identity_fp64", "INT8": "identity_int8", "INT16": "identity_int16",
+            "INT32": "identity_int32", "INT64": "identity_int64", "UINT8": "identity_uint8",
+            "UINT16": "identity_uint16", "UINT32": "identity_uint32", "UINT64": "identity_uint64",
+            "BOOL": "identity_bool", "FP16": "identity_fp16", "BF16": "identity_bf16", "BYTES": "identity_bytes"}
+
+
+def sample(datatype, rows=2):
+    rng = np.random.default_rng(len(datatype) * 7 + rows)
+    if datatype == "BYTES":
+        return np.array([[b"a", b"\xff\x01bin", b""], [b"text", b"x" * 40, b"\x7f"]][:rows] * (rows // 2 + 1),
+                        dtype=object)[:rows]
+    if datatype == "BOOL":
+        return rng.integers(0, 2, (rows, 3)).astype(np.bool_)
+    if datatype in ("FP32", "FP64", "FP16"):
+        return rng.standard_normal((rows, 3)).astype(TYPES[datatype][0])
+    if datatype == "BF16":
+        return (rng.integers(0, 2 ** 16, (rows, 3))).astype(np.uint16)  # raw bit patterns
+    info = np.iinfo(TYPES[datatype][0])
+    return rng.integers(info.min, info.max, (rows, 3), dtype=TYPES[datatype][0], endpoint=True)
+
+
+def raw_bytes(arr, datatype):
+    if datatype == "BYTES":
+        return b"".join(len(e).to_bytes(4, "little") + e for e in arr.reshape(-1))
+    return np.ascontiguousarray(arr).tobytes()
+
+
+def from_raw(raw, datatype, shape):
+    if datatype == "BYTES":
+        out, i = [], 0
+        while i < len(raw):
+            n = int.from_bytes(raw[i:i + 4], "little")
+            out.append(raw[i + 4:i + 4 + n])
+            i += 4 + n
+        return np.array(out, dtype=object).reshape(shape)
+    return np.frombuffer(raw, dtype=TYPES[datatype][0]).reshape(shape)
+
+
+def infer_request(model, name, datatype, arr, raw, req_id="", outputs=(), parameters=None):
+    req = pb.ModelInferRequest(model_name=model, id=req_id)
+    t = req.inputs.add()
+    t.name, t.datatype = name, datatype
+    t.shape.extend(arr.shape)
+    if raw:
+        req.raw_input_contents.append(raw_bytes(arr, datatype))
+    else:
+        # FP16 and BF16 have no typed field: a client that sends them as
+        # fp32_contents must be told to send them raw.
+        field = TYPES[datatype][1] or "fp32_contents"
+        values = arr.reshape(-1).astype(np.float32).tolist() if TYPES[datatype][1] is None else arr.reshape(-1).tolist()
+        getattr(t.contents, field).extend(values)
+    for o in outputs:
+        req.outputs.add().name = o
+    for k, v in (parameters or {}).items():
+        req.parameters[k].int64_param = v
+    return req
+
+
+class GrpcServerTestCase(ts.ServerTestCase):
+    MODELS = ()
+    EXTRA = ()
+
+    @classmethod
+    def server_args(cls):
+        cls.grpc_port = free_port()
+        args = ["--model-path", ts.DIGITS, "--grpc-port", cls.grpc_port, *cls.EXTRA]
+        for m in cls.MODELS:
+            args += ["--model-path", ts.model_file(m)]
+        return args
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
+        cls.stub = pb_grpc.GRPCInferenceServiceStub(cls.channel)
+        cls.health = hp_grpc.HealthStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        super().tearDownClass()
+
+    def expect_code(self, code, fn, *args, **kw):
+        with self.assertRaises(grpc.RpcError) as ctx:
+            fn(*args, timeout=ts.HTTP_TIMEOUT_S, **kw)
+        self.assertEqual(ctx.exception.code(), code, ctx.exception.details())
+        self.assertTrue(ctx.exception.details(), "an error without a message")
+        return ctx.exception.details()
+
+
+class GrpcTests(GrpcServerTestCase):
+    MODELS = tuple(sorted(set(MODEL_OF.values())))
+    EXTRA = ("--model-root", None)  # filled in server_args
+
+    @classmethod
+    def server_args(cls):
+        cls.EXTRA = ("--model-root", ts.MODELS_DIR)
+        return super().server_args()
+
+    def test_server_live_ready_metadata(self):
+        self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live)
+        self.assertTrue(self.stub.ServerReady(pb.ServerReadyRequest(), timeout=30).ready)
+        m = self.stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=30)
+        self.assertEqual(m.name, "mcp2026")
+        self.assertIn("model_repository", m.extensions)
+
+    def test_model_ready_and_metadata(self):
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name="digits"), timeout=30).ready)
+        self.assertFalse(self.stub.ModelReady(pb.ModelReadyRequest(name="nope"), timeout=30).ready)
+        m = self.stub.ModelMetadata(pb.ModelMetadataRequest(name="digits"), timeout=30)
+        http = self.call("GET", "/v2/models/digits").json()
+        self.assertEqual(m.name, http["name"])
+        self.assertEqual(list(m.versions), http["versions"])
+        self.assertEqual(m.platform, http["platform"])
+        self.assertEqual([(t.name, t.datatype, list(t.shape)) for t in m.inputs],
+                         [(t["name"], t["datatype"], t["shape"]) for t in http["inputs"]])
+        self.assertEqual([(t.name, t.datatype, list(t.shape)) for t in m.outputs],
+                         [(t["name"], t["datatype"], t["shape"]) for t in http["outputs"]])
+        msg = self.expect_code(grpc.StatusCode.NOT_FOUND, self.stub.ModelMetadata, pb.ModelMetadataRequest(name="nope"))
+        self.assertIn("nope", msg)
+        self.expect_code(grpc.StatusCode.NOT_FOUND, self.stub.ModelMetadata,
+                         pb.ModelMetadataRequest(name="digits", version="v9.9.9"))
+
+    def test_infer_identical_to_http_and_engine(self):
+        for k, x in enumerate(ts.samples()):
+            want = ts.mcpctl_run(ts.DIGITS, input=x)
+            _, http_out = ts.parse_v2_response(self, self.infer("digits", [("input", "FP32", x, True)],
+                                                                parameters={"binary_data_output": True}))
+            for raw in (False, True):
+                with self.subTest(sample=k, raw=raw):
+                    r = self.stub.ModelInfer(infer_request("digits", "input", "FP32", x, raw, req_id=f"s{k}"),
+                                             timeout=30)
+                    self.assertEqual(r.model_name, "digits")
+                    self.assertEqual(r.id, f"s{k}")
+                    self.assertEqual(len(r.raw_output_contents), len(r.outputs))
+                    for o, rawo in zip(r.outputs, r.raw_output_contents):
+                        got = from_raw(rawo, o.datatype, list(o.shape))
+                        ts.assert_identical(self, got, want[o.name], o.name)
+                        self.assertEqual(rawo, http_out[o.name + ":raw"], f"{o.name}: gRPC and HTTP differ")
+
+    def test_every_datatype_typed_and_raw(self):
+        for datatype, model in MODEL_OF.items():
+            x = sample(datatype)
+            for raw in (False, True):
+                with self.subTest(datatype=datatype, raw=raw):
+                    req = infer_request(model, "ident_in", datatype, x, raw)
+                    if not raw and TYPES[datatype][1] is None:
+                        # FP16 and BF16 travel raw only.
+                        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer, req)
+                        continue
+                    r = self.stub.ModelInfer(req, timeout=30)
+                    o = r.outputs[0]
+                    self.assertEqual((o.name, o.datatype, list(o.shape)), ("ident_out", datatype, [2, 3]))
+                    got = from_raw(r.raw_output_contents[0], datatype, [2, 3])
+                    self.assertEqual(got.tolist(), x.tolist())
+
+    def test_typed_contents_checked(self):
+        x = sample("INT8")
+        req = infer_request("identity_int8", "ident_in", "INT8", x, False)
+        req.inputs[0].contents.int_contents[0] = 300  # beyond INT8
+        self.assertIn("out of range", self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer, req))
+        req = infer_request("identity_fp32", "ident_in", "FP32", sample("FP32"), False)
+        del req.inputs[0].contents.fp32_contents[-1]
+        self.assertIn("needs 6 elements", self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer, req))
+        req = infer_request("identity_fp32", "ident_in", "FP32", sample("FP32"), True)
+        req.raw_input_contents[0] = req.raw_input_contents[0][:-1]
+        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer, req)
+        req = infer_request("identity_fp32", "wrong_name", "FP32", sample("FP32"), True)
+        self.assertIn("wrong_name", self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer, req))
+        self.expect_code(grpc.StatusCode.NOT_FOUND, self.stub.ModelInfer,
+                         infer_request("nope", "ident_in", "FP32", sample("FP32"), True))
+        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.ModelInfer,
+                         infer_request("", "ident_in", "FP32", sample("FP32"), True))
+        # Not a ModelInferRequest at all.
+        bad = self.channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, bad, b"\xff\xff\xff\xff")
+
+    def test_requested_output_only(self):
+        x = ts.samples()[1]
+        r = self.stub.ModelInfer(infer_request("digits", "input", "FP32", x, True, outputs=["label"]), timeout=30)
+        self.assertEqual([o.name for o in r.outputs], ["label"])
+        self.assertEqual(len(r.raw_output_contents), 1)
+
+    def test_stream_of_1000_matched_by_id(self):
+        n = 1000
+        xs = {f"req-{i}": np.full((1, 3), float(i), dtype=np.float32) for i in range(n)}
+
+        def requests():
+            for rid, x in xs.items():
+                yield infer_request("identity_fp32", "ident_in", "FP32", x, True, req_id=rid)
+
+        seen = {}
+        for resp in self.stub.ModelStreamInfer(requests(), timeout=ts.HTTP_TIMEOUT_S):
+            self.assertEqual(resp.error_message, "")
+            r = resp.infer_response
+            self.assertNotIn(r.id, seen, "a response came twice")
+            seen[r.id] = from_raw(r.raw_output_contents[0], "FP32", [1, 3])
+        self.assertEqual(set(seen), set(xs))
+        for rid, x in xs.items():
+            self.assertEqual(seen[rid].tolist(), x.tolist(), rid)
+
+    def test_stream_errors_do_not_end_it(self):
+        good = infer_request("identity_fp32", "ident_in", "FP32", sample("FP32"), True, req_id="good")
+        bad = infer_request("nope", "ident_in", "FP32", sample("FP32"), True, req_id="bad")
+        out = list(self.stub.ModelStreamInfer(iter([good, bad, good]), timeout=60))
+        self.assertEqual(len(out), 3)
+        errors = [m.error_message for m in out if m.error_message]
+        self.assertEqual(len(errors), 1)
+        self.assertIn("nope", errors[0])
+
+    def test_health_per_model(self):
+        S = hp.HealthCheckResponse
+        self.assertEqual(self.health.Check(hp.HealthCheckRequest(service=""), timeout=30).status, S.SERVING)
+        self.assertEqual(self.health.Check(hp.HealthCheckRequest(service="digits"), timeout=30).status, S.SERVING)
+        self.expect_code(grpc.StatusCode.NOT_FOUND, self.health.Check, hp.HealthCheckRequest(service="nope"))
+
+    def test_config_statistics_index(self):
+        c = self.stub.ModelConfig(pb.ModelConfigRequest(name="digits"), timeout=30).config
+        http = self.call("GET", "/v2/models/digits/config").json()
+        self.assertEqual(c.name, "digits")
+        self.assertEqual(c.max_batch_size, http["max_batch_size"])
+        self.assertEqual([list(i.dims) for i in c.input], [i["dims"] for i in http["input"]])
+        self.stub.ModelInfer(infer_request("digits", "input", "FP32", ts.samples()[0], True), timeout=30)
+        st = self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="digits"), timeout=30).model_stats[0]
+        self.assertGreaterEqual(st.inference_count, 1)
+        self.assertGreaterEqual(st.inference_stats.success.count, 1)
+        self.assertGreater(st.inference_stats.compute_infer.ns, 0)
+        all_stats = self.stub.ModelStatistics(pb.ModelStatisticsRequest(), timeout=30).model_stats
+        self.assertIn("digits", [s.name for s in all_stats])
+        idx = self.stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=30).models
+        self.assertIn(("digits", "READY"), [(m.name, m.state) for m in idx])
+
+    def test_load_unload(self):
+        text = f"name: grpc_loaded\npath: {ts.model_file('identity_fp32')}\n"
+        req = pb.RepositoryModelLoadRequest(model_name="grpc_loaded")
+        req.parameters["config"].string_param = text
+        self.stub.RepositoryModelLoad(req, timeout=ts.HTTP_TIMEOUT_S)
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name="grpc_loaded"), timeout=30).ready)
+        r = self.stub.ModelInfer(infer_request("grpc_loaded", "ident_in", "FP32", sample("FP32"), True), timeout=30)
+        self.assertEqual(r.model_name, "grpc_loaded")
+        self.stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="grpc_loaded"), timeout=30)
+        self.assertFalse(self.stub.ModelReady(pb.ModelReadyRequest(name="grpc_loaded"), timeout=30).ready)
+        S = hp.HealthCheckResponse
+        self.assertEqual(self.health.Check(hp.HealthCheckRequest(service="grpc_loaded"), timeout=30).status,
+                         S.NOT_SERVING)
+        # Refusals: outside the roots, a file override, an unknown name.
+        bad = pb.RepositoryModelLoadRequest(model_name="evil")
+        bad.parameters["config"].string_param = "name: evil\npath: /etc/passwd\n"
+        self.assertIn("outside the model roots",
+                      self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.RepositoryModelLoad, bad))
+        bad = pb.RepositoryModelLoadRequest(model_name="digits")
+        bad.parameters["file:1/model.onnx"].bytes_param = b"x"
+        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.stub.RepositoryModelLoad, bad)
+        self.expect_code(grpc.StatusCode.NOT_FOUND, self.stub.RepositoryModelLoad,
+                         pb.RepositoryModelLoadRequest(model_name="never_heard_of"))
+
+    def test_unknown_method_unimplemented(self):
+        fn = self.channel.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")
+        self.expect_code(grpc.StatusCode.UNIMPLEMENTED, fn, b"")
+        fn = self.channel.unary_unary("/other.Service/Call")
+        self.expect_code(grpc.StatusCode.UNIMPLEMENTED, fn, b"")
+
+    def test_message_size_limit(self):
+        big = np.zeros((1, 3), dtype=np.float32)
+        req = infer_request("identity_fp32", "ident_in", "FP32", big, True)
+        req.raw_input_contents[0] = b"\0" * (65 << 20)  # over the 64 MiB default
+        self.expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer, req)
+        self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live)
+
+
+class GrpcSlowTests(GrpcServerTestCase):
+    """Deadlines and cancels on the slow model."""
+
+    @classmethod
+    def server_args(cls):
+        cls.grpc_port = free_port()
+        return ["--model-path", ts.model_file("slow"), "--workers", 1, "--max-batch-size", 1,
+                "--grpc-port", cls.grpc_port]
+
+    def stats(self):
+        return self.stub.ModelStatistics(pb.ModelStatisticsRequest(name="slow"), timeout=30).model_stats[0]
+
+    def inflight(self):
+        return ts.metric_sum(ts.get_metrics(self, self.server)[1], "mcp_inflight_requests")
+
+    def test_deadline_exceeded(self):
+        before = self.stats().inference_count
+        blocker = self.stub.ModelInfer.future(infer_request("slow", "x", "FP32", ts.slow_input(80, ts.LONG * 2), True),
+                                              timeout=ts.HTTP_TIMEOUT_S)
+        ts.wait_for(lambda: self.inflight() >= 1, "the blocking request to run")
+        self.expect_code(grpc.StatusCode.DEADLINE_EXCEEDED, lambda req, timeout: self.stub.ModelInfer(req, timeout=0.05),
+                         infer_request("slow", "x", "FP32", ts.slow_input(81), True))
+        blocker.result()
+        ts.wait_for(lambda: self.inflight() == 0, "the expired request to be dropped")
+        self.assertEqual(self.stats().inference_count - before, 1, "the expired request ran anyway")
+
+    def test_cancel_mid_request(self):
+        before = self.stats().inference_count
+        blocker = self.stub.ModelInfer.future(infer_request("slow", "x", "FP32", ts.slow_input(82, ts.LONG * 2), True),
+                                              timeout=ts.HTTP_TIMEOUT_S)
+        ts.wait_for(lambda: self.inflight() >= 1, "the blocking request to run")
+        waiting = self.stub.ModelInfer.future(infer_request("slow", "x", "FP32", ts.slow_input(83), True),
+                                              timeout=ts.HTTP_TIMEOUT_S)
+        ts.wait_for(lambda: blocker.done() or self.inflight() >= 2, "the second request to queue")
+        self.assertTrue(waiting.cancel())
+        self.assertEqual(blocker.result().outputs[0].name, "y")
+        ts.wait_for(lambda: self.inflight() == 0, "the cancelled request to be dropped")
+        self.assertEqual(self.stats().inference_count - before, 1, "the cancelled request ran anyway")
+
+    def test_sigterm_answers_in_flight_grpc(self):
+        # Last in this class (t > d, c): the server stops here.
+        futures = [self.stub.ModelInfer.future(infer_request("slow", "x", "FP32", ts.slow_input(90 + i, ts.LONG), True,
+                                                             req_id=f"t{i}"), timeout=ts.HTTP_TIMEOUT_S)
+                   for i in range(3)]
+        ts.wait_for(lambda: self.inflight() >= 3, "the requests to be in flight")
+        self.server.signal(ts.signal.SIGTERM)
+        for i, f in enumerate(futures):
+            self.assertEqual(f.result().id, f"t{i}")
+        self.assertEqual(self.server.wait(), 0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        if cls.server.proc.poll() is None:
+            rc = cls.server.stop()
+            if rc != 0:
+                raise AssertionError(f"server exited with status {rc}")
+
+
+if __name__ == "__main__":
+    unittest.main()
