@@ -30,6 +30,8 @@ typedef struct server_config {
     const char *model_repository;
     const char *admin_token_file;
     const char *host;
+    const char *http_socket;
+    const char *grpc_socket;
     int64_t port;
     int64_t grpc_port;
     int64_t grpc_threads;
@@ -71,7 +73,9 @@ static const opt options[] = {
     {"model-repository", OPT_STRING, OFF(model_repository), 0, 0, 0, "load every *.yaml descriptor and Triton model folder in DIR (a model root)"},
     {"model-root", OPT_PATHS, OFF(model_roots), OFF(n_model_roots), 0, 0, "a folder descriptors loaded at run time may name files in (repeatable)"},
     {"admin-token-file", OPT_STRING, OFF(admin_token_file), 0, 0, 0, "file holding the bearer token that load/unload calls must send (required off loopback)"},
-    {"host", OPT_STRING, OFF(host), 0, 0, 0, "IPv4 address to listen on (default 127.0.0.1)"},
+    {"host", OPT_STRING, OFF(host), 0, 0, 0, "address or host name to listen on, IPv4 or IPv6 (default 127.0.0.1)"},
+    {"http-socket", OPT_STRING, OFF(http_socket), 0, 0, 0, "also serve HTTP on this Unix socket (mode 0660; a stale one is replaced)"},
+    {"grpc-socket", OPT_STRING, OFF(grpc_socket), 0, 0, 0, "also serve gRPC on this Unix socket (mode 0660; a stale one is replaced)"},
     {"port", OPT_INT, OFF(port), 0, 0, 65535, "HTTP port (default 8080; 0 = any free port)"},
     {"grpc-port", OPT_INT, OFF(grpc_port), 0, 0, 65535, "gRPC port, inference.GRPCInferenceService and grpc.health.v1 (default 8081; 0 = no gRPC)"},
     {"grpc-threads", OPT_INT, OFF(grpc_threads), 0, 1, 64, "gRPC completion-queue threads; they never run kernels (default 2)"},
@@ -396,6 +400,7 @@ int main(int argc, char **argv)
     mcp_repository *repo = mcp_repository_create(&dd);
     mcp_server_options so = mcp_server_options_default();
     so.host = c.host;
+    so.socket_path = c.http_socket;
     so.port = (int)c.port;
     so.http_threads = (int)c.http_threads;
     so.max_body_bytes = (size_t)c.max_body_bytes;
@@ -410,7 +415,8 @@ int main(int argc, char **argv)
     so.admin_token = token[0] ? token : NULL;
     mcp_grpc_options go = mcp_grpc_options_default();
     go.host = c.host;
-    go.port = (int)c.grpc_port;
+    go.port = c.grpc_port > 0 ? (int)c.grpc_port : -1;
+    go.socket_path = c.grpc_socket;
     go.threads = (int)c.grpc_threads;
     go.max_message_bytes = (size_t)(c.grpc_max_message_bytes ? c.grpc_max_message_bytes : c.max_body_bytes);
     go.model_control = control;
@@ -453,19 +459,26 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (c.grpc_port > 0 && (mcp_grpc_create(&go, fe, &grpc, &err) != MCP_STATUS_OK || mcp_grpc_start(grpc, &err) != MCP_STATUS_OK)) {
-        fprintf(stderr, "mcp2026-server: --grpc-port %lld: %s\n", (long long)c.grpc_port, msg);
+    if ((c.grpc_port > 0 || c.grpc_socket) &&
+        (mcp_grpc_create(&go, fe, &grpc, &err) != MCP_STATUS_OK || mcp_grpc_start(grpc, &err) != MCP_STATUS_OK)) {
+        fprintf(stderr, "mcp2026-server: gRPC: %s\n", msg);
         rc = 1;
         goto out;
     }
     int port = mcp_server_port(srv);
-    fprintf(stderr, "mcp2026-server %s listening on http://%s:%d\n", MCP_VERSION_STRING, c.host, port);
-    if (grpc) fprintf(stderr, "mcp2026-server %s listening on grpc://%s:%d\n", MCP_VERSION_STRING, c.host, mcp_grpc_port(grpc));
+    /* An IPv6 address goes in brackets in a URL. */
+    char shown[300];
+    snprintf(shown, sizeof shown, strchr(c.host, ':') ? "[%s]" : "%s", c.host);
+    fprintf(stderr, "mcp2026-server %s listening on http://%s:%d\n", MCP_VERSION_STRING, shown, port);
+    if (grpc && c.grpc_port > 0)
+        fprintf(stderr, "mcp2026-server %s listening on grpc://%s:%d\n", MCP_VERSION_STRING, shown, mcp_grpc_port(grpc));
+    if (c.http_socket) fprintf(stderr, "mcp2026-server %s listening on http+unix://%s\n", MCP_VERSION_STRING, c.http_socket);
+    if (c.grpc_socket) fprintf(stderr, "mcp2026-server %s listening on unix:%s (gRPC)\n", MCP_VERSION_STRING, c.grpc_socket);
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
     for (int i = 0; i < n; i++)
         fprintf(stderr, "  model %s %s %s: POST http://%s:%d/v2/models/%s/infer\n", list[i].name, list[i].version,
-                mcp_model_state_name(list[i].state), c.host, port, list[i].name);
+                mcp_model_state_name(list[i].state), shown, port, list[i].name);
     mcp_repository_entries_free(list, n);
     fflush(stderr);
 

@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
@@ -1192,8 +1194,17 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
     grpc_server_credentials *creds = grpc_insecure_server_credentials_create();
     int bound = 0;
     if (s->opts.socket_path) {
+        mcp_status st = mcp_unix_prepare(s->opts.socket_path, err);
+        if (st != MCP_STATUS_OK) {
+            grpc_server_credentials_release(creds);
+            return st;
+        }
         snprintf(addr, sizeof addr, "unix:%s", s->opts.socket_path);
         bound = grpc_server_add_http2_port(s->server, addr, creds);
+        if (bound <= 0) {
+            grpc_server_credentials_release(creds);
+            return mcp_err_set(err, MCP_STATUS_IO_ERROR, "gRPC cannot listen on %s", addr);
+        }
     }
     if (s->opts.port >= 0 && (!s->opts.socket_path || s->opts.port > 0)) {
         const char *h = s->opts.host ? s->opts.host : "127.0.0.1";
@@ -1205,6 +1216,7 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
     if (bound <= 0)
         return mcp_err_set(err, MCP_STATUS_IO_ERROR, "gRPC cannot listen on %s (port in use?)", addr);
     grpc_server_start(s->server);
+    if (s->opts.socket_path) chmod(s->opts.socket_path, 0660);
     for (int k = 0; k < RPC_COUNT; k++)
         for (int i = 0; i < CALLS_PER_METHOD; i++) request_call(s, (rpc_kind)k);
     for (int i = 0; i < 2; i++) request_unknown(s);
@@ -1245,6 +1257,7 @@ void mcp_grpc_shutdown(mcp_grpc_server *s)
     s->server = NULL;
     grpc_completion_queue_destroy(s->cq);
     s->cq = NULL;
+    if (s->opts.socket_path) unlink(s->opts.socket_path); /* removed at exit */
 }
 
 void mcp_grpc_destroy(mcp_grpc_server *s)

@@ -64,7 +64,8 @@ struct mcp_server {
     mcp_server_options opts;
     mcp_frontend *fe;     /* borrowed */
     mcp_repository *repo; /* the frontend's */
-    struct MHD_Daemon *daemon;
+    struct MHD_Daemon *daemon;     /* TCP */
+    struct MHD_Daemon *daemon_uds; /* --http-socket */
     int port;
     atomic_int open_requests; /* admitted requests not yet answered and closed */
     _Atomic size_t body_bytes; /* request bodies held, against max_inflight_body_bytes */
@@ -1280,30 +1281,51 @@ mcp_status mcp_server_create(const mcp_server_options *o, mcp_frontend *fe, mcp_
     return MCP_STATUS_OK;
 }
 
+/* One libmicrohttpd daemon on a listening socket we made (TCP or Unix). */
+static struct MHD_Daemon *start_daemon(mcp_server *s, int listen_fd, bool tcp, bool ipv6)
+{
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
+    if (ipv6) flags |= MHD_USE_IPv6;
+    /* A Unix socket has no client address: no per-client limit there
+     * (its file mode decides who may connect). */
+    unsigned per_client = tcp ? s->opts.max_connections_per_client : 0;
+    return MHD_start_daemon(flags, 0, accept_policy, s, on_access, s,
+                            MHD_OPTION_LISTEN_SOCKET, listen_fd,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
+                            MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections + s->opts.reserve_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_client,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, s->opts.connection_timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->opts.max_header_bytes,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_END);
+}
+
 mcp_status mcp_server_start(mcp_server *s, mcp_err *err)
 {
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)s->opts.port);
-    if (inet_pton(AF_INET, s->opts.host, &addr.sin_addr) != 1)
-        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "--host '%s' is not an IPv4 address", s->opts.host);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->opts.port, accept_policy, s, on_access, s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
-                                 MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections + s->opts.reserve_connections,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, s->opts.max_connections_per_client,
-                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, s->opts.connection_timeout_s,
-                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->opts.max_header_bytes,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_END);
-    if (!s->daemon)
-        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot listen on %s:%d (port in use?)", s->opts.host, s->opts.port);
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : s->opts.port;
+    if (s->opts.socket_path) {
+        int fd = -1;
+        mcp_status st = mcp_unix_listen(s->opts.socket_path, &fd, err);
+        if (st != MCP_STATUS_OK) return st;
+        s->daemon_uds = start_daemon(s, fd, false, false);
+        if (!s->daemon_uds) {
+            close(fd);
+            unlink(s->opts.socket_path);
+            return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot serve HTTP on %s", s->opts.socket_path);
+        }
+    }
+    if (s->opts.port >= 0) {
+        int fd = -1;
+        bool ipv6 = false;
+        mcp_status st = mcp_tcp_listen(s->opts.host, s->opts.port, &fd, &s->port, &ipv6, err);
+        if (st != MCP_STATUS_OK) return st;
+        s->daemon = start_daemon(s, fd, true, ipv6);
+        if (!s->daemon) {
+            close(fd);
+            return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot serve HTTP on %s:%d", s->opts.host, s->port);
+        }
+    }
     atomic_store(&s->watcher_stop, false);
     if (pthread_create(&s->watcher, NULL, watch_hangups, s) == 0) s->watcher_running = true;
     return MCP_STATUS_OK;
@@ -1313,7 +1335,7 @@ int mcp_server_port(const mcp_server *s) { return s->port; }
 
 void mcp_server_shutdown(mcp_server *s)
 {
-    if (!s->daemon) return;
+    if (!s->daemon && !s->daemon_uds) return;
     /* Stop accepting: from here accept_policy closes every new connection
      * as soon as it is accepted, so a client learns at once instead of
      * waiting in the backlog until the drain ends. (MHD_quiesce_daemon is
@@ -1329,8 +1351,13 @@ void mcp_server_shutdown(mcp_server *s)
     atomic_store(&s->watcher_stop, true);
     if (s->watcher_running) pthread_join(s->watcher, NULL);
     s->watcher_running = false;
-    MHD_stop_daemon(s->daemon);
+    if (s->daemon) MHD_stop_daemon(s->daemon);
     s->daemon = NULL;
+    if (s->daemon_uds) {
+        MHD_stop_daemon(s->daemon_uds);
+        unlink(s->opts.socket_path); /* removed at exit */
+    }
+    s->daemon_uds = NULL;
 }
 
 void mcp_server_destroy(mcp_server *s)

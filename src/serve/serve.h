@@ -253,13 +253,26 @@ void mcp_frontend_drain(mcp_frontend *fe);
  * by itself afterwards. Destroy the transports first. NULL is a no-op. */
 void mcp_frontend_destroy(mcp_frontend *fe);
 
+/* ---- listening sockets, shared by the transports ---- */
+
+/* A TCP listening socket for host (IPv4 or IPv6 address, or a name that
+ * resolves to one) and port (0 = any free one; *bound_port tells). */
+mcp_status mcp_tcp_listen(const char *host, int port, int *fd, int *bound_port, bool *ipv6, mcp_err *err);
+/* A Unix listening socket at path, mode 0660. A stale socket left there is
+ * replaced; any other kind of file is refused, never removed. */
+mcp_status mcp_unix_listen(const char *path, int *fd, mcp_err *err);
+/* Removes a stale socket at path (not a regular file or a live socket);
+ * for transports whose library binds the path itself (gRPC). */
+mcp_status mcp_unix_prepare(const char *path, mcp_err *err);
+
 /* ---- HTTP server (libmicrohttpd) ---- */
 
 typedef struct mcp_server mcp_server;
 
 typedef struct mcp_server_options {
-    const char *host;            /* "127.0.0.1" */
-    int port;                    /* 8080; 0 = any free port (see mcp_server_port) */
+    const char *host;            /* "127.0.0.1"; an IPv6 address ("::1") or a host name too */
+    int port;                    /* 8080; 0 = any free port (see mcp_server_port); -1 = no TCP */
+    const char *socket_path;     /* also serve on this Unix socket (mode 0660); NULL = none */
     int http_threads;            /* transport threads (never run kernels); default 2 */
     size_t max_body_bytes;       /* 413 beyond; default 64 MiB */
     size_t max_header_bytes;     /* per-connection header memory; default 16 KiB */

@@ -399,5 +399,121 @@ class GrpcSlowTests(GrpcServerTestCase):
                 raise AssertionError(f"server exited with status {rc}")
 
 
+class UnixSocketTests(unittest.TestCase):
+    """HTTP and gRPC on Unix domain sockets: the same happy path, mode 0660,
+    a stale socket replaced at start, removed at exit, and anything else at
+    the path left alone."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="mcp-e2e-uds-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.http_sock = os.path.join(self.dir, "http.sock")
+        self.grpc_sock = os.path.join(self.dir, "grpc.sock")
+
+    def start(self):
+        server = ts.Server("--model-path", ts.DIGITS, "--http-socket", self.http_sock, "--grpc-socket", self.grpc_sock)
+        server.start()
+        self.addCleanup(server.kill)
+        return server
+
+    def http_unix(self, method, path, body=None, headers=None):
+        import http.client
+
+        class UnixConnection(http.client.HTTPConnection):
+            def connect(conn):
+                conn.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                conn.sock.settimeout(60)
+                conn.sock.connect(self.http_sock)
+
+        c = UnixConnection("localhost")
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data
+
+    def test_happy_path_on_both_sockets(self):
+        # A stale socket file from an earlier run is replaced.
+        stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        stale.bind(self.http_sock)
+        stale.close()
+        server = self.start()
+        for p in (self.http_sock, self.grpc_sock):
+            self.assertEqual(os.stat(p).st_mode & 0o777, 0o660, p)
+        x = ts.samples()[0]
+        want = ts.mcpctl_run(ts.DIGITS, input=x)
+        status, data = self.http_unix("GET", "/v2/health/ready")
+        self.assertEqual((status, data), (200, b'{"ready":true}'))
+        body, headers = ts.v2_request([("input", "FP32", x, False)])
+        status, data = self.http_unix("POST", "/v2/models/digits/infer", body, headers)
+        self.assertEqual(status, 200, data[:300])
+        out = json_outputs(data)
+        ts.assert_identical(self, out["probabilities"], want["probabilities"], "probabilities over the HTTP socket")
+        with grpc.insecure_channel(f"unix:{self.grpc_sock}") as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            self.assertTrue(stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live)
+            r = stub.ModelInfer(infer_request("digits", "input", "FP32", x, True), timeout=30)
+            got = from_raw(r.raw_output_contents[0], "FP32", list(r.outputs[0].shape))
+            ts.assert_identical(self, got, want["probabilities"], "probabilities over the gRPC socket")
+            h = hp_grpc.HealthStub(ch).Check(hp.HealthCheckRequest(service="digits"), timeout=30)
+            self.assertEqual(h.status, hp.HealthCheckResponse.SERVING)
+        self.assertEqual(server.stop(), 0)
+        self.assertFalse(os.path.exists(self.http_sock), "the HTTP socket was left behind")
+        self.assertFalse(os.path.exists(self.grpc_sock), "the gRPC socket was left behind")
+
+    def test_other_files_at_the_path_are_not_replaced(self):
+        with open(self.http_sock, "w") as f:
+            f.write("precious")
+        p = subprocess.run([ts.SERVER_BIN, "--model-path", ts.DIGITS, "--port", "0", "--grpc-port", "0",
+                            "--http-socket", self.http_sock], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("not a socket", p.stderr.decode())
+        with open(self.http_sock) as f:
+            self.assertEqual(f.read(), "precious")
+
+
+def json_outputs(data):
+    import json
+    doc = json.loads(data)
+    return {o["name"]: np.array(o["data"], dtype=np.float32 if o["datatype"] == "FP32" else np.int64).reshape(o["shape"])
+            for o in doc["outputs"]}
+
+
+class AddressTests(unittest.TestCase):
+    """--host takes IPv6 addresses and host names, for HTTP and gRPC alike."""
+
+    def run_on(self, host, url_host):
+        port, gport = free_port(), free_port()
+        proc = subprocess.Popen([ts.SERVER_BIN, "--model-path", ts.DIGITS, "--host", host, "--port", str(port),
+                                 "--grpc-port", str(gport)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+        try:
+            r = ts.wait_for(lambda: self.try_get(f"http://{url_host}:{port}/v2/health/ready"), f"the server on {host}")
+            self.assertEqual(r.status_code, 200)
+            with grpc.insecure_channel(f"{url_host}:{gport}") as ch:
+                self.assertTrue(pb_grpc.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=30).live)
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(timeout=ts.STOP_TIMEOUT_S), 0, proc.stderr.read().decode())
+
+    @staticmethod
+    def try_get(url):
+        try:
+            return ts.requests.get(url, timeout=5)
+        except ts.requests.ConnectionError:
+            return None
+
+    def test_ipv6_loopback(self):
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", 0))
+        except OSError as e:
+            self.skipTest(f"this machine has no IPv6 loopback ({e})")
+        self.run_on("::1", "[::1]")
+
+    def test_host_name(self):
+        self.run_on("localhost", "localhost")
+
+
 if __name__ == "__main__":
     unittest.main()
