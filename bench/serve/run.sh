@@ -89,24 +89,33 @@ start_server() {
   exit 1
 }
 
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 echo "serving benchmark: $DURATION per level, concurrency $CONCURRENCY, server CPUs ${SERVER_CPUS:-all $NCPU} ($WORKERS workers), client CPUs ${CLIENT_CPUS:-shared}"
 runs=()
 for model in "$ROOT/models/demo/digits.onnx" "$TMP/models/tiny.onnx"; do
   name=$(basename "$model" .onnx)
+  # Batching off: every protocol side by side (HTTP binary, HTTP JSON,
+  # gRPC); batching on: HTTP binary, for the batching target.
   for batching in off on; do
     flags=()
     [ "$batching" = off ] && flags=(--max-batch-size 0)
-    start_server "$model" "${flags[@]}"
-    echo "  $name, batching $batching ..."
-    result="$OUT/$name-batching-$batching.json"
-    if ! "${client_pin[@]}" "$MCPCTL" bench "$name" --server "$URL" --concurrency "$CONCURRENCY" \
-      --duration "$DURATION" --json > "$result" 2> "$TMP/bench.err"; then
-      echo "bench: mcpctl bench failed for $name (batching $batching):" >&2
-      cat "$TMP/bench.err" >&2
-    fi
-    [ -s "$TMP/bench.err" ] && sed 's/^/    /' "$TMP/bench.err" >&2
+    GRPC_PORT=$(free_port)
+    start_server "$model" --grpc-port "$GRPC_PORT" "${flags[@]}"
+    protocols="v2 v2-json grpc"
+    [ "$batching" = on ] && protocols="v2"
+    for proto in $protocols; do
+      echo "  $name, batching $batching, $proto ..."
+      result="$OUT/$name-batching-$batching-$proto.json"
+      if ! "${client_pin[@]}" "$MCPCTL" bench "$name" --server "$URL" --grpc "127.0.0.1:$GRPC_PORT" --protocol "$proto" \
+        --concurrency "$CONCURRENCY" --duration "$DURATION" --json > "$result" 2> "$TMP/bench.err"; then
+        echo "bench: mcpctl bench failed for $name (batching $batching, $proto):" >&2
+        cat "$TMP/bench.err" >&2
+      fi
+      [ -s "$TMP/bench.err" ] && sed 's/^/    /' "$TMP/bench.err" >&2
+      runs+=("$name:$batching:$proto:$result")
+    done
     stop_server
-    runs+=("$name:$batching:$result")
   done
 done
 
@@ -116,32 +125,32 @@ import json, math, sys
 server_cpus = int(sys.argv[1])
 rows = {}
 for arg in sys.argv[2:]:
-    model, batching, path = arg.split(":", 2)
+    model, batching, proto, path = arg.split(":", 3)
     try:
-        rows[(model, batching)] = json.load(open(path))["levels"]
+        rows[(model, batching, proto)] = json.load(open(path))["levels"]
     except (OSError, ValueError, KeyError):
-        rows[(model, batching)] = []
+        rows[(model, batching, proto)] = []
 
 def fmt(v, prec=1):
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{prec}f}"
 
-head = ("model", "batching", "conc", "req/s", "p50_us", "p99_us", "overhead_us", "queue_us", "compute_us", "avg_batch",
-        "errors")
+head = ("model", "batching", "protocol", "conc", "req/s", "p50_us", "p99_us", "overhead_us", "queue_us", "compute_us",
+        "avg_batch", "errors")
 print()
-print("%-7s %-8s %5s %10s %9s %9s %11s %9s %10s %9s %6s" % head)
-for (model, batching), levels in rows.items():
+print("%-7s %-8s %-8s %5s %10s %9s %9s %11s %9s %10s %9s %6s" % head)
+for (model, batching, proto), levels in rows.items():
     if not levels:
-        print("%-7s %-8s  (no results)" % (model, batching))
+        print("%-7s %-8s %-8s  (no results)" % (model, batching, proto))
     for l in levels:
         s = l["server"]
-        print("%-7s %-8s %5d %10s %9s %9s %11s %9s %10s %9s %6d" % (
-            model, batching, l["concurrency"], fmt(l["req_per_s"]), fmt(l["p50_us"]), fmt(l["p99_us"]),
+        print("%-7s %-8s %-8s %5d %10s %9s %9s %11s %9s %10s %9s %6d" % (
+            model, batching, proto, l["concurrency"], fmt(l["req_per_s"]), fmt(l["p50_us"]), fmt(l["p99_us"]),
             fmt(s["overhead_us"]), fmt(s["queue_us"]), fmt(s["compute_us"]), fmt(s["avg_batch"], 2), l["errors"]))
 print("p50/p99: client latency; overhead = the server's average total latency minus its average compute time per")
 print("request, queue_us (part of the overhead) and compute_us: server averages per request, all from /metrics")
 
-def level(model, batching, conc):
-    for l in rows.get((model, batching), []):
+def level(model, batching, conc, proto="v2"):
+    for l in rows.get((model, batching, proto), []):
         if l["concurrency"] == conc:
             return l
     return None
@@ -150,7 +159,7 @@ def verdict(ok):
     return "n/a " if ok is None else ("PASS" if ok else "MISS")
 
 print()
-print("targets (issue 3):")
+print("targets (issues 3 and 9):")
 l = level("tiny", "off", 1)
 ovh = l["server"]["overhead_us"] if l else None
 print("  %s server overhead at concurrency 1 <= 30 us (Triton documents 36 us): tiny, batching off: %s us"
@@ -162,11 +171,25 @@ for m, b in (("tiny", "on"), ("digits", "off"), ("digits", "on")):
         others.append("%s/%s %s us" % (m, b, fmt(x["server"]["overhead_us"])))
 if others:
     print("       (others at concurrency 1: %s)" % ", ".join(others))
-best = max((l["req_per_s"] for b in ("off", "on") for l in rows.get(("tiny", b), []) if l["req_per_s"]), default=None)
+best = max((l["req_per_s"] for b in ("off", "on") for l in rows.get(("tiny", b, "v2"), []) if l["req_per_s"]), default=None)
 tiny_ok = None if best is None or server_cpus > 2 else best >= 30000
 print("  %s tiny model >= 30,000 req/s on 2 server cores: best %s req/s on %d server CPU%s%s"
       % (verdict(tiny_ok), fmt(best, 0), server_cpus, "" if server_cpus == 1 else "s",
          " (pin the server to 2 CPUs with SERVER_CPUS to judge)" if server_cpus > 2 else ""))
+def best_rps(model, proto):
+    return max((l["req_per_s"] for l in rows.get((model, "off", proto), []) if l["req_per_s"]), default=None)
+g, j = best_rps("tiny", "grpc"), best_rps("tiny", "v2-json")
+gr = g / j if g and j else None
+print("  %s gRPC >= 1.3x HTTP JSON on the tiny model (best level each): %s / %s req/s = %sx"
+      % (verdict(None if gr is None else gr >= 1.3), fmt(g, 0), fmt(j, 0), fmt(gr, 2)))
+for conc in (1, 8, 64):
+    cells = []
+    for proto in ("v2", "v2-json", "grpc"):
+        x = level("tiny", "off", conc, proto)
+        if x:
+            cells.append("%s %s req/s p50 %s p99 %s us" % (proto, fmt(x["req_per_s"], 0), fmt(x["p50_us"]), fmt(x["p99_us"])))
+    if cells:
+        print("       tiny, concurrency %d: %s" % (conc, "; ".join(cells)))
 off, on = level("digits", "off", 64), level("digits", "on", 64)
 ratio = on["req_per_s"] / off["req_per_s"] if off and on and off["req_per_s"] else None
 print("  %s demo model, concurrency 64: batching on >= 3x batching off: %s / %s req/s = %sx"

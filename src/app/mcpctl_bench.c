@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <grpc/grpc.h>
+
 #include "app/mcpctl_http.h"
 
 #define BENCH_MAX_LEVELS 32
@@ -25,7 +27,7 @@
 #define BENCH_MAX_DURATION_NS (600LL * 1000000000LL)
 #define BENCH_REQUEST_TIMEOUT_MS 60000L
 
-static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1] "
+static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc] [--grpc HOST:PORT] "
                            "[--input IN=FILE.npy ...] [--json]";
 
 /* ---- latency histogram ----
@@ -82,9 +84,16 @@ static void metrics_fetch(mcpctl_http *h, const char *model, mcpctl_server_sums 
 
 /* ---- configuration ---- */
 
+/* What the workers send: OIP v2 with binary tensors, OIP v2 JSON, KServe
+ * v1, or OIP v2 over gRPC (ModelInfer, raw contents). */
+typedef enum bench_proto { PROTO_V2, PROTO_V2_JSON, PROTO_V1, PROTO_GRPC } bench_proto;
+static const char *const proto_names[] = {"v2", "v2-json", "v1", "grpc"};
+
 typedef struct bench_cfg {
     const char *server, *model;
-    bool v1, json;
+    bench_proto proto;
+    const char *grpc_target; /* host:port of the server's gRPC port */
+    bool json;
     int n_levels;
     int levels[BENCH_MAX_LEVELS];
     int64_t duration_ns;
@@ -135,6 +144,7 @@ typedef struct bench_worker {
     pthread_t thread;
     bool created;
     mcpctl_http http;
+    mcpctl_grpc grpc;
     mcpctl_named *inputs; /* this worker's random inputs (n = meta.n_inputs) */
     mcp_buf body;
     int64_t hist[HIST_BUCKETS];
@@ -195,7 +205,8 @@ static mcp_status random_inputs(const mcpctl_model_meta *m, uint64_t seed, mcpct
 static mcp_status worker_setup(bench_worker *w, mcp_err *err)
 {
     const bench_cfg *c = w->run->cfg;
-    mcp_status st = mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
+    mcp_status st = c->proto == PROTO_GRPC ? mcpctl_grpc_init(&w->grpc, c->grpc_target, err)
+                                           : mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
     if (st != MCP_STATUS_OK) return st;
     /* Files given with --input replace the random tensor of that name. */
     st = random_inputs(&c->meta, (uint64_t)w->id + 1, &w->inputs, err);
@@ -208,19 +219,32 @@ static mcp_status worker_setup(bench_worker *w, mcp_err *err)
             if (!strcmp(c->files[f].name, w->inputs[i].name)) list[i] = c->files[f];
     }
     size_t json_len = 0;
-    if (st == MCP_STATUS_OK)
-        st = c->v1 ? mcpctl_v1_encode(list, c->meta.n_inputs, &w->body, err)
-                   : mcpctl_v2_encode(list, c->meta.n_inputs, NULL, 0, &w->body, &json_len, err);
+    if (st == MCP_STATUS_OK) {
+        switch (c->proto) {
+        case PROTO_V1: st = mcpctl_v1_encode(list, c->meta.n_inputs, &w->body, err); break;
+        case PROTO_V2_JSON: st = mcpctl_v2_encode_json(list, c->meta.n_inputs, &w->body, err); break;
+        case PROTO_GRPC: st = mcpctl_grpc_encode(c->model, list, c->meta.n_inputs, &w->body, err); break;
+        case PROTO_V2: st = mcpctl_v2_encode(list, c->meta.n_inputs, NULL, 0, &w->body, &json_len, err); break;
+        }
+    }
     mcp_free(list); /* it borrowed its tensors */
-    if (st != MCP_STATUS_OK) return st;
+    if (st != MCP_STATUS_OK || c->proto == PROTO_GRPC) return st;
+    bool binary = c->proto == PROTO_V2;
     return mcpctl_http_prepare(&w->http, "POST", c->path, w->body.data, w->body.len,
-                               c->v1 ? "application/json" : "application/octet-stream", c->v1 ? -1 : (int64_t)json_len, err);
+                               binary ? "application/octet-stream" : "application/json", binary ? (int64_t)json_len : -1, err);
 }
 
 /* One request; true when the server answered 200. */
 static bool worker_send(bench_worker *w)
 {
     mcp_err err = {w->msg, sizeof w->msg};
+    if (w->run->cfg->proto == PROTO_GRPC) {
+        if (mcpctl_grpc_call(&w->grpc, "/inference.GRPCInferenceService/ModelInfer", &w->body, BENCH_REQUEST_TIMEOUT_MS,
+                             &err) == MCP_STATUS_OK)
+            return true;
+        if (!w->first_error[0]) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
+        return false;
+    }
     mcp_status st = mcpctl_http_perform(&w->http, &err);
     if (st == MCP_STATUS_OK && w->http.code == 200) return true;
     if (st == MCP_STATUS_OK) mcpctl_http_fail(&w->http, &err);
@@ -342,6 +366,7 @@ static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurre
     mcp_free(hist);
     for (int i = 0; i < concurrency; i++) {
         mcpctl_http_cleanup(&w[i].http);
+        if (cfg->proto == PROTO_GRPC) mcpctl_grpc_cleanup(&w[i].grpc);
         mcpctl_named_free(w[i].inputs, cfg->meta.n_inputs);
         mcp_buf_free(&w[i].body);
     }
@@ -361,7 +386,7 @@ static void print_num(double v, int width, int prec)
 
 static void print_header(const bench_cfg *c)
 {
-    printf("model %s, protocol %s, %.3g s per level, batch 1, %s inputs, server %s\n", c->model, c->v1 ? "v1" : "v2",
+    printf("model %s, protocol %s, %.3g s per level, batch 1, %s inputs, server %s\n", c->model, proto_names[c->proto],
            (double)c->duration_ns / 1e9, c->n_files ? "given" : "random", c->server);
     printf("client latency p50/p90/p99 in us; queue, compute, total: the server's per-request averages from /metrics "
            "(us); overhead = total - compute; batch = average batch size\n");
@@ -395,7 +420,7 @@ static void print_json(const bench_cfg *c, const level_result *r, int n)
 {
     json_t *root = json_object(), *levels = json_array();
     json_object_set_new(root, "model", json_string(c->model));
-    json_object_set_new(root, "protocol", json_string(c->v1 ? "v1" : "v2"));
+    json_object_set_new(root, "protocol", json_string(proto_names[c->proto]));
     json_object_set_new(root, "server", json_string(c->server));
     json_object_set_new(root, "duration_s", json_real((double)c->duration_ns / 1e9));
     json_object_set_new(root, "inputs", json_string(c->n_files ? "given" : "random"));
@@ -498,11 +523,15 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
             }
         } else if (!strcmp(arg, "--protocol") && val) {
             a++;
-            if (!strcmp(val, "v1")) c->v1 = true;
-            else if (strcmp(val, "v2")) {
-                fprintf(stderr, "mcpctl: bench: --protocol is v2 or v1, got '%s'\n", val);
+            bool known = false;
+            for (int p = 0; p < 4; p++)
+                if (!strcmp(val, proto_names[p])) c->proto = (bench_proto)p, known = true;
+            if (!known) {
+                fprintf(stderr, "mcpctl: bench: --protocol is v2, v2-json, v1 or grpc, got '%s'\n", val);
                 rc = 2;
             }
+        } else if (!strcmp(arg, "--grpc") && val) {
+            c->grpc_target = argv[++a];
         } else if (!strcmp(arg, "--input") && val) {
             files[n_file_args++] = argv[++a];
         } else if (arg[0] != '-' && !c->model) {
@@ -528,11 +557,24 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
     if (rc == 0) {
         char seg[1024];
         mcpctl_path_segment(c->model, seg, sizeof seg);
-        if (c->v1) snprintf(c->path, sizeof c->path, "/v1/models/%s:predict", seg);
+        if (c->proto == PROTO_V1) snprintf(c->path, sizeof c->path, "/v1/models/%s:predict", seg);
         else snprintf(c->path, sizeof c->path, "/v2/models/%s/infer", seg);
         results = mcp_calloc((size_t)c->n_levels, sizeof *results);
         if (!results) rc = bench_fail(c->model, "out of memory");
     }
+    /* gRPC: the server's gRPC port on the same host unless --grpc says. */
+    char target[300];
+    if (rc == 0 && c->proto == PROTO_GRPC && !c->grpc_target) {
+        const char *h = strstr(server, "://");
+        h = h ? h + 3 : server;
+        size_t n = strcspn(h, "/");
+        const char *colon = memchr(h, ']', n) ? memchr(h, ']', n) + 1 : memchr(h, ':', n);
+        size_t hn = colon && *colon == ':' ? (size_t)(colon - h) : n;
+        snprintf(target, sizeof target, "%.*s:8081", (int)hn, h);
+        c->grpc_target = target;
+    }
+    bool grpc_started = rc == 0 && c->proto == PROTO_GRPC;
+    if (grpc_started) grpc_init();
     if (rc == 0 && !c->json) print_header(c);
     int n_done = 0;
     for (int i = 0; rc == 0 && i < c->n_levels; i++) {
@@ -550,6 +592,7 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
         if (r->aborted || r->requests == r->errors) rc = 1;
     }
     if (results && c->json && n_done) print_json(c, results, n_done);
+    if (grpc_started) grpc_shutdown();
     mcp_free(results);
     mcpctl_http_cleanup(&ctl);
     mcpctl_named_free(c->files, c->n_files);

@@ -110,6 +110,29 @@ mcp_status mcpctl_v2_decode(const uint8_t *body, size_t len, int64_t header_len,
  * give {"name": row} objects. */
 mcp_status mcpctl_v1_encode(const mcpctl_named *inputs, int n_inputs, mcp_buf *body, mcp_err *err);
 
+/* OIP v2 request body in JSON form: every input as flat "data" (what a
+ * client without the binary extension sends). */
+mcp_status mcpctl_v2_encode_json(const mcpctl_named *inputs, int n_inputs, mcp_buf *body, mcp_err *err);
+
+/* ---- gRPC (mcpctl_grpc.c): unary calls for bench ---- */
+
+typedef struct mcpctl_grpc {
+    void *channel; /* grpc_channel * */
+    void *cq;      /* grpc_completion_queue * (pluck) */
+    char target[512];
+    mcp_buf resp;  /* message of the last answer */
+    int status;    /* its grpc_status_code */
+} mcpctl_grpc;
+
+/* target: "host:port" or "unix:/path". grpc_init() must have run. */
+mcp_status mcpctl_grpc_init(mcpctl_grpc *g, const char *target, mcp_err *err);
+void mcpctl_grpc_cleanup(mcpctl_grpc *g);
+/* One unary call of `method` ("/package.Service/Method"); OK only when the
+ * server answered with status OK (the message is in g->resp). */
+mcp_status mcpctl_grpc_call(mcpctl_grpc *g, const char *method, const mcp_buf *req, long timeout_ms, mcp_err *err);
+/* A ModelInferRequest for model with every input in raw_input_contents. */
+mcp_status mcpctl_grpc_encode(const char *model, const mcpctl_named *inputs, int n, mcp_buf *out, mcp_err *err);
+
 /* ---- server metrics (Prometheus text from GET /metrics) ---- */
 
 /* Sums over every series labelled model="<model>" (all versions). */

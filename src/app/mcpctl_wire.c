@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app/mcpctl_http.h"
+#include "serve/codec_util.h"
 #include "serve/serve.h"
 
 /* ---- small helpers ---- */
@@ -164,6 +165,32 @@ void mcpctl_model_meta_free(mcpctl_model_meta *m)
 }
 
 /* ---- requests ---- */
+
+mcp_status mcpctl_v2_encode_json(const mcpctl_named *inputs, int n_inputs, mcp_buf *body, mcp_err *err)
+{
+    mcp_buf_reset(body);
+    mcp_buf_puts(body, "{\"inputs\":[");
+    for (int i = 0; i < n_inputs; i++) {
+        const mcp_tensor *t = &inputs[i].t;
+        const char *dt = mcp_oip_datatype(t->dtype);
+        if (!dt || t->dtype == MCP_DTYPE_FLOAT16 || t->dtype == MCP_DTYPE_BFLOAT16)
+            return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "input '%s': %s cannot travel as JSON", inputs[i].name,
+                               mcp_dtype_name(t->dtype));
+        mcp_buf_puts(body, i ? ",{\"name\":" : "{\"name\":");
+        mcp_buf_json_string(body, inputs[i].name);
+        mcp_buf_puts(body, ",\"shape\":");
+        put_shape(body, t->rank, t->dims);
+        mcp_buf_printf(body, ",\"datatype\":\"%s\",\"data\":[", dt);
+        int64_t n = mcp_tensor_numel(t);
+        for (int64_t k = 0; k < n; k++) {
+            if (k) mcp_buf_puts(body, ",");
+            mcp__codec_put_elem(body, t->dtype, t->data, k);
+        }
+        mcp_buf_puts(body, "]}");
+    }
+    mcp_buf_puts(body, "]}");
+    return body->failed ? mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory") : MCP_STATUS_OK;
+}
 
 mcp_status mcpctl_v2_encode(const mcpctl_named *inputs, int n_inputs, const char *const *outputs, int n_outputs,
                             mcp_buf *body, size_t *json_len, mcp_err *err)

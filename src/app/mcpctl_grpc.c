@@ -1,0 +1,149 @@
+/*
+ * mcpctl's gRPC client for `bench --protocol grpc`: one channel (one
+ * HTTP/2 connection) per worker, unary ModelInfer calls made synchronously
+ * on a pluck completion queue, requests with raw_input_contents as
+ * Triton's clients send them.
+ */
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/mcpctl_http.h"
+#include "grpc_service.pb-c.h"
+#include "serve/codec_util.h"
+#include "serve/serve.h"
+
+mcp_status mcpctl_grpc_init(mcpctl_grpc *g, const char *target, mcp_err *err)
+{
+    memset(g, 0, sizeof *g);
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    /* A channel of its own per worker: no subchannel sharing, so each has
+     * its own connection, as each HTTP worker has. */
+    grpc_arg arg = {GRPC_ARG_INTEGER, "grpc.use_local_subchannel_pool", {.integer = 1}};
+    grpc_channel_args args = {1, &arg};
+    g->channel = grpc_channel_create(target, creds, &args);
+    grpc_channel_credentials_release(creds);
+    g->cq = grpc_completion_queue_create_for_pluck(NULL);
+    if (!g->channel || !g->cq) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create a gRPC channel to %s", target);
+    snprintf(g->target, sizeof g->target, "%s", target);
+    return MCP_STATUS_OK;
+}
+
+void mcpctl_grpc_cleanup(mcpctl_grpc *g)
+{
+    if (g->channel) grpc_channel_destroy(g->channel);
+    if (g->cq) {
+        grpc_completion_queue_shutdown(g->cq);
+        while (grpc_completion_queue_pluck(g->cq, NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type != GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(g->cq);
+    }
+    mcp_buf_free(&g->resp);
+    memset(g, 0, sizeof *g);
+}
+
+mcp_status mcpctl_grpc_call(mcpctl_grpc *g, const char *method, const mcp_buf *req, long timeout_ms, mcp_err *err)
+{
+    grpc_slice m = grpc_slice_from_static_string(method);
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    grpc_call *call = grpc_channel_create_call(g->channel, NULL, GRPC_PROPAGATE_DEFAULTS, g->cq, m, NULL, deadline, NULL);
+    if (!call) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create a gRPC call");
+    grpc_slice body = grpc_slice_from_copied_buffer(req->len ? (const char *)req->data : "", req->len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body);
+    grpc_byte_buffer *recv = NULL;
+    grpc_metadata_array init_md, trail_md;
+    grpc_metadata_array_init(&init_md);
+    grpc_metadata_array_init(&trail_md);
+    grpc_status_code status = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[6];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &init_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &recv;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &trail_md;
+    ops[5].data.recv_status_on_client.status = &status;
+    ops[5].data.recv_status_on_client.status_details = &details;
+    mcp_status st = MCP_STATUS_OK;
+    if (grpc_call_start_batch(call, ops, 6, g, NULL) != GRPC_CALL_OK) {
+        st = mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot start a gRPC call");
+    } else {
+        grpc_event ev = grpc_completion_queue_pluck(g->cq, g, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success) st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "gRPC call to %s failed", g->target);
+    }
+    g->status = (int)status;
+    mcp_buf_reset(&g->resp);
+    if (st == MCP_STATUS_OK && status != GRPC_STATUS_OK) {
+        st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "gRPC status %d: %.*s", (int)status, (int)GRPC_SLICE_LENGTH(details),
+                         (const char *)GRPC_SLICE_START_PTR(details));
+    } else if (st == MCP_STATUS_OK && recv) {
+        grpc_byte_buffer_reader reader;
+        if (grpc_byte_buffer_reader_init(&reader, recv)) {
+            grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+            mcp_buf_append(&g->resp, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+            grpc_slice_unref(all);
+            grpc_byte_buffer_reader_destroy(&reader);
+        }
+    }
+    if (recv) grpc_byte_buffer_destroy(recv);
+    grpc_byte_buffer_destroy(send);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&init_md);
+    grpc_metadata_array_destroy(&trail_md);
+    grpc_call_unref(call);
+    return st;
+}
+
+mcp_status mcpctl_grpc_encode(const char *model, const mcpctl_named *inputs, int n, mcp_buf *out, mcp_err *err)
+{
+    Inference__ModelInferRequest req = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    Inference__ModelInferRequest__InferInputTensor *t = mcp_calloc((size_t)n + 1, sizeof *t);
+    Inference__ModelInferRequest__InferInputTensor **p = mcp_calloc((size_t)n + 1, sizeof *p);
+    ProtobufCBinaryData *raw = mcp_calloc((size_t)n + 1, sizeof *raw);
+    mcp_buf bytes = {0};
+    size_t *offs = mcp_calloc((size_t)n + 1, sizeof *offs);
+    mcp_status st = t && p && raw && offs ? MCP_STATUS_OK : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == MCP_STATUS_OK && i < n; i++) {
+        Inference__ModelInferRequest__InferInputTensor init = INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT;
+        t[i] = init;
+        const char *dt = mcp_oip_datatype(inputs[i].t.dtype);
+        t[i].name = inputs[i].name;
+        t[i].datatype = (char *)(dt ? dt : "");
+        t[i].n_shape = (size_t)inputs[i].t.rank;
+        t[i].shape = (int64_t *)inputs[i].t.dims;
+        p[i] = &t[i];
+        offs[i] = bytes.len;
+        mcp__codec_put_binary(&bytes, &inputs[i].t);
+    }
+    if (st == MCP_STATUS_OK && bytes.failed) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; st == MCP_STATUS_OK && i < n; i++) {
+        raw[i].data = bytes.data + offs[i];
+        raw[i].len = (i + 1 < n ? offs[i + 1] : bytes.len) - offs[i];
+    }
+    if (st == MCP_STATUS_OK) {
+        req.model_name = (char *)model;
+        req.n_inputs = (size_t)n;
+        req.inputs = p;
+        req.n_raw_input_contents = (size_t)n;
+        req.raw_input_contents = raw;
+        mcp_codec_grpc_pack(&req, out);
+        if (out->failed) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    mcp_buf_free(&bytes);
+    mcp_free(offs);
+    mcp_free(raw);
+    mcp_free(p);
+    mcp_free(t);
+    return st;
+}
