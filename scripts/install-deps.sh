@@ -9,7 +9,7 @@ PACKAGES=(
   libprotobuf-c-dev protobuf-c-compiler
   libonnx-dev libonnx-testdata
   libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libdnnl-dev
-  libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf
+  libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf python3-grpc-tools zlib1g-dev
   python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml
   prometheus
 )

@@ -56,6 +56,8 @@ typedef struct conn {
     char reject_msg[160];
     struct tcp_link *link;    /* the connection this request arrived on */
     size_t body_reserved; /* counted in srv->body_bytes until the request ends */
+    mcp_content_coding coding; /* the body's Content-Encoding */
+    bool gzip_ok;         /* the client accepts gzip answers */
     bool too_busy;        /* bodies in flight reached the server's cap */
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
 } conn;
@@ -149,6 +151,18 @@ static enum MHD_Result send_reply(conn *k)
         k->json_len = 0;
         k->content_type = "application/json";
     }
+    /* gzip for clients that accept it, when the body is worth it. */
+    bool gzipped = false;
+    if (k->gzip_ok && k->resp.len >= 1024) {
+        mcp_buf z = {0};
+        if (mcp_gzip(k->resp.data, k->resp.len, &z) && z.len < k->resp.len) {
+            mcp_buf_free(&k->resp);
+            k->resp = z;
+            gzipped = true;
+        } else {
+            mcp_buf_free(&z);
+        }
+    }
     size_t len = k->resp.len;
     void *data = k->resp.data;
     if (data) {
@@ -161,6 +175,8 @@ static enum MHD_Result send_reply(conn *k)
     MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
     if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
     if (k->allow[0]) MHD_add_response_header(r, "Allow", k->allow);
+    if (gzipped) MHD_add_response_header(r, "Content-Encoding", "gzip");
+    if (gzipped || k->gzip_ok) MHD_add_response_header(r, "Vary", "Accept-Encoding");
     if (k->json_len) {
         char hl[32];
         snprintf(hl, sizeof hl, "%zu", k->json_len);
@@ -1087,8 +1103,13 @@ static bool screen_headers(conn *k, const char *method, const char *url)
         errno = 0;
         length = strtoull(h.length, &end, 10);
     }
+    const char *ce = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Content-Encoding");
+    k->coding = mcp_content_coding_parse(ce);
+    k->gzip_ok = mcp_accepts_gzip(MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Accept-Encoding"));
     if (k->reject) {
         reply_error(k, k->reject, "%s", k->reject_msg);
+    } else if (k->coding == MCP_CODING_UNKNOWN) {
+        reply_error(k, 415, "Content-Encoding '%.60s' is not supported; send gzip, deflate or identity", ce);
     } else if (h.lengths_differ) {
         reply_error(k, 400, "the request has Content-Length headers with different values");
     } else if (h.n_length && h.chunked) {
@@ -1106,6 +1127,29 @@ static bool screen_headers(conn *k, const char *method, const char *url)
         return false;
     }
     k->close = true;
+    return true;
+}
+
+/* Replaces a compressed body by its inflated bytes, which count against the
+ * same limits as any body; false when it answered (413, 400, 503). */
+static bool inflate_request(conn *k)
+{
+    mcp_server *s = k->srv;
+    char msg[300];
+    mcp_err err = {msg, sizeof msg};
+    mcp_buf plain = {0};
+    mcp_status st = mcp_inflate_body(k->coding, k->body.data, k->body.len, s->opts.max_body_bytes, &plain, &err);
+    if (st == MCP_STATUS_OK && plain.len > k->body_reserved && !body_reserve(k, plain.len - k->body_reserved))
+        st = mcp_err_set(&err, MCP_STATUS_UNAVAILABLE, "the server holds the most request body bytes it allows (%zu); retry later",
+                         s->opts.max_inflight_body_bytes);
+    if (st != MCP_STATUS_OK) {
+        mcp_buf_free(&plain);
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
+        k->close = true;
+        return false;
+    }
+    mcp_buf_free(&k->body);
+    k->body = plain;
     return true;
 }
 
@@ -1187,6 +1231,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         reply_error(k, 500, "out of memory reading the request body");
         return send_reply(k);
     }
+    if (k->coding != MCP_CODING_IDENTITY && k->body.len && !inflate_request(k)) return send_reply(k);
     route(k, method, url);
     if (k->admitting) { /* routed: answered, or queued on a scheduler */
         k->admitting = false;

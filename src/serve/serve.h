@@ -253,6 +253,26 @@ void mcp_frontend_drain(mcp_frontend *fe);
  * by itself afterwards. Destroy the transports first. NULL is a no-op. */
 void mcp_frontend_destroy(mcp_frontend *fe);
 
+/* ---- HTTP content codings (compress.c, zlib) ---- */
+
+typedef enum mcp_content_coding {
+    MCP_CODING_IDENTITY,
+    MCP_CODING_GZIP,
+    MCP_CODING_DEFLATE,
+    MCP_CODING_UNKNOWN,
+} mcp_content_coding;
+
+/* A Content-Encoding value (NULL = identity). */
+mcp_content_coding mcp_content_coding_parse(const char *value);
+/* Inflates a gzip or deflate body into out, stopping with TOO_LARGE as soon
+ * as it would pass `limit` bytes; INVALID_ARGUMENT for corrupt data. */
+mcp_status mcp_inflate_body(mcp_content_coding coding, const uint8_t *in, size_t n, size_t limit, mcp_buf *out,
+                            mcp_err *err);
+/* Whether an Accept-Encoding value accepts gzip (q > 0, or "*"). */
+bool mcp_accepts_gzip(const char *accept_encoding);
+/* gzip of in into out; false when it cannot. */
+bool mcp_gzip(const uint8_t *in, size_t n, mcp_buf *out);
+
 /* ---- listening sockets, shared by the transports ---- */
 
 /* A TCP listening socket for host (IPv4 or IPv6 address, or a name that

@@ -639,6 +639,62 @@ class CastSaturationTests(ts.ServerTestCase):
             self.assertEqual(out["ident_out"].tolist(), want, dtype)
 
 
+class ContentCodingTests(ts.ServerTestCase):
+    """Compressed request bodies (gzip, deflate) are inflated within the
+    body limit, so a zip bomb gets 413; an unknown coding gets 415;
+    answers are gzipped only for clients that accept it."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", ts.DIGITS, "--max-body-bytes", 200000]
+
+    def infer_body(self):
+        x = ts.samples()[2]
+        body, _ = ts.v2_request([("input", "FP32", x, False)])
+        return x, body
+
+    def test_gzip_and_deflate_bodies(self):
+        import zlib, gzip
+        x, body = self.infer_body()
+        want = ts.mcpctl_run(ts.DIGITS, input=x)
+        raw_deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+        for coding, data in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body)),
+                             ("deflate", raw_deflate.compress(body) + raw_deflate.flush())):
+            with self.subTest(coding=coding):
+                r = self.call("POST", "/v2/models/digits/infer", body=data,
+                              headers={"Content-Type": "application/json", "Content-Encoding": coding})
+                _, out = ts.parse_v2_response(self, r)
+                ts.assert_identical(self, out["probabilities"], want["probabilities"], coding)
+
+    def test_zip_bomb_413(self):
+        import gzip
+        bomb = gzip.compress(b"{" + b" " * (50 << 20) + b"}")  # 50 MiB of spaces in ~50 KiB
+        self.assertLess(len(bomb), 200000)
+        r = self.call("POST", "/v2/models/digits/infer", body=bomb,
+                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}, validate=False)
+        msg = ts.error_message(self, r, 413)
+        self.assertIn("inflates", msg)
+        self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
+
+    def test_corrupt_and_unknown_codings(self):
+        _, body = self.infer_body()
+        r = self.call("POST", "/v2/models/digits/infer", body=body,
+                      headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}, validate=False)
+        self.assertIn("gzip", ts.error_message(self, r, 400))
+        r = self.call("POST", "/v2/models/digits/infer", body=body,
+                      headers={"Content-Type": "application/json", "Content-Encoding": "br"}, validate=False)
+        self.assertIn("br", ts.error_message(self, r, 415))
+
+    def test_answers_gzipped_only_when_accepted(self):
+        _, body = self.infer_body()
+        for accept, coded in (("gzip", True), ("gzip;q=0", False), ("identity", False), ("*", True)):
+            with self.subTest(accept=accept):
+                r = self.call("GET", "/openapi.json", headers={"Accept-Encoding": accept})
+                self.assertEqual(r.status_code, 200)
+                self.assertEqual(r.headers.get("Content-Encoding") == "gzip", coded, r.headers)
+                self.assertTrue(r.json())  # requests inflates it
+
+
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
     takes no descriptor that names a file."""
