@@ -530,6 +530,10 @@ typedef struct stats_msg {
     Inference__ModelStatistics m;
     Inference__InferStatistics is;
     Inference__StatisticDuration success, fail, queue, cin, cinfer, cout;
+    mcp_batch_stat *sizes;
+    Inference__InferBatchStatistics *bs;
+    Inference__InferBatchStatistics **pbs;
+    Inference__StatisticDuration *bd; /* 3 per size */
 } stats_msg;
 
 static void fill_stats(stats_msg *sm, mcp_model_version *v)
@@ -543,13 +547,38 @@ static void fill_stats(stats_msg *sm, mcp_model_version *v)
     sm->is = is;
     sm->success = sm->fail = sm->queue = sm->cin = sm->cinfer = sm->cout = d;
     sm->success.count = (uint64_t)st.success_count;
-    sm->success.ns = (uint64_t)(st.queue_ns + st.compute_ns);
+    sm->success.ns = (uint64_t)(st.queue_ns + st.compute_input_ns + st.compute_ns + st.compute_output_ns);
     sm->fail.count = (uint64_t)st.fail_count;
     sm->queue.count = (uint64_t)st.inference_count;
     sm->queue.ns = (uint64_t)st.queue_ns;
     sm->cinfer.count = (uint64_t)st.inference_count;
     sm->cinfer.ns = (uint64_t)st.compute_ns;
     sm->cin.count = sm->cout.count = (uint64_t)st.inference_count;
+    sm->cin.ns = (uint64_t)st.compute_input_ns;
+    sm->cout.ns = (uint64_t)st.compute_output_ns;
+    int n = v->serving ? mcp_scheduler_batch_stats_copy(v->serving, &sm->sizes) : 0;
+    if (n > 0) {
+        sm->bs = mcp_calloc((size_t)n, sizeof *sm->bs);
+        sm->pbs = mcp_calloc((size_t)n, sizeof *sm->pbs);
+        sm->bd = mcp_calloc((size_t)n * 3, sizeof *sm->bd);
+    }
+    for (int i = 0; n > 0 && sm->bs && sm->pbs && sm->bd && i < n; i++) {
+        Inference__InferBatchStatistics bi = INFERENCE__INFER_BATCH_STATISTICS__INIT;
+        sm->bs[i] = bi;
+        Inference__StatisticDuration *d3 = &sm->bd[i * 3];
+        for (int k = 0; k < 3; k++) d3[k] = d;
+        d3[0].count = d3[1].count = d3[2].count = (uint64_t)sm->sizes[i].count;
+        d3[0].ns = (uint64_t)sm->sizes[i].compute_input_ns;
+        d3[1].ns = (uint64_t)sm->sizes[i].compute_infer_ns;
+        d3[2].ns = (uint64_t)sm->sizes[i].compute_output_ns;
+        sm->bs[i].batch_size = (uint64_t)sm->sizes[i].batch_size;
+        sm->bs[i].compute_input = &d3[0];
+        sm->bs[i].compute_infer = &d3[1];
+        sm->bs[i].compute_output = &d3[2];
+        sm->pbs[i] = &sm->bs[i];
+        sm->m.n_batch_stats = (size_t)i + 1;
+    }
+    sm->m.batch_stats = sm->pbs;
     sm->is.success = &sm->success;
     sm->is.fail = &sm->fail;
     sm->is.queue = &sm->queue;
@@ -601,6 +630,12 @@ static void do_statistics(rpc_call *rc)
         finish_message(rc, &m.base);
     }
     for (int i = 0; i < nv; i++) mcp_model_version_release(vs[i]);
+    for (int i = 0; sm && i < nv; i++) {
+        mcp_free(sm[i].sizes);
+        mcp_free(sm[i].bs);
+        mcp_free(sm[i].pbs);
+        mcp_free(sm[i].bd);
+    }
     mcp_free(p);
     mcp_free(sm);
     mcp_free(vs);

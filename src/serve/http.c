@@ -294,23 +294,55 @@ static void h_model_ready(conn *k, const char *name, const char *version)
     mcp_model_version_release(v);
 }
 
+static void json_duration(mcp_buf *b, const char *name, int64_t count, int64_t ns)
+{
+    mcp_buf_printf(b, "\"%s\":{\"count\":%lld,\"ns\":%lld}", name, (long long)count, (long long)ns);
+}
+
+/* Statistics in Triton's shape: every stage, and batch_stats per size. */
 static void json_model_stats(mcp_buf *b, mcp_model_version *v)
 {
     mcp_scheduler_stats st = {0};
-    if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+    mcp_batch_stat *sizes = NULL;
+    int n_sizes = 0;
+    if (v->serving) {
+        mcp_scheduler_stats_get(v->serving, &st);
+        n_sizes = mcp_scheduler_batch_stats_copy(v->serving, &sizes);
+        if (n_sizes < 0) {
+            b->failed = true; /* out of memory: the answer says so, never a partial list */
+            return;
+        }
+    }
     mcp_buf_puts(b, "{\"name\":");
     mcp_buf_json_string(b, v->name);
     mcp_buf_puts(b, ",\"version\":");
     mcp_buf_json_string(b, v->version);
-    mcp_buf_printf(b,
-                   ",\"last_inference\":%lld,\"inference_count\":%lld,\"execution_count\":%lld,\"inference_stats\":{"
-                   "\"success\":{\"count\":%lld,\"ns\":%lld},\"fail\":{\"count\":%lld,\"ns\":0},"
-                   "\"queue\":{\"count\":%lld,\"ns\":%lld},\"compute_infer\":{\"count\":%lld,\"ns\":%lld}},"
-                   "\"queue_depth\":%lld}",
-                   (long long)st.last_inference_ms, (long long)st.inference_count, (long long)st.execution_count,
-                   (long long)st.success_count, (long long)(st.queue_ns + st.compute_ns), (long long)st.fail_count,
-                   (long long)st.inference_count, (long long)st.queue_ns, (long long)st.inference_count,
-                   (long long)st.compute_ns, (long long)st.queue_depth);
+    mcp_buf_printf(b, ",\"last_inference\":%lld,\"inference_count\":%lld,\"execution_count\":%lld,\"inference_stats\":{",
+                   (long long)st.last_inference_ms, (long long)st.inference_count, (long long)st.execution_count);
+    int64_t n = st.inference_count;
+    json_duration(b, "success", st.success_count, st.queue_ns + st.compute_input_ns + st.compute_ns + st.compute_output_ns);
+    mcp_buf_puts(b, ",");
+    json_duration(b, "fail", st.fail_count, 0);
+    mcp_buf_puts(b, ",");
+    json_duration(b, "queue", n, st.queue_ns);
+    mcp_buf_puts(b, ",");
+    json_duration(b, "compute_input", n, st.compute_input_ns);
+    mcp_buf_puts(b, ",");
+    json_duration(b, "compute_infer", n, st.compute_ns);
+    mcp_buf_puts(b, ",");
+    json_duration(b, "compute_output", n, st.compute_output_ns);
+    mcp_buf_puts(b, "},\"batch_stats\":[");
+    for (int i = 0; i < n_sizes; i++) {
+        mcp_buf_printf(b, "%s{\"batch_size\":%lld,", i ? "," : "", (long long)sizes[i].batch_size);
+        json_duration(b, "compute_input", sizes[i].count, sizes[i].compute_input_ns);
+        mcp_buf_puts(b, ",");
+        json_duration(b, "compute_infer", sizes[i].count, sizes[i].compute_infer_ns);
+        mcp_buf_puts(b, ",");
+        json_duration(b, "compute_output", sizes[i].count, sizes[i].compute_output_ns);
+        mcp_buf_puts(b, "}");
+    }
+    mcp_buf_printf(b, "],\"queue_depth\":%lld}", (long long)st.queue_depth);
+    mcp_free(sizes);
 }
 
 static void h_stats(conn *k, const char *name, const char *version)

@@ -89,6 +89,8 @@ struct mcp_scheduler {
     int n_ready, n_idle, n_running, n_finishing;
     bool draining, stop;
     mcp_scheduler_stats stats;
+    mcp_batch_stat *batch_stats; /* by batch size, ascending (mu) */
+    int n_batch_stats, cap_batch_stats;
 
     pthread_mutex_t cache_mu;
     cache_buf *cache;
@@ -684,6 +686,35 @@ static bool preprocess(mcp_scheduler *s, mcp_request *r)
     return false;
 }
 
+/* Adds one execution of `rows` to the per-size table (mu held); out of
+ * memory leaves the table as it was (the totals above still count it). */
+static void batch_stat_add(mcp_scheduler *s, int64_t rows, int64_t in_ns, int64_t infer_ns, int64_t out_ns)
+{
+    int lo = 0, hi = s->n_batch_stats;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (s->batch_stats[mid].batch_size < rows) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == s->n_batch_stats || s->batch_stats[lo].batch_size != rows) {
+        if (s->n_batch_stats == s->cap_batch_stats) {
+            int cap = s->cap_batch_stats ? s->cap_batch_stats * 2 : 8;
+            mcp_batch_stat *grown = mcp_realloc(s->batch_stats, (size_t)cap * sizeof *grown);
+            if (!grown) return;
+            s->batch_stats = grown;
+            s->cap_batch_stats = cap;
+        }
+        memmove(&s->batch_stats[lo + 1], &s->batch_stats[lo], (size_t)(s->n_batch_stats - lo) * sizeof *s->batch_stats);
+        s->batch_stats[lo] = (mcp_batch_stat){.batch_size = rows};
+        s->n_batch_stats++;
+    }
+    mcp_batch_stat *e = &s->batch_stats[lo];
+    e->count++;
+    e->compute_input_ns += in_ns;
+    e->compute_infer_ns += infer_ns;
+    e->compute_output_ns += out_ns;
+}
+
 static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
 {
     const mcp_model_version *v = s->v;
@@ -714,6 +745,7 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
     for (int g = 0; g < s->n_graph_out; g++) mcp_value_clear(&w->out_vals[g]);
     int64_t t0 = mcp_now_ns();
     mcp_status st = gather_inputs(s, w, b, &err);
+    int64_t tg = mcp_now_ns();
     if (st == MCP_STATUS_OK) st = mcp__session_run(v->session, w->in_ptrs, w->out_ptrs, &err);
     int64_t t1 = mcp_now_ns();
     release_inputs(s, w);
@@ -762,15 +794,21 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
         snprintf(r->error, sizeof r->error, "%s", st != MCP_STATUS_OK ? w->msg : rmsg);
     }
     for (int g = 0; g < s->n_graph_out; g++) mcp_value_clear(&w->out_vals[g]);
+    int64_t t2 = mcp_now_ns();
 
+    /* Triton's stages: input (preprocessing from `now`, gathering), infer
+     * (the engine), output (splitting, postprocessing); per request. */
     pthread_mutex_lock(&s->mu);
     s->stats.execution_count++;
     s->stats.inference_count += ok_rows;
     s->stats.success_count += ok_count;
     s->stats.fail_count += k - ok_count;
     s->stats.queue_ns += queue_sum;
-    s->stats.compute_ns += (t1 - t0) * k;
+    s->stats.compute_input_ns += (tg - now) * k;
+    s->stats.compute_ns += (t1 - tg) * k;
+    s->stats.compute_output_ns += (t2 - t1) * k;
     s->stats.last_inference_ms = wall_ms();
+    batch_stat_add(s, b->rows, tg - now, t1 - tg, t2 - t1);
     pthread_mutex_unlock(&s->mu);
 
     if (s->metrics) {
@@ -886,6 +924,7 @@ static void scheduler_free(mcp_scheduler *s)
 {
     for (int i = 0; s->workers && i < s->n_workers; i++) worker_free_arrays(&s->workers[i], s->n_graph_out);
     mcp_free(s->workers);
+    mcp_free(s->batch_stats);
     for (int i = 0; s->batches && i < s->n_batches; i++) {
         mcp_free(s->batches[i].reqs);
         mcp_free(s->batches[i].enq_ns);
@@ -1103,6 +1142,20 @@ void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out)
     *out = s->stats;
     out->queue_depth = s->queue_len + s->ready_requests;
     pthread_mutex_unlock(&s->mu);
+}
+
+int mcp_scheduler_batch_stats_copy(mcp_scheduler *s, mcp_batch_stat **out)
+{
+    *out = NULL;
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_batch_stats;
+    if (n > 0) {
+        *out = mcp_malloc((size_t)n * sizeof **out);
+        if (*out) memcpy(*out, s->batch_stats, (size_t)n * sizeof **out);
+        else n = -1;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n;
 }
 
 void mcp_scheduler_drain(mcp_scheduler *s)

@@ -168,7 +168,9 @@ typedef struct mcp_scheduler_stats {
     int64_t inference_count;   /* requests that ran */
     int64_t execution_count;   /* batches run */
     int64_t success_count, fail_count;
-    int64_t queue_ns, compute_ns; /* cumulative */
+    int64_t queue_ns, compute_ns; /* cumulative; compute = the engine run (compute_infer) */
+    int64_t compute_input_ns;    /* preprocessing and gathering a batch's inputs */
+    int64_t compute_output_ns;   /* splitting outputs per request and postprocessing */
     int64_t last_inference_ms;   /* wall clock ms since epoch, 0 = never */
     int64_t queue_depth;
 } mcp_scheduler_stats;
@@ -180,6 +182,15 @@ mcp_status mcp_scheduler_create(mcp_model_version *v, const mcp_scheduler_option
  * then fails the request itself. */
 mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r);
 void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out);
+/* Per batch size (Triton's batch_stats): executions and their time in each
+ * stage. Sizes ascending. */
+typedef struct mcp_batch_stat {
+    int64_t batch_size, count;
+    int64_t compute_input_ns, compute_infer_ns, compute_output_ns;
+} mcp_batch_stat;
+/* Every size seen, into *out (caller frees; NULL when none); returns how
+ * many, or -1 when out of memory. */
+int mcp_scheduler_batch_stats_copy(mcp_scheduler *s, mcp_batch_stat **out);
 /* Stops accepting and waits until queued and running requests finish. */
 void mcp_scheduler_drain(mcp_scheduler *s);
 void mcp_scheduler_destroy(mcp_scheduler *s);

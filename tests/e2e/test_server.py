@@ -706,6 +706,33 @@ class ProtocolTests(ServerTestCase):
         r = self.call("GET", f"/v2/models/digits/versions/{version}/stats")
         self.assertEqual(r.status_code, 200, r.text)
 
+    def test_statistics_in_tritons_full_shape(self):
+        """Every stage Triton reports (queue, compute_input, compute_infer,
+        compute_output, success, fail) and batch_stats per batch size, each
+        count matching the requests and batches that ran."""
+        def stats():
+            return self.call("GET", "/v2/models/digits/stats").json()["model_stats"][0]
+        before = stats()
+        x = samples()[0]
+        for rows in (1, 2, 2):
+            parse_v2_response(self, self.infer("digits", [("input", "FP32", np.repeat(x, rows, axis=0), False)]))
+        after = stats()
+        inf = after["inference_stats"]
+        for stage in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output"):
+            self.assertIn(stage, inf)
+        n = after["inference_count"] - before["inference_count"]
+        self.assertEqual(n, 5, "rows run")
+        for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
+            self.assertEqual(inf[stage]["count"] - before["inference_stats"][stage]["count"], n, stage)
+            self.assertGreater(inf[stage]["ns"], before["inference_stats"][stage]["ns"], stage)
+        sizes = {b["batch_size"]: b for b in after["batch_stats"]}
+        old = {b["batch_size"]: b for b in before["batch_stats"]}
+        grew = {k: sizes[k]["compute_infer"]["count"] - old.get(k, {"compute_infer": {"count": 0}})["compute_infer"]["count"]
+                for k in sizes}
+        self.assertGreaterEqual(grew.get(2, 0) + grew.get(4, 0), 1, f"no batch of 2 or 4 rows counted: {sizes}")
+        self.assertEqual(sum(k * v for k, v in grew.items()), 5, f"batch_stats do not add up to the rows run: {grew}")
+        self.assertEqual(list(sizes), sorted(sizes), "batch_stats not in ascending size")
+
     def test_model_config(self):
         r = self.call("GET", "/v2/models/digits/config")
         self.assertEqual(r.status_code, 200, r.text)
