@@ -132,20 +132,6 @@ void mcp_call_clear(mcp_call *c)
 
 /* ---- the metrics observer ---- */
 
-static const char *error_reason(mcp_status st)
-{
-    switch (st) {
-    case MCP_STATUS_INVALID_ARGUMENT: return "invalid_input";
-    case MCP_STATUS_RESOURCE_EXHAUSTED: return "queue_full";
-    case MCP_STATUS_DEADLINE_EXCEEDED: return "timeout";
-    case MCP_STATUS_CANCELLED: return "cancelled";
-    case MCP_STATUS_UNAVAILABLE: return "unavailable";
-    case MCP_STATUS_TOO_LARGE: return "too_large";
-    case MCP_STATUS_NOT_FOUND: return "not_found";
-    default: return "internal";
-    }
-}
-
 static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
                           mcp_status st)
 {
@@ -157,7 +143,7 @@ static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const
     }
     if (ev == MCP_OBS_COMPLETED) mcp_metrics_inflight_add(m, -1);
     /* Unknown names never become label values; known ones count errors. */
-    if (st != MCP_STATUS_OK && model[0]) mcp_metrics_error(m, model, error_reason(st));
+    if (st != MCP_STATUS_OK && model[0]) mcp_metrics_error(m, model, mcp_metrics_reason(st));
     mcp_metrics_request(m, model, version, p, mcp_status_http_code(st));
 }
 
@@ -360,6 +346,7 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
     if (st != MCP_STATUS_OK) return st;
     v->serving = sched;
     v->serving_free = serving_free;
+    mcp_metrics_declare_model(fe->metrics, v->name, v->version);
     return MCP_STATUS_OK;
 }
 

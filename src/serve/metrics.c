@@ -266,6 +266,37 @@ void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, i
     if (s) hist_observe(&s->hists[METRICS_HIST_BATCH], batch_bounds, BATCH_BUCKETS, batch_size);
 }
 
+/* The error reasons, one table: what a status counts as, and the series a
+ * ready model starts with. The last entry is the catch-all. */
+static const struct {
+    mcp_status status;
+    const char *reason;
+} reasons[] = {
+    {MCP_STATUS_INVALID_ARGUMENT, "invalid_input"}, {MCP_STATUS_RESOURCE_EXHAUSTED, "queue_full"},
+    {MCP_STATUS_DEADLINE_EXCEEDED, "timeout"},      {MCP_STATUS_CANCELLED, "cancelled"},
+    {MCP_STATUS_UNAVAILABLE, "unavailable"},        {MCP_STATUS_TOO_LARGE, "too_large"},
+    {MCP_STATUS_NOT_FOUND, "not_found"},            {MCP_STATUS_INTERNAL, "internal"},
+};
+#define N_REASONS (sizeof reasons / sizeof reasons[0])
+
+const char *mcp_metrics_reason(mcp_status st)
+{
+    for (size_t i = 0; i + 1 < N_REASONS; i++)
+        if (reasons[i].status == st) return reasons[i].reason;
+    return reasons[N_REASONS - 1].reason;
+}
+
+void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version)
+{
+    if (!m) return;
+    /* The label sets a ready model's first requests will touch, at 0, so
+     * rate() and increase() see those requests (a series that appears
+     * with its first sample hides it). */
+    series_get(m, SERIES_MODEL, model, version, 0, 0);
+    for (int p = 0; p < MCP_PROTOCOL_COUNT; p++) series_get(m, SERIES_REQUESTS, model, version, p, 200);
+    for (size_t i = 0; i < N_REASONS; i++) series_get(m, SERIES_ERRORS, model, reasons[i].reason, 0, 0);
+}
+
 void mcp_metrics_inflight_add(mcp_metrics *m, int delta)
 {
     if (m) atomic_fetch_add_explicit(&m->inflight, delta, memory_order_relaxed);

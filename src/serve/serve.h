@@ -126,11 +126,16 @@ void mcp_metrics_destroy(mcp_metrics *m);
 /* Every finished request (HTTP code per protocol) */
 void mcp_metrics_request(mcp_metrics *m, const char *model, const char *version, mcp_protocol p, int code);
 /* mcp_inference_errors_total{model,reason}; reason e.g. "invalid_input", "queue_full", "timeout". */
+/* The reason a status counts as ("internal" for any other). */
+const char *mcp_metrics_reason(mcp_status st);
 void mcp_metrics_error(mcp_metrics *m, const char *model, const char *reason);
 void mcp_metrics_latency(mcp_metrics *m, const char *model, const char *version, int64_t queue_ns,
                          int64_t compute_ns, int64_t total_ns);
 void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, int batch_size);
 void mcp_metrics_inflight_add(mcp_metrics *m, int delta);
+/* Creates a ready model's series at 0: requests per protocol (code 200),
+ * errors per reason, and its histograms. */
+void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version);
 /* Gauges sampled at render time through this callback. */
 typedef struct mcp_metrics_gauges {
     int loaded_models;

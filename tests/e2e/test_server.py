@@ -1420,6 +1420,28 @@ class RepositoryTests(RepositoryServerTestCase):
 # graceful shutdown
 # ---------------------------------------------------------------------------
 
+class ReadyCountersTests(ServerTestCase):
+    """A model's series exist at 0 from the moment it is ready, so the first
+    requests show in rate() and increase()."""
+
+    def test_series_at_zero_before_any_request(self):
+        _, samples_ = get_metrics(self, self.server)
+        def value(name, **labels):
+            found = [v for n, l, v in samples_ if n == name and all(l.get(k) == str(x) for k, x in labels.items())]
+            self.assertTrue(found, f"no {name} series with {labels}")
+            return sum(found)
+        for proto in ("v2", "v1", "simple", "grpc"):
+            self.assertEqual(value("mcp_requests_total", model="digits", protocol=proto, code="200"), 0)
+        for reason in ("invalid_input", "queue_full", "timeout", "internal"):
+            self.assertEqual(value("mcp_inference_errors_total", model="digits", reason=reason), 0)
+        self.assertEqual(value("mcp_request_duration_seconds_count", model="digits"), 0)
+        self.assertEqual(value("mcp_queue_duration_seconds_count", model="digits"), 0)
+        # And the first request moves them.
+        parse_v2_response(self, self.infer("digits", [("input", "FP32", samples()[0], False)]))
+        _, samples_ = get_metrics(self, self.server)
+        self.assertEqual(value("mcp_requests_total", model="digits", protocol="v2", code="200"), 1)
+
+
 class ShutdownTests(unittest.TestCase):
     def start(self, *extra):
         server = Server("--model-path", model_file("slow"), "--workers", 1, "--max-batch-size", 1, *extra)
