@@ -959,7 +959,7 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, c
               wanted, (long long)chosen);
     char ver[32], num[24];
     snprintf(num, sizeof num, "%lld", (long long)chosen);
-    snprintf(ver, sizeof ver, "v%lld.0.0", (long long)chosen);
+    snprintf(ver, sizeof ver, "%lld", (long long)chosen); /* Triton names versions by their folders */
     char *vdir = mcp__desc_path_join(model_dir, num);
     char *path = vdir ? mcp__desc_path_join(vdir, filename) : NULL;
     mcp_free(vdir);

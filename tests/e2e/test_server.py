@@ -1819,6 +1819,18 @@ class StepsTests(RepositoryServerTestCase):
         self.assertEqual(r.status_code, 400, r.text)
         assert_names(self, error_message(self, r, 400), "input")
 
+    def test_triton_version_folders_keep_their_numbers(self):
+        """m/1/model.onnx is version "1": addressable as /versions/1 over HTTP
+        and as model_version "1" (the metadata lists it so)."""
+        meta = self.call("GET", "/v2/models/digits_triton").json()
+        self.assertEqual(meta["versions"], ["1"])
+        x = samples()[0]
+        r = self.infer("digits_triton", [("input", "FP32", x, True)], version="1")
+        head, _ = parse_v2_response(self, r)
+        self.assertEqual(head["model_version"], "1")
+        self.assertEqual(self.call("GET", "/v2/models/digits_triton/versions/1/ready").status_code, 200)
+        self.assertEqual(self.call("GET", "/v2/models/digits_triton/versions/2/ready").status_code, 404)
+
     def test_triton_folder_serves_like_the_onnx_file(self):
         r = self.call("GET", "/v2/models/digits_triton/config")
         self.assertEqual(r.status_code, 200, r.text)

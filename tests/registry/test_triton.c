@@ -126,7 +126,7 @@ static void test_sample_folder(void)
     snprintf(want, sizeof want, "%s/config.pbtxt", f.model);
     TU_CHECK_STR(d->source, want);
     TU_CHECK_STR(d->name, "densenet_onnx");
-    TU_CHECK_STR(d->version, "v3.0.0");
+    TU_CHECK_STR(d->version, "3");
     TU_CHECK_INT(d->semver[0], 3);
     TU_CHECK_STR(d->format, "triton");
     TU_CHECK_INT(d->max_batch_size, 8);
@@ -172,13 +172,13 @@ static void test_version_policy(void)
         mcp_status st;
         const char *needle;
     } cases[] = {
-        {"", "v2.0.0", "2/model.onnx", MCP_STATUS_OK, NULL},
-        {"version_policy { specific { versions: [1] } }", "v1.0.0", "1/model.onnx", MCP_STATUS_OK, NULL},
-        {"version_policy { specific { versions: 1 versions: 4 } }", "v1.0.0", "1/model.onnx", MCP_STATUS_OK, NULL},
-        {"version_policy { latest { num_versions: 2 } }", "v2.0.0", "2/model.onnx", MCP_STATUS_OK,
+        {"", "2", "2/model.onnx", MCP_STATUS_OK, NULL},
+        {"version_policy { specific { versions: [1] } }", "1", "1/model.onnx", MCP_STATUS_OK, NULL},
+        {"version_policy { specific { versions: 1 versions: 4 } }", "1", "1/model.onnx", MCP_STATUS_OK, NULL},
+        {"version_policy { latest { num_versions: 2 } }", "2", "2/model.onnx", MCP_STATUS_OK,
          "serves one version"},
-        {"version_policy: { all: {} }", "v2.0.0", "2/model.onnx", MCP_STATUS_OK, "serves one version"},
-        {"default_model_filename: \"weights.onnx\"", "v2.0.0", "2/weights.onnx", MCP_STATUS_OK, NULL},
+        {"version_policy: { all: {} }", "2", "2/model.onnx", MCP_STATUS_OK, "serves one version"},
+        {"default_model_filename: \"weights.onnx\"", "2", "2/weights.onnx", MCP_STATUS_OK, NULL},
         {"version_policy { specific { versions: [1] } }\ndefault_model_filename: \"weights.onnx\"", NULL, NULL,
          MCP_STATUS_INVALID_ARGUMENT, "1/weights.onnx' not found"},
         {"default_model_filename: \"../1/model.onnx\"", NULL, NULL, MCP_STATUS_INVALID_ARGUMENT, "plain file name"},
