@@ -436,7 +436,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < c.n_model_paths; i++) {
         mcp_descriptor *d = NULL;
         if (mcp_descriptor_for_model(c.model_paths[i], &dd, &d, &err) != MCP_STATUS_OK ||
-            mcp_repository_apply(repo, d, &err) != MCP_STATUS_OK) {
+            mcp_repository_apply_from(repo, d, MCP_SOURCE_MODEL_FILE, c.model_paths[i], NULL, &err) != MCP_STATUS_OK) {
             fprintf(stderr, "mcp2026-server: --model-path %s: %s\n", c.model_paths[i], msg);
             rc = 1;
             goto out;

@@ -265,6 +265,18 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
 /* Loads (or reloads) a descriptor and makes it current: the new version is
  * loaded and warmed beside the old one, then swapped in atomically. */
 mcp_status mcp_repository_apply(mcp_repository *r, mcp_descriptor *desc /* taken */, mcp_err *err);
+/* Where a model came from, so a load by name can rebuild it after an
+ * unload, whatever that was. */
+typedef enum mcp_source_kind {
+    MCP_SOURCE_NONE,       /* nothing to load it from again */
+    MCP_SOURCE_YAML_FILE,  /* source: a descriptor file */
+    MCP_SOURCE_TRITON,     /* source: a Triton model folder */
+    MCP_SOURCE_MODEL_FILE, /* source: a bare model file (--model-path) */
+    MCP_SOURCE_YAML_TEXT,  /* text: a descriptor as sent; source: where it said it lives (may be NULL) */
+} mcp_source_kind;
+/* apply, remembering the source (copied) for mcp_repository_load. */
+mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc /* taken */, mcp_source_kind kind,
+                                     const char *source, const char *text, mcp_err *err);
 /* Loads a known entry by name (model repository extension). */
 mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err);
 mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err);

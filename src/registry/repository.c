@@ -14,8 +14,10 @@
 
 typedef struct repo_entry {
     char *name;
-    char *source; /* descriptor file or Triton model folder; NULL when applied directly */
-    bool is_triton;
+    /* How to load this entry again by name (after an unload): */
+    mcp_source_kind kind;
+    char *source; /* descriptor file, Triton folder or model file; where a sent descriptor said it lives */
+    char *text;   /* MCP_SOURCE_YAML_TEXT: the descriptor as sent */
     char *version; /* of the current version, or the one that failed */
     mcp_model_version *current;
     mcp_model_state state;
@@ -64,6 +66,7 @@ void mcp_repository_destroy(mcp_repository *r)
         retire(r, r->entries[i].current);
         mcp_free(r->entries[i].name);
         mcp_free(r->entries[i].source);
+        mcp_free(r->entries[i].text);
         mcp_free(r->entries[i].version);
     }
     mcp_free(r->entries);
@@ -139,6 +142,7 @@ static void entry_remove(mcp_repository *r, repo_entry *e)
     MCP_ASSERT(!e->current);
     mcp_free(e->name);
     mcp_free(e->source);
+    mcp_free(e->text);
     mcp_free(e->version);
     int i = (int)(e - r->entries);
     r->entries[i] = r->entries[r->n - 1];
@@ -158,8 +162,8 @@ static void set_str(char **dst, const char *src)
     *dst = c;
 }
 
-static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, const char *source, bool is_triton,
-                                    mcp_err *err)
+static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
+                                    const char *text, mcp_err *err)
 {
     char name[256], version[64];
     snprintf(name, sizeof name, "%s", desc->name);
@@ -168,9 +172,13 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
     repo_entry *e = entry_get(r, name, true);
     if (e) {
         if (!e->current) e->state = MCP_MODEL_LOADING;
-        if (source) {
+        /* Files on the server's disk stay known even when they fail to
+         * load (a load by name retries them); what came over the network
+         * is remembered only once it loads. */
+        if (kind == MCP_SOURCE_YAML_FILE || kind == MCP_SOURCE_TRITON) {
             set_str(&e->source, source);
-            e->is_triton = is_triton;
+            set_str(&e->text, NULL);
+            e->kind = kind;
         }
     }
     pthread_mutex_unlock(&r->mu);
@@ -197,11 +205,16 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
         e->state = MCP_MODEL_READY;
         e->reason[0] = '\0';
         set_str(&e->version, version);
+        if (kind != MCP_SOURCE_NONE) {
+            set_str(&e->source, source);
+            set_str(&e->text, text);
+            e->kind = kind;
+        }
     } else {
         /* A failed reload leaves the current version serving. A failed
          * first load of a name with nothing to load it from again leaves
          * no entry: the caller got the reason in its answer. */
-        if (!e->current && !e->source) {
+        if (!e->current && e->kind == MCP_SOURCE_NONE) {
             entry_remove(r, e);
         } else {
             if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
@@ -216,8 +229,14 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, con
 
 mcp_status mcp_repository_apply(mcp_repository *r, mcp_descriptor *desc, mcp_err *err)
 {
+    return mcp_repository_apply_from(r, desc, MCP_SOURCE_NONE, NULL, NULL, err);
+}
+
+mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
+                                     const char *text, mcp_err *err)
+{
     pthread_mutex_lock(&r->load_mu);
-    mcp_status st = apply_locked_load(r, desc, NULL, false, err);
+    mcp_status st = apply_locked_load(r, desc, kind, source, text, err);
     pthread_mutex_unlock(&r->load_mu);
     return st;
 }
@@ -294,7 +313,7 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
             char msg[1024] = "";
             mcp_err err = {msg, sizeof msg};
             pthread_mutex_lock(&r->load_mu);
-            st = apply_locked_load(r, desc, path, is_triton, &err);
+            st = apply_locked_load(r, desc, is_triton ? MCP_SOURCE_TRITON : MCP_SOURCE_YAML_FILE, path, NULL, &err);
             pthread_mutex_unlock(&r->load_mu);
             if (st != MCP_STATUS_OK) {
                 mcp_diags_add(diags, "", 0, 0, "%s: %s", path, msg);
@@ -305,7 +324,7 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
             repo_entry *e = entry_get(r, desc->name, true);
             if (e) {
                 set_str(&e->source, path);
-                e->is_triton = is_triton;
+                e->kind = is_triton ? MCP_SOURCE_TRITON : MCP_SOURCE_YAML_FILE;
                 set_str(&e->version, desc->version);
             }
             pthread_mutex_unlock(&r->mu);
@@ -319,35 +338,66 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
 
 mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err)
 {
-    char source[4096] = "";
-    bool is_triton = false, loaded = false;
+    char *source = NULL, *text = NULL;
+    mcp_source_kind kind = MCP_SOURCE_NONE;
+    bool known = false, loaded = false;
     pthread_mutex_lock(&r->mu);
     repo_entry *e = entry_get(r, name, false);
-    if (e && e->source) snprintf(source, sizeof source, "%s", e->source);
     if (e) {
-        is_triton = e->is_triton;
+        known = true;
+        kind = e->kind;
         loaded = e->current != NULL;
+        source = e->source ? mcp_strdup(e->source) : NULL;
+        text = e->text ? mcp_strdup(e->text) : NULL;
     }
     pthread_mutex_unlock(&r->mu);
-    if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
-    if (!source[0]) {
+    if (!known) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
+    if (kind == MCP_SOURCE_NONE) {
+        mcp_free(source);
+        mcp_free(text);
         if (loaded) return MCP_STATUS_OK;
         return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model '%s' has no descriptor to load from; apply one", name);
     }
+    /* Load it again from where it came from, whatever that was. */
     mcp_diags diags = {0};
     mcp_descriptor *desc = NULL;
-    mcp_status st = is_triton ? mcp_descriptor_load_triton(source, &r->defaults, &desc, &diags)
-                              : mcp_descriptor_load_file(source, &r->defaults, &desc, &diags);
+    mcp_status st;
+    const char *where = source ? source : "config";
+    switch (kind) {
+    case MCP_SOURCE_TRITON: st = mcp_descriptor_load_triton(source, &r->defaults, &desc, &diags); break;
+    case MCP_SOURCE_YAML_FILE: st = mcp_descriptor_load_file(source, &r->defaults, &desc, &diags); break;
+    case MCP_SOURCE_YAML_TEXT:
+        st = mcp_descriptor_parse_yaml(text ? text : "", text ? strlen(text) : 0, source, &r->defaults, &desc, &diags);
+        break;
+    case MCP_SOURCE_MODEL_FILE: {
+        char msg[1024] = "";
+        mcp_err e2 = {msg, sizeof msg};
+        st = mcp_descriptor_for_model(source, &r->defaults, &desc, &e2);
+        if (st != MCP_STATUS_OK) mcp_diags_add(&diags, "", 0, 0, "%s", msg);
+        break;
+    }
+    default: st = MCP_STATUS_INTERNAL; break;
+    }
+    if (st == MCP_STATUS_OK && strcmp(desc->name, name) != 0) {
+        mcp_diags_add(&diags, "name", 0, 0, "now names model '%s', not '%s'", desc->name, name);
+        mcp_descriptor_free(desc);
+        desc = NULL;
+        st = MCP_STATUS_INVALID_ARGUMENT;
+    }
     if (st != MCP_STATUS_OK) {
         char report[1024];
-        mcp_diags_format(&diags, source, report, sizeof report);
+        mcp_diags_format(&diags, where, report, sizeof report);
         mcp_diags_clear(&diags);
-        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s", report);
+        mcp_free(source);
+        mcp_free(text);
+        return mcp_err_set(err, st == MCP_STATUS_NOT_FOUND ? st : MCP_STATUS_INVALID_ARGUMENT, "%s", report);
     }
     mcp_diags_clear(&diags);
     pthread_mutex_lock(&r->load_mu);
-    st = apply_locked_load(r, desc, source, is_triton, err);
+    st = apply_locked_load(r, desc, kind, source, text, err);
     pthread_mutex_unlock(&r->load_mu);
+    mcp_free(source);
+    mcp_free(text);
     return st;
 }
 

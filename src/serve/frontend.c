@@ -438,7 +438,7 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
         mcp_descriptor_free(desc);
         return;
     }
-    ctl->status = mcp_repository_apply(fe->repo, desc, &err);
+    ctl->status = mcp_repository_apply_from(fe->repo, desc, MCP_SOURCE_YAML_TEXT, ctl->source, ctl->descriptor, &err);
 }
 
 static void *loader_main(void *arg)

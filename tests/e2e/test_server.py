@@ -1442,6 +1442,34 @@ class ReadyCountersTests(ServerTestCase):
         self.assertEqual(value("mcp_requests_total", model="digits", protocol="v2", code="200"), 1)
 
 
+class ReloadByNameTests(ServerTestCase):
+    """A model unloaded through the repository API loads again by name,
+    whatever it came from: --model-path, or a descriptor sent to the API."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", DIGITS, "--model-root", MODELS_DIR]
+
+    def cycle(self, name):
+        self.assertEqual(self.call("POST", f"/v2/repository/models/{name}/unload").status_code, 200)
+        self.assertEqual(self.call("GET", f"/v2/models/{name}/ready").status_code, 404)
+        r = self.call("POST", f"/v2/repository/models/{name}/load")
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(self.call("GET", f"/v2/models/{name}/ready").status_code, 200)
+
+    def test_model_path_model(self):
+        self.cycle("digits")
+        parse_v2_response(self, self.infer("digits", [("input", "FP32", samples()[0], False)]))
+
+    def test_applied_descriptor(self):
+        text = f"name: applied_ident\npath: {model_file('identity_fp32')}\nmax_batch_size: 4\n"
+        r = self.call("POST", "/v2/repository/models/applied_ident/load", json_body={"parameters": {"config": text}})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.cycle("applied_ident")
+        cfg = self.call("GET", "/v2/models/applied_ident/config").json()
+        self.assertEqual(cfg["max_batch_size"], 4, "the reload did not use the descriptor that was sent")
+
+
 class ShutdownTests(unittest.TestCase):
     def start(self, *extra):
         server = Server("--model-path", model_file("slow"), "--workers", 1, "--max-batch-size", 1, *extra)
