@@ -66,4 +66,12 @@ mcp_status mcp__triton_parse_config(const char *text, size_t len, const char *mo
                                     const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
                                     mcp_diags *diags);
 
+/* A Triton ModelConfig in JSON as protobuf text format (for the parser
+ * above); problems to diags. */
+mcp_status mcp__triton_json_to_text(const char *json, size_t len, mcp_buf *text, mcp_diags *diags);
+/* Parses such text, in JSON's spellings (quoted integers, enum names as
+ * strings); no model folder, as mcp__triton_parse_config with NULL. */
+mcp_status mcp__triton_parse_json_config(const char *text, size_t len, const mcp_descriptor_defaults *defaults,
+                                         mcp_descriptor **out, mcp_diags *diags);
+
 #endif

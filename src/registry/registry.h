@@ -43,6 +43,8 @@ void mcp_model_roots_destroy(mcp_model_roots *r);
 /* Adds a folder (it must exist); kept as given and as its realpath. */
 mcp_status mcp_model_roots_add(mcp_model_roots *r, const char *dir, mcp_err *err);
 int mcp_model_roots_count(const mcp_model_roots *r);
+/* The i-th root's resolved path (0 <= i < count). */
+const char *mcp_model_roots_get(const mcp_model_roots *r, int i);
 /* The first root's resolved path (NULL when none): relative paths of a
  * descriptor sent without a folder of its own resolve against it. */
 const char *mcp_model_roots_first(const mcp_model_roots *r);
@@ -166,6 +168,12 @@ mcp_status mcp_descriptor_load_file(const char *path, const mcp_descriptor_defau
  * highest version unless the policy says otherwise). */
 mcp_status mcp_descriptor_load_triton(const char *model_dir, const mcp_descriptor_defaults *defaults,
                                       mcp_descriptor **out, mcp_diags *diags);
+/* A Triton ModelConfig in JSON (what Triton's load takes in
+ * parameters.config) for the model folder named `name` in the model roots
+ * (defaults->roots), as config.pbtxt would be read there. */
+mcp_status mcp_descriptor_from_triton_json(const char *name, const char *json, size_t len,
+                                           const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
+                                           mcp_diags *diags);
 /* A descriptor for a bare model file (quickstart: --model-path). */
 mcp_status mcp_descriptor_for_model(const char *model_path, const mcp_descriptor_defaults *defaults,
                                     mcp_descriptor **out, mcp_err *err);
@@ -273,6 +281,7 @@ typedef enum mcp_source_kind {
     MCP_SOURCE_TRITON,     /* source: a Triton model folder */
     MCP_SOURCE_MODEL_FILE, /* source: a bare model file (--model-path) */
     MCP_SOURCE_YAML_TEXT,  /* text: a descriptor as sent; source: where it said it lives (may be NULL) */
+    MCP_SOURCE_TRITON_JSON, /* text: a Triton ModelConfig in JSON as sent, for the model's folder in the roots */
 } mcp_source_kind;
 /* apply, remembering the source (copied) for mcp_repository_load. */
 mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc /* taken */, mcp_source_kind kind,

@@ -369,6 +369,9 @@ mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err
     case MCP_SOURCE_YAML_TEXT:
         st = mcp_descriptor_parse_yaml(text ? text : "", text ? strlen(text) : 0, source, &r->defaults, &desc, &diags);
         break;
+    case MCP_SOURCE_TRITON_JSON:
+        st = mcp_descriptor_from_triton_json(name, text ? text : "", text ? strlen(text) : 0, &r->defaults, &desc, &diags);
+        break;
     case MCP_SOURCE_MODEL_FILE: {
         char msg[1024] = "";
         mcp_err e2 = {msg, sizeof msg};

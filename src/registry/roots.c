@@ -49,6 +49,8 @@ int mcp_model_roots_count(const mcp_model_roots *r) { return r ? r->n : 0; }
 
 const char *mcp_model_roots_first(const mcp_model_roots *r) { return r && r->n ? r->real[0] : NULL; }
 
+const char *mcp_model_roots_get(const mcp_model_roots *r, int i) { return r && i >= 0 && i < r->n ? r->real[i] : NULL; }
+
 /* Makes `path` absolute (against the working folder) with "." segments and
  * repeated slashes removed; false when it has a ".." segment or does not
  * fit. Touches nothing on disk. */

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "registry/descriptor_util.h"
 
 #define PB_MAX_DEPTH 32
@@ -390,6 +392,7 @@ static void parse_message(pparse *p, pnode *msg, int depth, char close)
 typedef struct tctx {
     mcp_diags *diags;
     const mcp_model_roots *roots; /* where the folder's files may be; NULL = anywhere */
+    bool from_json; /* the text came from a JSON ModelConfig: quoted integers and enum names are its spelling */
     int errors;
     char path[512];
     size_t path_len;
@@ -495,7 +498,7 @@ static bool get_string(tctx *t, const pnode *n, const char **out)
 static bool get_int(tctx *t, const pnode *n, int64_t lo, int64_t hi, int64_t *out)
 {
     if (!want_scalar(t, n, "an integer")) return false;
-    if (n->vtype != P_NUMBER) {
+    if (n->vtype != P_NUMBER && !(t->from_json && n->vtype == P_STRING)) {
         terr(t, n, "expected an integer, got %s%.40s%s", n->vtype == P_STRING ? "\"" : "", n->text,
              n->vtype == P_STRING ? "\"" : "");
         return false;
@@ -532,7 +535,7 @@ static bool get_bool(tctx *t, const pnode *n, bool *out)
 static int get_enum(tctx *t, const pnode *n, const char *const *names, int count)
 {
     if (!want_scalar(t, n, "an enum value")) return -1;
-    if (n->vtype == P_IDENT)
+    if (n->vtype == P_IDENT || (t->from_json && n->vtype == P_STRING))
         for (int i = 0; i < count; i++)
             if (strcmp(n->text, names[i]) == 0) return i;
     char list[400] = "";
@@ -1186,9 +1189,165 @@ static void map_config(tctx *t, const pnode *root, const char *model_dir, mcp_de
     if (model_dir) choose_version(t, model_dir, &pol, filename, d);
 }
 
+static mcp_status parse_config(const char *text, size_t len, const char *model_dir, const mcp_descriptor_defaults *defaults,
+                               bool from_json, mcp_descriptor **out, mcp_diags *diags);
+
 mcp_status mcp__triton_parse_config(const char *text, size_t len, const char *model_dir,
                                     const mcp_descriptor_defaults *defaults, mcp_descriptor **out,
                                     mcp_diags *diags)
+{
+    return parse_config(text, len, model_dir, defaults, false, out, diags);
+}
+
+/* ---- ModelConfig in JSON (Triton's load parameters.config) ---- */
+
+/* Protobuf text format for a JSON value, field by field: objects become
+ * messages, arrays repeated fields, strings quoted (C escapes). */
+static bool json_to_text(const char *key, const json_t *v, mcp_buf *b, int depth);
+
+static void text_string(mcp_buf *b, const char *s)
+{
+    mcp_buf_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') mcp_buf_printf(b, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f) mcp_buf_printf(b, "\\%03o", *p);
+        else mcp_buf_append(b, p, 1);
+    }
+    mcp_buf_puts(b, "\"");
+}
+
+static bool text_value(const json_t *v, mcp_buf *b, int depth)
+{
+    if (json_is_object(v)) {
+        mcp_buf_puts(b, "{ ");
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)v, k, x) if (!json_to_text(k, x, b, depth + 1)) return false;
+        mcp_buf_puts(b, "}");
+    } else if (json_is_string(v)) {
+        text_string(b, json_string_value(v));
+    } else if (json_is_integer(v)) {
+        mcp_buf_printf(b, "%lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        mcp_buf_printf(b, "%.17g", json_real_value(v));
+    } else if (json_is_boolean(v)) {
+        mcp_buf_puts(b, json_is_true(v) ? "true" : "false");
+    } else {
+        return false;
+    }
+    return true;
+}
+
+static bool json_to_text(const char *key, const json_t *v, mcp_buf *b, int depth)
+{
+    if (depth > 32) return false;
+    for (const char *p = key; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
+    if (!key[0] || json_is_null(v)) return key[0] != '\0';
+    if (json_is_array(v)) {
+        if (json_array_size(v) == 0) { /* e.g. dims: [] for a scalar */
+            mcp_buf_printf(b, "%s: [ ]\n", key);
+            return true;
+        }
+        mcp_buf_printf(b, json_is_object(json_array_get(v, 0)) ? "%s [ " : "%s: [ ", key);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i) mcp_buf_puts(b, ", ");
+            if (json_is_array(json_array_get(v, i)) || !text_value(json_array_get(v, i), b, depth)) return false;
+        }
+        mcp_buf_puts(b, " ]\n");
+        return true;
+    }
+    mcp_buf_printf(b, json_is_object(v) ? "%s " : "%s: ", key);
+    if (!text_value(v, b, depth)) return false;
+    mcp_buf_puts(b, "\n");
+    return true;
+}
+
+mcp_status mcp__triton_json_to_text(const char *json, size_t len, mcp_buf *text, mcp_diags *diags)
+{
+    if (len > MCP__DESC_MAX_TEXT) {
+        mcp_diags_add(diags, "", 0, 0, "the model configuration is %zu bytes; the limit is %u", len, MCP__DESC_MAX_TEXT);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root || !json_is_object(root)) {
+        if (root) mcp_diags_add(diags, "", 0, 0, "the model configuration must be a JSON object");
+        else mcp_diags_add(diags, "", je.line, je.column, "malformed JSON: %s", je.text);
+        json_decref(root);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    const char *k;
+    json_t *v;
+    bool ok = true;
+    json_object_foreach(root, k, v) if (ok && !json_to_text(k, v, text, 0)) {
+        mcp_diags_add(diags, k, 0, 0, "this field cannot be read as part of a ModelConfig");
+        ok = false;
+    }
+    json_decref(root);
+    if (!ok) return MCP_STATUS_INVALID_ARGUMENT;
+    return text->failed ? MCP_STATUS_OUT_OF_MEMORY : MCP_STATUS_OK;
+}
+
+mcp_status mcp__triton_parse_json_config(const char *text, size_t len, const mcp_descriptor_defaults *defaults,
+                                         mcp_descriptor **out, mcp_diags *diags)
+{
+    return parse_config(text, len, NULL, defaults, true, out, diags);
+}
+
+mcp_status mcp_descriptor_from_triton_json(const char *name, const char *json, size_t len,
+                                           const mcp_descriptor_defaults *defaults, mcp_descriptor **out, mcp_diags *diags)
+{
+    *out = NULL;
+    if (!mcp__desc_name_valid(name)) {
+        mcp_diags_add(diags, "", 0, 0, "'%.60s' cannot be a model name", name);
+        return MCP_STATUS_INVALID_ARGUMENT;
+    }
+    mcp_buf text = {0};
+    mcp_status tst = mcp__triton_json_to_text(json, len, &text, diags);
+    if (tst != MCP_STATUS_OK) {
+        mcp_buf_free(&text);
+        return tst;
+    }
+    /* The model's files are where Triton keeps them: a folder named after
+     * the model in a model root, with its version folders. */
+    char *dir = NULL;
+    const mcp_model_roots *roots = defaults ? defaults->roots : NULL;
+    for (int i = 0; i < mcp_model_roots_count(roots) && !dir; i++) {
+        char candidate[4200];
+        snprintf(candidate, sizeof candidate, "%s/%s", mcp_model_roots_get(roots, i), name);
+        struct stat sb;
+        if (stat(candidate, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            char msg[600];
+            mcp_err err = {msg, sizeof msg};
+            if (mcp_model_roots_resolve(roots, candidate, "model folder", true, &dir, &err) != MCP_STATUS_OK) dir = NULL;
+        }
+    }
+    if (!dir) {
+        mcp_buf_free(&text);
+        mcp_diags_add(diags, "", 0, 0,
+                      "no model folder '%s' (with version folders) in the model roots for this configuration", name);
+        return MCP_STATUS_NOT_FOUND;
+    }
+    mcp_status st = parse_config((const char *)text.data, text.len, dir, defaults, true, out, diags);
+    mcp_buf_free(&text);
+    if (st == MCP_STATUS_OK && strcmp((*out)->name, name) != 0) {
+        mcp_diags_add(diags, "name", 0, 0, "the configuration names model '%s', the request '%s'", (*out)->name, name);
+        mcp_descriptor_free(*out);
+        *out = NULL;
+        st = MCP_STATUS_INVALID_ARGUMENT;
+    }
+    if (st == MCP_STATUS_OK) {
+        mcp_free((*out)->source);
+        (*out)->source = dir;
+    } else {
+        mcp_free(dir);
+    }
+    return st;
+}
+
+static mcp_status parse_config(const char *text, size_t len, const char *model_dir, const mcp_descriptor_defaults *defaults,
+                               bool from_json, mcp_descriptor **out, mcp_diags *diags)
 {
     *out = NULL;
     if (!text) text = "";
@@ -1210,7 +1369,7 @@ mcp_status mcp__triton_parse_config(const char *text, size_t len, const char *mo
         mcp_diags_add(diags, "", 0, 0, "out of memory");
         return MCP_STATUS_OUT_OF_MEMORY;
     }
-    tctx t = {.diags = diags, .roots = defaults ? defaults->roots : NULL};
+    tctx t = {.diags = diags, .roots = defaults ? defaults->roots : NULL, .from_json = from_json};
     int first_diag = diags ? diags->count : 0;
     map_config(&t, &root, model_dir, d);
     node_free(&root);

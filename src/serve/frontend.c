@@ -3,6 +3,7 @@
  * table, the metrics observer, the registry hooks, model control on a
  * loader thread, and the shutdown drain. See frontend.h for the chain.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -423,7 +424,26 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
     const char *where = ctl->source ? ctl->source : "config";
     mcp_diags diags = {0};
     mcp_descriptor *desc = NULL;
-    mcp_status st = mcp_descriptor_parse_yaml(ctl->descriptor, strlen(ctl->descriptor), where, &dd, &desc, &diags);
+    /* A JSON object is Triton's ModelConfig for the model's folder in the
+     * roots; anything else is our YAML descriptor. */
+    const char *t = ctl->descriptor;
+    while (*t == ' ' || *t == '\t' || *t == '\r' || *t == '\n') t++;
+    bool triton_json = false;
+    if (*t == '{') { /* JSON; ours too when it names a path (YAML reads JSON) */
+        json_t *j = json_loads(t, 0, NULL);
+        triton_json = j && json_is_object(j) && !json_object_get(j, "path");
+        json_decref(j);
+    }
+    mcp_status st = triton_json
+                        ? mcp_descriptor_from_triton_json(ctl->name, ctl->descriptor, strlen(ctl->descriptor), &dd, &desc, &diags)
+                        : mcp_descriptor_parse_yaml(ctl->descriptor, strlen(ctl->descriptor), where, &dd, &desc, &diags);
+    if (triton_json && st == MCP_STATUS_NOT_FOUND) {
+        char report[1800];
+        mcp_diags_format(&diags, "parameters.config", report, sizeof report);
+        mcp_diags_clear(&diags);
+        ctl->status = mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "%s", report);
+        return;
+    }
     if (st != MCP_STATUS_OK) {
         char report[1800];
         mcp_diags_format(&diags, where, report, sizeof report);
@@ -438,7 +458,8 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
         mcp_descriptor_free(desc);
         return;
     }
-    ctl->status = mcp_repository_apply_from(fe->repo, desc, MCP_SOURCE_YAML_TEXT, ctl->source, ctl->descriptor, &err);
+    ctl->status = mcp_repository_apply_from(fe->repo, desc, triton_json ? MCP_SOURCE_TRITON_JSON : MCP_SOURCE_YAML_TEXT,
+                                            ctl->source, ctl->descriptor, &err);
 }
 
 static void *loader_main(void *arg)

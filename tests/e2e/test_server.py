@@ -1847,6 +1847,45 @@ class StepsTests(RepositoryServerTestCase):
         self.assertEqual(r.status_code, 400, r.text)
         assert_names(self, error_message(self, r, 400), "input")
 
+    def test_load_with_tritons_json_config(self):
+        """RepositoryModelLoad / POST .../load take Triton's parameters.config
+        (a ModelConfig in JSON, for the model's folder) as well as our YAML
+        descriptor, told apart by content."""
+        cfg = {"name": "digits_triton", "platform": "onnxruntime_onnx", "max_batch_size": 4,
+               "input": [{"name": "input", "data_type": "TYPE_FP32", "dims": [64]}],
+               "output": [{"name": "probabilities", "data_type": "TYPE_FP32", "dims": ["10"]},
+                          {"name": "label", "data_type": "TYPE_INT64", "dims": []}],
+               "instance_group": [{"kind": "KIND_CPU", "count": 1}],
+               "dynamic_batching": {"max_queue_delay_microseconds": 100}}
+        r = self.call("POST", "/v2/repository/models/digits_triton/load",
+                      json_body={"parameters": {"config": json.dumps(cfg)}})
+        self.assertEqual(r.status_code, 200, r.text)
+        got = self.call("GET", "/v2/models/digits_triton/config").json()
+        self.assertEqual(got["max_batch_size"], 4)
+        self.assertEqual(got["dynamic_batching"]["max_queue_delay_microseconds"], 100)
+        x = samples()[0]
+        _, out = parse_v2_response(self, self.infer("digits_triton", [("input", "FP32", x, True)]))
+        assert_identical(self, out["probabilities"], mcpctl_run(DIGITS, input=x)["probabilities"], "probabilities")
+        # Unloaded, it loads again by name with the same configuration.
+        self.assertEqual(self.call("POST", "/v2/repository/models/digits_triton/unload").status_code, 200)
+        self.assertEqual(self.call("POST", "/v2/repository/models/digits_triton/load").status_code, 200)
+        self.assertEqual(self.call("GET", "/v2/models/digits_triton/config").json()["max_batch_size"], 4)
+        # A JSON config for a model with no folder in the roots: 404, saying so.
+        bad = dict(cfg, name="no_folder")
+        msg = error_message(self, self.call("POST", "/v2/repository/models/no_folder/load",
+                                            json_body={"parameters": {"config": json.dumps(bad)}}), 404)
+        self.assertIn("no model folder", msg)
+        # Our descriptor written as JSON is still ours (it names a path).
+        ours = json.dumps({"name": "digits_json_yaml", "path": DIGITS})
+        r = self.call("POST", "/v2/repository/models/digits_json_yaml/load", json_body={"parameters": {"config": ours}})
+        self.assertEqual(r.status_code, 200, r.text)
+        # Back to the folder's own configuration for the other tests.
+        cfg.update(max_batch_size=8, instance_group=[{"kind": "KIND_CPU", "count": 2}],
+                   dynamic_batching={"max_queue_delay_microseconds": 200})
+        r = self.call("POST", "/v2/repository/models/digits_triton/load",
+                      json_body={"parameters": {"config": json.dumps(cfg)}})
+        self.assertEqual(r.status_code, 200, r.text)
+
     def test_triton_version_folders_keep_their_numbers(self):
         """m/1/model.onnx is version "1": addressable as /versions/1 over HTTP
         and as model_version "1" (the metadata lists it so)."""
