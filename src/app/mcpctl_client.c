@@ -17,7 +17,10 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -136,6 +139,52 @@ static int cmd_validate(int argc, char **argv)
     return rc;
 }
 
+typedef struct apply_call {
+    mcpctl_http *h;
+    const char *path, *body;
+    mcp_status st;
+    char msg[1024];
+    mcp_err err;
+    atomic_bool done;
+} apply_call;
+
+static void *apply_post(void *arg)
+{
+    apply_call *c = arg;
+    c->st = mcpctl_http_do(c->h, "POST", c->path, c->body, strlen(c->body), NULL, -1, &c->err);
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+/* Until the load answers: after a second, its phase and time from the
+ * repository index every half second, on stderr. */
+static void watch_load(const char *server, const char *name, apply_call *c)
+{
+    mcpctl_http poll = {0};
+    char msg[256];
+    mcp_err err = {msg, sizeof msg};
+    bool ready = false;
+    for (int tick = 0; !atomic_load(&c->done); tick++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (tick < 10 || tick % 5) continue;
+        if (!ready) ready = mcpctl_http_init(&poll, server, 5000, &err) == MCP_STATUS_OK;
+        if (!ready || mcpctl_http_do(&poll, "POST", "/v2/repository/index", "{}", 2, NULL, -1, &err) != MCP_STATUS_OK ||
+            poll.code != 200)
+            continue;
+        json_t *list = json_loadb((const char *)poll.resp.data, poll.resp.len, 0, NULL);
+        for (size_t i = 0; json_is_array(list) && i < json_array_size(list); i++) {
+            json_t *e = json_array_get(list, i);
+            const char *n = json_string_value(json_object_get(e, "name"));
+            const char *reason = json_string_value(json_object_get(e, "reason"));
+            if (n && !strcmp(n, name) && reason && !strncmp(reason, "loading: ", 9))
+                fprintf(stderr, "mcpctl: apply: model %s %s\n", name, reason);
+        }
+        json_decref(list);
+    }
+    if (ready) mcpctl_http_cleanup(&poll);
+}
+
 static int cmd_apply(mcpctl_http *h, int argc, char **argv)
 {
     const char *usage = "apply -f model.yaml";
@@ -182,8 +231,17 @@ static int cmd_apply(mcpctl_http *h, int argc, char **argv)
     char seg[1024], path[1200];
     mcpctl_path_segment(desc->name, seg, sizeof seg);
     snprintf(path, sizeof path, "/v2/repository/models/%s/load", seg);
-    mcp_status st = mcpctl_http_do(h, "POST", path, body, strlen(body), NULL, -1, &err);
+    /* The load runs on its own thread; this one tells how it goes once it
+     * has taken a second ("loading digits: warm-up, 2.5 s"). */
+    apply_call call = {.h = h, .path = path, .body = body, .err = {call.msg, sizeof call.msg}};
+    pthread_t th;
+    bool threaded = pthread_create(&th, NULL, apply_post, &call) == 0;
+    if (!threaded) apply_post(&call);
+    else watch_load(h->base, desc->name, &call);
+    if (threaded) pthread_join(th, NULL);
     free(body);
+    mcp_status st = call.st;
+    snprintf(msg, sizeof msg, "%s", call.msg);
     if (st == MCP_STATUS_OK && h->code != 200) st = mcpctl_http_fail(h, &err);
     if (st != MCP_STATUS_OK) {
         char m2[1200];

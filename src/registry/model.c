@@ -116,6 +116,12 @@ static mcp_status warm_up(mcp_model_version *v, int64_t max_bytes, mcp_err *err)
 mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_defaults *server, mcp_model_version **out,
                                   mcp_err *err)
 {
+    return mcp_model_version_load_phased(desc, server, NULL, NULL, out, err);
+}
+
+mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descriptor_defaults *server,
+                                         mcp_load_phase_fn phase, void *phase_user, mcp_model_version **out, mcp_err *err)
+{
     *out = NULL;
     mcp_model_version *v = mcp_calloc(1, sizeof *v);
     if (!v) {
@@ -164,6 +170,7 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_def
         snprintf(model_path, sizeof model_path, "%s", t->path);
         mcp_descriptor_free(t);
     }
+    if (phase) phase(phase_user, "importing and preparing");
     mcp_status st = mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
     if (st != MCP_STATUS_OK) {
         mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
@@ -209,6 +216,7 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_def
         for (int i = 0; i < v->n_outputs; i++) batchable &= v->outputs[i].rank >= 1 && v->outputs[i].dims[0] < 0;
         if (!batchable) desc->max_batch_size = 0;
     }
+    if (st == MCP_STATUS_OK && phase && desc->warmup_runs > 0) phase(phase_user, "warm-up");
     for (int64_t i = 0; st == MCP_STATUS_OK && i < desc->warmup_runs; i++)
         st = warm_up(v, server ? server->max_warmup_bytes : 0, err);
     /* After the warm-up (which feeds the graph's own view): what clients

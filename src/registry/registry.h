@@ -225,6 +225,11 @@ typedef struct mcp_model_version {
  * threads and warm-up shapes within the limits. */
 mcp_status mcp_model_version_load(mcp_descriptor *desc /* taken */, const mcp_descriptor_defaults *server,
                                   mcp_model_version **out, mcp_err *err);
+/* The same, telling `phase` ("importing and preparing", "warm-up") as it
+ * goes (phase may be NULL). */
+typedef void (*mcp_load_phase_fn)(void *user, const char *phase);
+mcp_status mcp_model_version_load_phased(mcp_descriptor *desc /* taken */, const mcp_descriptor_defaults *server,
+                                         mcp_load_phase_fn phase, void *user, mcp_model_version **out, mcp_err *err);
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);
 

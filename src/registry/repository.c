@@ -22,6 +22,9 @@ typedef struct repo_entry {
     mcp_model_version *current;
     mcp_model_state state;
     char reason[512];
+    /* A load in progress: its phase (static text) and start, for the index. */
+    const char *phase;
+    int64_t load_start_us;
 } repo_entry;
 
 struct mcp_repository {
@@ -162,6 +165,24 @@ static void set_str(char **dst, const char *src)
     *dst = c;
 }
 
+typedef struct load_phase_ctx {
+    mcp_repository *r;
+    const char *name;
+} load_phase_ctx;
+
+/* The phase a load is in, shown by the index while it lasts. */
+static void load_phase(void *user, const char *phase)
+{
+    load_phase_ctx *pc = user;
+    pthread_mutex_lock(&pc->r->mu);
+    repo_entry *e = entry_get(pc->r, pc->name, false);
+    if (e) {
+        e->phase = phase;
+        if (!e->load_start_us) e->load_start_us = mcp_now_us();
+    }
+    pthread_mutex_unlock(&pc->r->mu);
+}
+
 static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
                                     const char *text, mcp_err *err)
 {
@@ -188,7 +209,8 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
     }
 
     mcp_model_version *v = NULL;
-    mcp_status st = mcp_model_version_load(desc, &r->defaults, &v, err);
+    load_phase_ctx pc = {r, name};
+    mcp_status st = mcp_model_version_load_phased(desc, &r->defaults, load_phase, &pc, &v, err);
     if (st == MCP_STATUS_OK && r->hooks.on_ready) {
         st = r->hooks.on_ready(v, r->hooks.user, err);
         if (st != MCP_STATUS_OK) {
@@ -199,6 +221,8 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
     mcp_model_version *old = NULL;
     pthread_mutex_lock(&r->mu);
     e = entry_get(r, name, false); /* the array may have moved */
+    e->phase = NULL;
+    e->load_start_us = 0;
     if (st == MCP_STATUS_OK) {
         old = e->current;
         e->current = v;
@@ -442,7 +466,14 @@ int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out)
         list[i].name = mcp_strdup(e->name);
         list[i].version = mcp_strdup(e->version ? e->version : "");
         list[i].state = e->state;
-        list[i].reason = mcp_strdup(e->reason);
+        if (e->phase) {
+            /* A load in progress says where it is: "loading: warm-up, 2.4 s". */
+            char busy[600];
+            snprintf(busy, sizeof busy, "loading: %s, %.1f s", e->phase, (double)(mcp_now_us() - e->load_start_us) / 1e6);
+            list[i].reason = mcp_strdup(busy);
+        } else {
+            list[i].reason = mcp_strdup(e->reason);
+        }
     }
     pthread_mutex_unlock(&r->mu);
     *out = list;

@@ -602,10 +602,11 @@ static void h_repo_describe(conn *k, const char *name)
  * any, and parameters.descriptor_path: where the descriptor file lives, so
  * its relative `path` resolves as it would for a local file (mcpctl apply
  * sends both; a client on another machine sends only the text). */
-static bool load_config_text(conn *k, char **text, char **source)
+static bool load_config_text(conn *k, char **text, char **source, bool *wait)
 {
     *text = NULL;
     *source = NULL;
+    *wait = true;
     json_t *root = body_json(k);
     if (!root) return false;
     json_t *params = json_object_get(root, "parameters");
@@ -627,6 +628,13 @@ static bool load_config_text(conn *k, char **text, char **source)
             return false;
         }
     }
+    json_t *w = json_object_get(params, "wait");
+    if (w && !json_is_boolean(w)) {
+        reply_error(k, 400, "parameters.wait must be true or false");
+        json_decref(root);
+        return false;
+    }
+    if (w) *wait = json_is_true(w);
     json_t *cfg = json_object_get(params, "config");
     if (cfg && !json_is_string(cfg)) {
         reply_error(k, 400, "parameters.config must be a string holding the model descriptor");
@@ -739,17 +747,45 @@ static void start_control(conn *k)
     }
 }
 
+/* A load the caller does not wait for: the job owns its control. */
+static void detached_done(mcp_control *ctl)
+{
+    mcp_free(ctl->descriptor);
+    mcp_free(ctl->source);
+    mcp_free(ctl);
+}
+
 static void h_repo_load(conn *k, const char *name)
 {
     if (!admin_allowed(k)) return;
     char *text, *source;
-    if (!load_config_text(k, &text, &source)) return;
-    memset(&k->ctl, 0, sizeof k->ctl);
-    k->ctl.op = MCP_CONTROL_LOAD;
-    snprintf(k->ctl.name, sizeof k->ctl.name, "%s", name);
-    k->ctl.descriptor = text;
-    k->ctl.source = source;
-    start_control(k);
+    bool wait;
+    if (!load_config_text(k, &text, &source, &wait)) return;
+    mcp_control *ctl = wait ? &k->ctl : mcp_calloc(1, sizeof *ctl);
+    if (!ctl) {
+        mcp_free(text);
+        mcp_free(source);
+        reply_error(k, 503, "out of memory");
+        return;
+    }
+    memset(ctl, 0, sizeof *ctl);
+    ctl->op = MCP_CONTROL_LOAD;
+    snprintf(ctl->name, sizeof ctl->name, "%s", name);
+    ctl->descriptor = text;
+    ctl->source = source;
+    if (wait) {
+        start_control(k);
+        return;
+    }
+    /* parameters.wait false: 202 now; the index shows how the load goes. */
+    ctl->done = detached_done;
+    if (mcp_frontend_control(k->srv->fe, ctl) != MCP_STATUS_OK) {
+        detached_done(ctl);
+        reply_error(k, 503, "server is shutting down");
+        return;
+    }
+    mcp_buf_puts(&k->resp, "{\"state\":\"LOADING\"}");
+    reply_buf(k, 202, "application/json");
 }
 
 static void h_repo_unload(conn *k, const char *name)

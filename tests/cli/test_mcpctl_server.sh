@@ -123,6 +123,24 @@ PY
   grep -q "$want" "$TMP/resp"; check "the load of the $f descriptor names the problem" $?
 done
 
+# A load that takes more than a second says how it goes.
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+/usr/bin/python3 "$SRC/tools/make_e2e_models.py" "$TMP/gen" > /dev/null
+cat > "$TMP/slow.yaml" <<EOF
+name: slow-apply
+path: $TMP/gen/slow.onnx
+max_batch_size: 0
+warmup: 8
+inputs:
+  - name: x
+    shape: [1, 160, 256]
+EOF
+"$MCPCTL" apply -f "$TMP/slow.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
+rc=$?; check "apply of a slow model exits 0 ($(head -c 300 "$TMP/stderr"))" $rc
+grep -qE "^mcpctl: apply: model slow-apply loading: (warm-up|importing and preparing), [0-9.]+ s$" "$TMP/stderr"
+rc=$?; check "apply prints the load's phase and time while it lasts ($(head -c 300 "$TMP/stderr"))" $rc
+grep -q "model slow-apply .* ready at" "$TMP/stdout"; check "the slow apply ends ready" $?
+
 # ---- apply / get / describe ----
 "$MCPCTL" apply -f "$TMP/model.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
 rc=$?; check "apply exits 0 ($(cat "$TMP/stderr"))" $rc

@@ -358,6 +358,28 @@ class BusyUnloadTests(ts.ServerTestCase):
             self.assertEqual(loading.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200)
         self.assertEqual(self.call("GET", "/v2/models/slow_load/ready").status_code, 200)
 
+    def test_load_without_waiting(self):
+        text = (descriptor("slow_async", ts.model_file("slow")) + "max_batch_size: 0\nwarmup: 12\n"
+                f"inputs:\n  - name: x\n    shape: [1, {ts.LONG // 2}, -1]\n")
+        r = self.call("POST", "/v2/repository/models/slow_async/load",
+                      json_body={"parameters": {"config": text, "wait": False}})
+        self.assertEqual(r.status_code, 202, r.text)
+        self.assertEqual(r.json(), {"state": "LOADING"})
+        seen = set()
+
+        def state():
+            for e in self.call("POST", "/v2/repository/index").json():
+                if e["name"] == "slow_async":
+                    if e["reason"].startswith("loading: "):
+                        seen.add(e["reason"].split(",")[0])
+                    return e["state"] == "READY"
+            return False
+        ts.wait_for(state, "the load to finish", timeout=ts.HTTP_TIMEOUT_S)
+        self.assertTrue(seen, "the index never showed the load's phase")
+        self.assertEqual(self.call("GET", "/v2/models/slow_async/ready").status_code, 200)
+        r = self.call("POST", "/v2/repository/models/slow_async/load", json_body={"parameters": {"wait": "no"}})
+        self.assertIn("wait", ts.error_message(self, r, 400))
+
     def test_unload_does_not_block_transport(self):
         with ts.concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
             busy = []
