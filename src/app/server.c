@@ -411,24 +411,27 @@ int main(int argc, char **argv)
     so.header_timeout_s = (unsigned)c.header_timeout_s;
     so.min_body_rate = (unsigned)c.min_body_rate;
     so.max_connections_per_client = (unsigned)c.max_connections_per_client;
-    so.model_control = control;
-    so.admin_token = token[0] ? token : NULL;
+
     mcp_grpc_options go = mcp_grpc_options_default();
     go.host = c.host;
     go.port = c.grpc_port > 0 ? (int)c.grpc_port : -1;
     go.socket_path = c.grpc_socket;
     go.threads = (int)c.grpc_threads;
     go.max_message_bytes = (size_t)(c.grpc_max_message_bytes ? c.grpc_max_message_bytes : c.max_body_bytes);
-    go.model_control = control;
-    go.admin_token = so.admin_token;
+
     char msg[4096] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_server *srv = NULL;
     mcp_grpc_server *grpc = NULL;
     mcp_frontend *fe = NULL;
     int rc = 0;
-    if (!metrics || !repo || mcp_frontend_create(repo, metrics, &fe, &err) != MCP_STATUS_OK ||
-        mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
+    if (!metrics || !repo || mcp_frontend_create(repo, metrics, &fe, &err) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
+        rc = 1;
+        goto out;
+    }
+    mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
+    if (mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
         rc = 1;
         goto out;

@@ -163,6 +163,14 @@ int mcp_mul_overflow_size(size_t a, size_t b, size_t *out)
     return 1;
 }
 
+bool mcp_secret_equal(const char *given, const char *want)
+{
+    size_t n = strlen(want), m = strlen(given);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? given[i] : 0));
+    return diff == 0;
+}
+
 mcp_status mcp_file_open_regular(const char *path, FILE **out, mcp_err *err)
 {
     *out = NULL;

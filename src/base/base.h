@@ -58,6 +58,10 @@ int64_t mcp_alloc_total_count(void);
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 int mcp_mul_overflow_size(size_t a, size_t b, size_t *out);
 
+/* Compares a presented secret with the expected one in time that does not
+ * depend on where they differ. */
+bool mcp_secret_equal(const char *given, const char *want);
+
 /* Reads a whole file. *data is owned by the caller (mcp_free). */
 mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err *err);
 /* Opens a regular file for reading; a FIFO, device or folder is refused

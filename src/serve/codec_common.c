@@ -889,3 +889,11 @@ void mcp__codec_put_shape(mcp_buf *b, int rank, const int64_t *dims)
     }
     mcp_buf_append(b, "]", 1);
 }
+
+bool mcp__codec_output_wanted(const mcp_request *r, const mcp_req_tensor *o)
+{
+    if (r->n_requested == 0 || !r->requested) return true;
+    for (int k = 0; k < r->n_requested; k++)
+        if (r->requested[k] && o->name && strcmp(r->requested[k], o->name) == 0) return true;
+    return false;
+}

@@ -246,15 +246,6 @@ void mcp_codec_grpc_pack(const void *msg, mcp_buf *out)
     protobuf_c_message_pack_to_buffer(msg, &sink.base);
 }
 
-/* Only outputs the request asked for (all when it named none). */
-static bool output_wanted(const mcp_request *r, const mcp_req_tensor *o)
-{
-    if (r->n_requested == 0 || !r->requested) return true;
-    for (int k = 0; k < r->n_requested; k++)
-        if (r->requested[k] && o->name && strcmp(r->requested[k], o->name) == 0) return true;
-    return false;
-}
-
 void mcp_codec_grpc_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
 {
     *json_len = 0;
@@ -265,7 +256,7 @@ void mcp_codec_grpc_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     resp.model_version = (char *)(version ? version : "");
     resp.id = (char *)(r->id ? r->id : "");
     int n = 0;
-    for (int k = 0; k < r->n_outputs; k++) n += output_wanted(r, &r->outputs[k]);
+    for (int k = 0; k < r->n_outputs; k++) n += mcp__codec_output_wanted(r, &r->outputs[k]);
     Inference__ModelInferResponse__InferOutputTensor *tensors = mcp_calloc((size_t)n + 1, sizeof *tensors);
     Inference__ModelInferResponse__InferOutputTensor **ptrs = mcp_calloc((size_t)n + 1, sizeof *ptrs);
     ProtobufCBinaryData *raw = mcp_calloc((size_t)n + 1, sizeof *raw);
@@ -279,7 +270,7 @@ void mcp_codec_grpc_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     int j = 0;
     for (int k = 0; k < r->n_outputs; k++) {
         const mcp_req_tensor *o = &r->outputs[k];
-        if (!output_wanted(r, o)) continue;
+        if (!mcp__codec_output_wanted(r, o)) continue;
         Inference__ModelInferResponse__InferOutputTensor init = INFERENCE__MODEL_INFER_RESPONSE__INFER_OUTPUT_TENSOR__INIT;
         tensors[j] = init;
         const char *dt = mcp_oip_datatype(o->t.dtype);
@@ -309,7 +300,7 @@ void mcp_codec_grpc_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     j = 0;
     for (int k = 0; k < r->n_outputs; k++) {
         const mcp_req_tensor *o = &r->outputs[k];
-        if (!output_wanted(r, o)) continue;
+        if (!mcp__codec_output_wanted(r, o)) continue;
         if (o->t.dtype == MCP_DTYPE_STRING) raw[j].data = bytes.data ? bytes.data + offs[j] : NULL;
         j++;
     }

@@ -131,4 +131,8 @@ const char *mcp__codec_model_name(const mcp_model_version *m);
 int mcp__codec_find_input(const mcp_model_version *m, const char *name);
 int mcp__codec_find_output(const mcp_model_version *m, const char *name);
 
+/* Whether an output goes into the answer: the request named it, or named
+ * none (then every output does). */
+bool mcp__codec_output_wanted(const mcp_request *r, const mcp_req_tensor *o);
+
 #endif

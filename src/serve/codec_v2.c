@@ -365,14 +365,6 @@ static bool output_binary(const mcp_request *r, const mcp_req_tensor *o)
     return r->binary_default;
 }
 
-static bool output_wanted(const mcp_request *r, const mcp_req_tensor *o)
-{
-    if (r->n_requested == 0 || !r->requested) return true;
-    for (int k = 0; k < r->n_requested; k++)
-        if (r->requested[k] && o->name && strcmp(r->requested[k], o->name) == 0) return true;
-    return false;
-}
-
 void mcp_codec_v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
 {
     size_t base = out->len;
@@ -392,7 +384,7 @@ void mcp_codec_v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     bool first = true;
     for (int k = 0; k < r->n_outputs; k++) {
         const mcp_req_tensor *o = &r->outputs[k];
-        if (!output_wanted(r, o)) continue;
+        if (!mcp__codec_output_wanted(r, o)) continue;
         const char *dt = mcp_oip_datatype(o->t.dtype);
         if (!first) mcp_buf_append(out, ",", 1);
         first = false;
@@ -421,6 +413,6 @@ void mcp_codec_v2_encode(const mcp_request *r, mcp_buf *out, size_t *json_len)
     if (!any_binary) return;
     for (int k = 0; k < r->n_outputs; k++) {
         const mcp_req_tensor *o = &r->outputs[k];
-        if (output_wanted(r, o) && output_binary(r, o)) mcp__codec_put_binary(out, &o->t);
+        if (mcp__codec_output_wanted(r, o) && output_binary(r, o)) mcp__codec_put_binary(out, &o->t);
     }
 }

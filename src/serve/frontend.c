@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "serve/frontend.h"
@@ -43,6 +44,8 @@ struct mcp_frontend {
     bool control_stop;
     pthread_t loader;
     bool loader_running;
+    bool control_enabled;
+    const char *admin_token; /* borrowed */
 };
 
 static void sleep_ms(int ms)
@@ -485,6 +488,24 @@ static void *loader_main(void *arg)
     return NULL;
 }
 
+void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token)
+{
+    fe->control_enabled = enabled;
+    fe->admin_token = admin_token && admin_token[0] ? admin_token : NULL;
+}
+
+mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err)
+{
+    if (!fe->control_enabled)
+        return mcp_err_set(err, MCP_STATUS_PERMISSION_DENIED, "model control is disabled on this server (--model-control none)");
+    if (!fe->admin_token) return MCP_STATUS_OK;
+    if (authorization && !strncasecmp(authorization, "Bearer ", 7) && mcp_secret_equal(authorization + 7, fe->admin_token))
+        return MCP_STATUS_OK;
+    return mcp_err_set(err, MCP_STATUS_UNAUTHENTICATED, "%s",
+                       authorization ? "the bearer token is not valid for model control"
+                                     : "model control needs 'authorization: Bearer <token>' (the server's --admin-token-file)");
+}
+
 mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl)
 {
     control_job *job = mcp_calloc(1, sizeof *job);
@@ -585,6 +606,7 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     fe->repo = repo;
     fe->metrics = metrics;
     fe->observer = mcp_metrics_observer(metrics);
+    fe->control_enabled = true;
     pthread_mutex_init(&fe->retire_mu, NULL);
     pthread_cond_init(&fe->retire_cv, NULL);
     pthread_mutex_init(&fe->control_mu, NULL);

@@ -136,6 +136,12 @@ int mcp_frontend_open_requests(const mcp_frontend *fe);
 
 /* ---- model control, off the transport threads ---- */
 
+/* Whether a caller may load and unload: control must be on, and with an
+ * admin token configured the caller's `authorization` value (HTTP header
+ * or gRPC metadata; NULL when absent) must be "Bearer <token>". OK, or
+ * PERMISSION_DENIED (control off) / UNAUTHENTICATED with a message. */
+mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err);
+
 typedef enum mcp_control_op { MCP_CONTROL_LOAD, MCP_CONTROL_UNLOAD } mcp_control_op;
 
 typedef struct mcp_control mcp_control;

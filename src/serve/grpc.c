@@ -157,7 +157,6 @@ mcp_grpc_options mcp_grpc_options_default(void)
         .keepalive_time_ms = 7200000,
         .keepalive_timeout_ms = 20000,
         .min_client_ping_interval_ms = 300000,
-        .model_control = true,
     };
 }
 
@@ -720,30 +719,14 @@ static const char *md_value(const grpc_metadata_array *md, const char *key, char
     return NULL;
 }
 
-static bool token_equal(const char *given, const char *want)
-{
-    size_t n = strlen(want), m = strlen(given);
-    unsigned char diff = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? given[i] : 0));
-    return diff == 0;
-}
-
-/* Model control needs it on, and the admin token when one is configured
- * (metadata "authorization: Bearer <token>", as over HTTP). */
+/* Model control: the serving core decides (metadata "authorization"). */
 static bool control_allowed(rpc_call *rc)
 {
-    const mcp_grpc_options *o = &rc->s->opts;
-    if (!o->model_control) {
-        finish_unary(rc, GRPC_STATUS_PERMISSION_DENIED, NULL, "model control is disabled on this server (--model-control none)");
-        return false;
-    }
-    if (!o->admin_token) return true;
-    char auth[512];
-    const char *a = md_value(&rc->md, "authorization", auth, sizeof auth);
-    if (a && !strncasecmp(a, "Bearer ", 7) && token_equal(a + 7, o->admin_token)) return true;
-    finish_unary(rc, GRPC_STATUS_UNAUTHENTICATED, NULL,
-                 a ? "the bearer token is not valid for model control"
-                   : "model control needs metadata 'authorization: Bearer <token>' (the server's --admin-token-file)");
+    char auth[512], msg[300];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_authorize_control(rc->s->fe, md_value(&rc->md, "authorization", auth, sizeof auth), &err);
+    if (st == MCP_STATUS_OK) return true;
+    finish_status(rc, st, msg);
     return false;
 }
 

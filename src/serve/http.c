@@ -113,7 +113,6 @@ mcp_server_options mcp_server_options_default(void)
         .reserve_connections = 16,
         .max_query_params = 64,
         .max_inflight_body_bytes = (size_t)1 << 30,
-        .model_control = true,
     };
 }
 
@@ -648,30 +647,16 @@ static bool load_config_text(conn *k, char **text, char **source, bool *wait)
     return true;
 }
 
-/* Constant-time comparison of a presented token with the configured one. */
-static bool token_equal(const char *given, const char *want)
-{
-    size_t n = strlen(want), m = strlen(given);
-    unsigned char diff = (unsigned char)(n != m);
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)(want[i] ^ (i < m ? given[i] : 0));
-    return diff == 0;
-}
-
-/* Management calls (load, unload): on when model control is, and with a
- * configured admin token only for callers who send it as a bearer token. */
+/* Management calls (load, unload): the serving core decides. */
 static bool admin_allowed(conn *k)
 {
-    const mcp_server_options *o = &k->srv->opts;
-    if (!o->model_control) {
-        reply_error(k, 403, "model control is disabled on this server (--model-control none)");
-        return false;
-    }
-    if (!o->admin_token) return true;
+    char msg[300];
+    mcp_err err = {msg, sizeof msg};
     const char *auth = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Authorization");
-    if (auth && strncasecmp(auth, "Bearer ", 7) == 0 && token_equal(auth + 7, o->admin_token)) return true;
-    reply_error(k, 401, "%s", auth ? "the bearer token is not valid for model control"
-                                   : "model control needs 'Authorization: Bearer <token>' (the server's --admin-token-file)");
-    k->www_authenticate = true;
+    mcp_status st = mcp_frontend_authorize_control(k->srv->fe, auth, &err);
+    if (st == MCP_STATUS_OK) return true;
+    reply_error(k, mcp_status_http_code(st), "%s", msg);
+    k->www_authenticate = st == MCP_STATUS_UNAUTHENTICATED;
     return false;
 }
 

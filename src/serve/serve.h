@@ -260,6 +260,9 @@ void mcp_codec_grpc_error(const char *message, mcp_buf *out);
 typedef struct mcp_frontend mcp_frontend;
 
 mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_frontend **out, mcp_err *err);
+/* Model control (load, unload) on or off, and the bearer token it needs
+ * (NULL = none; the string must outlive the frontend). Default: on, none. */
+void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
 /* Stops admitting, waits (bounded) for admitted requests to be routed, then
  * for every model's scheduler and every retired version to drain; queued
  * model control still runs, new control is refused. Idempotent. Each
@@ -321,8 +324,6 @@ typedef struct mcp_server_options {
     unsigned reserve_connections; /* beyond max_connections, for health and metrics only; default 16 */
     unsigned max_query_params;   /* more in a URL get 414; default 64 */
     size_t max_inflight_body_bytes; /* request bodies held at once, server-wide; 503 beyond; default 1 GiB */
-    bool model_control;          /* repository load/unload API enabled; default true */
-    const char *admin_token;     /* bearer token load/unload calls must send; NULL = none (loopback only) */
 } mcp_server_options;
 
 mcp_server_options mcp_server_options_default(void);
@@ -349,8 +350,6 @@ typedef struct mcp_grpc_options {
     int keepalive_time_ms;         /* server pings an idle connection this often; default 2 h */
     int keepalive_timeout_ms;      /* and waits this long for the answer; default 20 s */
     int min_client_ping_interval_ms; /* clients may ping no more often without data; default 5 min */
-    bool model_control;            /* RepositoryModelLoad/Unload on; default true */
-    const char *admin_token;       /* bearer token (metadata "authorization") model control needs; NULL = none */
 } mcp_grpc_options;
 
 mcp_grpc_options mcp_grpc_options_default(void);

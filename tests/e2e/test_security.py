@@ -44,32 +44,20 @@ def load(tc, name, text, descriptor_path=None, headers=None):
 PASSWD_LINE = "root:x:0:0"
 
 
-class ModelRootsTests(ts.ServerTestCase):
+class ModelRootsTests(ts.RepositoryServerTestCase):
     """Model and labels files resolve, after symbolic links, inside the
     model roots only; a refusal never tells whether a file exists."""
 
     @classmethod
-    def setUpClass(cls):
-        cls.root = tempfile.mkdtemp(prefix="mcp-e2e-root-")
-        shutil.copy(ts.DIGITS, os.path.join(cls.root, "digits.onnx"))
-        with open(os.path.join(cls.root, "labels.txt"), "w") as f:
+    def fill_repository(cls, root):
+        cls.root = root  # a model root (not the repository: nothing in it loads by itself)
+        shutil.copy(ts.DIGITS, os.path.join(root, "digits.onnx"))
+        with open(os.path.join(root, "labels.txt"), "w") as f:
             f.write("".join(f"digit {i}\n" for i in range(10)))
-        os.symlink("/etc/passwd", os.path.join(cls.root, "passwd_link.txt"))
-        os.symlink("/etc", os.path.join(cls.root, "etc_link"))
-        os.mkfifo(os.path.join(cls.root, "fifo.onnx"))
-        os.mkfifo(os.path.join(cls.root, "fifo.txt"))
-        try:
-            super().setUpClass()
-        except BaseException:
-            shutil.rmtree(cls.root, ignore_errors=True)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.root, ignore_errors=True)
+        os.symlink("/etc/passwd", os.path.join(root, "passwd_link.txt"))
+        os.symlink("/etc", os.path.join(root, "etc_link"))
+        os.mkfifo(os.path.join(root, "fifo.onnx"))
+        os.mkfifo(os.path.join(root, "fifo.txt"))
 
     @classmethod
     def server_args(cls):
@@ -238,34 +226,17 @@ class LimitsTests(ts.ServerTestCase):
         self.assertEqual(self.call("GET", "/v2/models/failing_3").status_code, 404)
 
 
-class LargeRepositoryTests(ts.ServerTestCase):
+class LargeRepositoryTests(ts.RepositoryServerTestCase):
     """A repository folder of thousands of files loses no model."""
 
     @classmethod
-    def setUpClass(cls):
-        cls.repo = tempfile.mkdtemp(prefix="mcp-e2e-bigrepo-")
+    def fill_repository(cls, repo):
         for i in range(2000):
-            open(os.path.join(cls.repo, f"notes_{i:04d}.txt"), "w").close()
-        shutil.copy(ts.DIGITS, os.path.join(cls.repo, "digits.onnx"))
+            open(os.path.join(repo, f"notes_{i:04d}.txt"), "w").close()
+        shutil.copy(ts.DIGITS, os.path.join(repo, "digits.onnx"))
         for name in ("aaa", "mmm", "zzz"):
-            with open(os.path.join(cls.repo, f"{name}.yaml"), "w") as f:
+            with open(os.path.join(repo, f"{name}.yaml"), "w") as f:
                 f.write(descriptor(name, "digits.onnx"))
-        try:
-            super().setUpClass()
-        except BaseException:
-            shutil.rmtree(cls.repo, ignore_errors=True)
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.repo, ignore_errors=True)
-
-    @classmethod
-    def server_args(cls):
-        return ["--model-repository", cls.repo]
 
     def test_every_model_loaded(self):
         index = {e["name"]: e["state"] for e in self.call("POST", "/v2/repository/index").json()}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_util.h"
 #include "serve/serve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -29,20 +30,6 @@ static void fixture(int which, mcp_model_version *m, mcp_tensor_meta *in)
                                       MCP_DTYPE_INT64, MCP_DTYPE_UINT8};
     *in = (mcp_tensor_meta){.name = "x", .dtype = types[which % 6], .rank = 2, .dims = {-1, 2}};
     if (which >= 6) in->dims[1] = -1; /* raw form must refuse this */
-}
-
-static bool same(const mcp_tensor *a, const mcp_tensor *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int k = 0; k < a->rank; k++)
-        if (a->dims[k] != b->dims[k]) return false;
-    int64_t n = mcp_tensor_numel(a);
-    if (a->dtype == MCP_DTYPE_STRING) {
-        for (int64_t i = 0; i < n; i++)
-            if (strcmp(((char **)a->data)[i], ((char **)b->data)[i]) != 0) return false;
-        return true;
-    }
-    return n == 0 || memcmp(a->data, b->data, (size_t)n * (size_t)mcp_dtype_size(a->dtype)) == 0;
 }
 
 /* Re-reads a binary v2 response as a request ("outputs" -> "inputs"). */
@@ -75,7 +62,7 @@ static void round_trip(const mcp_request *r, const mcp_buf *resp, size_t json_le
     MCP_ASSERT(back.n_inputs == r->n_inputs);
     for (int k = 0; k < r->n_inputs; k++) {
         MCP_ASSERT(strcmp(back.inputs[k].name, r->inputs[k].name) == 0);
-        MCP_ASSERT(same(&back.inputs[k].t, &r->inputs[k].t));
+        MCP_ASSERT(fuzz_tensor_same(&back.inputs[k].t, &r->inputs[k].t));
     }
     mcp_pool_destroy(back.pool);
     mcp_free(body);

@@ -12,23 +12,10 @@
 
 #include "grpc_service.pb-c.h"
 #include "serve/codec_util.h"
+#include "fuzz_util.h"
 #include "serve/serve.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool same(const mcp_tensor *a, const mcp_tensor *b)
-{
-    if (a->dtype != b->dtype || a->rank != b->rank) return false;
-    for (int k = 0; k < a->rank; k++)
-        if (a->dims[k] != b->dims[k]) return false;
-    int64_t n = mcp_tensor_numel(a);
-    if (a->dtype == MCP_DTYPE_STRING) {
-        for (int64_t i = 0; i < n; i++)
-            if (strcmp(((char **)a->data)[i], ((char **)b->data)[i]) != 0) return false;
-        return true;
-    }
-    return n == 0 || memcmp(a->data, b->data, (size_t)n * (size_t)mcp_dtype_size(a->dtype)) == 0;
-}
 
 static void round_trip(mcp_request *r)
 {
@@ -55,7 +42,7 @@ static void round_trip(mcp_request *r)
         mcp_status s = mcp__codec_from_binary(pool, back.dtype, mcp_tensor_numel(&back), raw->data, raw->len, "x",
                                               &back.data, &err);
         MCP_ASSERT(s == MCP_STATUS_OK);
-        MCP_ASSERT(same(&back, &r->inputs[k].t));
+        MCP_ASSERT(fuzz_tensor_same(&back, &r->inputs[k].t));
         MCP_ASSERT(strcmp(resp->outputs[wanted]->name, r->inputs[k].name) == 0);
         mcp_pool_destroy(pool);
         wanted++;
