@@ -38,6 +38,10 @@
 
 #define STREAM_INFLIGHT 64   /* requests of one stream in flight before reading waits */
 #define CALLS_PER_METHOD 8   /* calls requested ahead per method */
+/* ModelInfer calls requested ahead: as many as clients commonly keep in
+ * flight, so an arriving call finds one waiting (with 8, concurrency 64
+ * queued inside gRPC for a free slot). */
+#define INFER_CALLS_AHEAD 128
 
 typedef enum rpc_kind {
     RPC_LIVE,
@@ -1236,7 +1240,7 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
     grpc_server_start(s->server);
     if (s->opts.socket_path) chmod(s->opts.socket_path, 0660);
     for (int k = 0; k < RPC_COUNT; k++)
-        for (int i = 0; i < CALLS_PER_METHOD; i++) request_call(s, (rpc_kind)k);
+        for (int i = 0; i < (k == RPC_INFER ? INFER_CALLS_AHEAD : CALLS_PER_METHOD); i++) request_call(s, (rpc_kind)k);
     for (int i = 0; i < 2; i++) request_unknown(s);
     for (int i = 0; i < s->opts.threads; i++)
         if (pthread_create(&s->threads[s->n_threads], NULL, poll_main, s) == 0) s->n_threads++;
