@@ -128,6 +128,10 @@ typedef struct mcp_descriptor {
     int64_t warmup_runs;      /* at load; default 1, 0 = none */
     int n_pre, n_post;
     mcp_step *pre, *post;
+    /* Triton folders: the other versions the version policy serves beside
+     * `version` (the highest), highest first. */
+    int n_also;
+    int64_t also[64];
 } mcp_descriptor;
 
 /* Server-wide defaults a descriptor starts from (the quickstart table). */
@@ -153,6 +157,8 @@ typedef struct mcp_descriptor_defaults {
      * The server and `mcpctl validate` / `apply` set it; parsing alone
      * (fuzzing, schema tests) does not. */
     bool check_load;
+    /* Triton folders: read this version folder alone (0 = as the policy says). */
+    int64_t pin_version;
 } mcp_descriptor_defaults;
 
 mcp_descriptor_defaults mcp_descriptor_defaults_default(void);
@@ -297,6 +303,9 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
 /* Current version of a model (NULL version = current), retained for the
  * caller; NULL when unknown or not ready. */
 mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version);
+/* The versions a model serves, current first (at most cap; a model serves
+ * at most 65). */
+int mcp_repository_versions(mcp_repository *r, const char *name, char (*out)[64], int cap);
 /* Snapshot of all entries; caller frees with mcp_repository_entries_free. */
 int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out);
 void mcp_repository_entries_free(mcp_repository_entry *e, int n);

@@ -20,6 +20,9 @@ typedef struct repo_entry {
     char *text;   /* MCP_SOURCE_YAML_TEXT: the descriptor as sent */
     char *version; /* of the current version, or the one that failed */
     mcp_model_version *current;
+    /* Other versions a Triton folder's policy serves (current is the highest). */
+    mcp_model_version *also[64];
+    int n_also;
     mcp_model_state state;
     char reason[512];
     /* A load in progress: its phase (static text) and start, for the index. */
@@ -67,6 +70,7 @@ void mcp_repository_destroy(mcp_repository *r)
     if (!r) return;
     for (int i = 0; i < r->n; i++) {
         retire(r, r->entries[i].current);
+        for (int k = 0; k < r->entries[i].n_also; k++) retire(r, r->entries[i].also[k]);
         mcp_free(r->entries[i].name);
         mcp_free(r->entries[i].source);
         mcp_free(r->entries[i].text);
@@ -210,6 +214,9 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
 
     mcp_model_version *v = NULL;
     load_phase_ctx pc = {r, name};
+    int n_also = kind == MCP_SOURCE_TRITON ? desc->n_also : 0;
+    int64_t also_versions[64];
+    if (n_also) memcpy(also_versions, desc->also, sizeof(int64_t) * (size_t)n_also);
     mcp_status st = mcp_model_version_load_phased(desc, &r->defaults, load_phase, &pc, &v, err);
     if (st == MCP_STATUS_OK && r->hooks.on_ready) {
         st = r->hooks.on_ready(v, r->hooks.user, err);
@@ -218,13 +225,46 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
             v = NULL;
         }
     }
-    mcp_model_version *old = NULL;
+    /* The other versions of a Triton folder's policy, each from its own
+     * folder; all of them or none. */
+    mcp_model_version *also[64];
+    int got = 0;
+    for (int i = 0; st == MCP_STATUS_OK && i < n_also; i++) {
+        mcp_descriptor_defaults dd = r->defaults;
+        dd.pin_version = also_versions[i];
+        mcp_diags diags = {0};
+        mcp_descriptor *d2 = NULL;
+        st = mcp_descriptor_load_triton(source, &dd, &d2, &diags);
+        if (st != MCP_STATUS_OK) {
+            char report[600];
+            mcp_diags_format(&diags, source, report, sizeof report);
+            mcp_err_set(err, st, "version %lld: %s", (long long)also_versions[i], report);
+        }
+        mcp_diags_clear(&diags);
+        if (st == MCP_STATUS_OK) st = mcp_model_version_load_phased(d2, &r->defaults, load_phase, &pc, &also[got], err);
+        if (st == MCP_STATUS_OK && r->hooks.on_ready && (st = r->hooks.on_ready(also[got], r->hooks.user, err)) != MCP_STATUS_OK)
+            mcp_model_version_release(also[got]);
+        else if (st == MCP_STATUS_OK)
+            got++;
+    }
+    if (st != MCP_STATUS_OK) {
+        for (int i = 0; i < got; i++) retire(r, also[i]);
+        got = 0;
+        if (v) retire(r, v);
+        v = NULL;
+    }
+    mcp_model_version *old = NULL, *old_also[64];
+    int n_old_also = 0;
     pthread_mutex_lock(&r->mu);
     e = entry_get(r, name, false); /* the array may have moved */
     e->phase = NULL;
     e->load_start_us = 0;
     if (st == MCP_STATUS_OK) {
         old = e->current;
+        n_old_also = e->n_also;
+        memcpy(old_also, e->also, sizeof(e->also[0]) * (size_t)e->n_also);
+        memcpy(e->also, also, sizeof(also[0]) * (size_t)got);
+        e->n_also = got;
         e->current = v;
         e->state = MCP_MODEL_READY;
         e->reason[0] = '\0';
@@ -248,6 +288,7 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
     }
     pthread_mutex_unlock(&r->mu);
     retire(r, old);
+    for (int i = 0; i < n_old_also; i++) retire(r, old_also[i]);
     return st;
 }
 
@@ -432,9 +473,13 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
 {
     pthread_mutex_lock(&r->mu);
     repo_entry *e = entry_get(r, name, false);
-    mcp_model_version *old = NULL;
+    mcp_model_version *old = NULL, *old_also[64];
+    int n_old_also = 0;
     if (e) {
         old = e->current;
+        n_old_also = e->n_also;
+        memcpy(old_also, e->also, sizeof(e->also[0]) * (size_t)e->n_also);
+        e->n_also = 0;
         e->current = NULL;
         e->state = MCP_MODEL_UNAVAILABLE;
         snprintf(e->reason, sizeof e->reason, "unloaded");
@@ -442,6 +487,7 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
     pthread_mutex_unlock(&r->mu);
     if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
     retire(r, old);
+    for (int i = 0; i < n_old_also; i++) retire(r, old_also[i]);
     return MCP_STATUS_OK;
 }
 
@@ -452,8 +498,21 @@ mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const
     repo_entry *e = entry_get(r, name, false);
     if (e && e->current && (!version || !*version || strcmp(version, e->current->version) == 0))
         v = mcp_model_version_retain(e->current);
+    for (int i = 0; e && !v && version && *version && i < e->n_also; i++)
+        if (strcmp(version, e->also[i]->version) == 0) v = mcp_model_version_retain(e->also[i]);
     pthread_mutex_unlock(&r->mu);
     return v;
+}
+
+int mcp_repository_versions(mcp_repository *r, const char *name, char (*out)[64], int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    if (e && e->current && n < cap) snprintf(out[n++], 64, "%s", e->current->version);
+    for (int i = 0; e && e->current && i < e->n_also && n < cap; i++) snprintf(out[n++], 64, "%s", e->also[i]->version);
+    pthread_mutex_unlock(&r->mu);
+    return n;
 }
 
 int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out)
@@ -499,6 +558,7 @@ void mcp_repository_totals(mcp_repository *r, int *ready, size_t *bytes)
         if (r->entries[i].current) {
             (*ready)++;
             *bytes += r->entries[i].current->memory_bytes;
+            for (int k = 0; k < r->entries[i].n_also; k++) *bytes += r->entries[i].also[k]->memory_bytes;
         }
     pthread_mutex_unlock(&r->mu);
 }

@@ -393,6 +393,7 @@ typedef struct tctx {
     mcp_diags *diags;
     const mcp_model_roots *roots; /* where the folder's files may be; NULL = anywhere */
     bool from_json; /* the text came from a JSON ModelConfig: quoted integers and enum names are its spelling */
+    int64_t pin_version; /* read this version folder alone (0 = the policy) */
     int errors;
     char path[512];
     size_t path_len;
@@ -925,7 +926,7 @@ static int list_versions(const char *dir, int64_t *out, int cap)
     return n;
 }
 
-static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, const char *filename,
+static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, int64_t pin, const char *filename,
                            mcp_descriptor *d)
 {
     int64_t *vers = mcp_malloc(PB_MAX_VERSIONS * sizeof *vers);
@@ -936,7 +937,14 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, c
     int n = list_versions(model_dir, vers, PB_MAX_VERSIONS);
     int64_t chosen = -1;
     int candidates = 0;
-    if (n == -2) {
+    int64_t selected[65];
+    int n_sel = 0;
+    if (pin > 0) {
+        /* One version folder, named by the caller (the others of a policy). */
+        if (n >= 0 && bsearch(&pin, vers, (size_t)n, sizeof vers[0], cmp_i64)) chosen = pin;
+        else terr(t, NULL, "version folder %lld is not in '%s'", (long long)pin, model_dir);
+        candidates = 1;
+    } else if (n == -2) {
         terr(t, NULL, "model folder '%s' has more than %d version folders", model_dir, PB_MAX_VERSIONS);
     } else if (n < 0) {
         terr(t, NULL, "cannot list model folder '%s': %s", model_dir, strerror(errno));
@@ -954,12 +962,27 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, c
         if (n > 0) chosen = vers[n - 1];
         else terr(t, NULL, "no version folders (1/, 2/, ...) in '%s'", model_dir);
     }
+    /* Every version the policy serves, highest first. */
+    if (chosen >= 0 && pin <= 0) {
+        if (pol->kind == 2) {
+            for (int i = n - 1; i >= 0; i--)
+                for (int j = 0; j < pol->n_versions; j++)
+                    if (vers[i] == pol->versions[j] && n_sel < 65) {
+                        selected[n_sel++] = vers[i];
+                        break;
+                    }
+        } else {
+            int64_t want = pol->kind == 0 ? pol->num_versions : n;
+            for (int i = n - 1; i >= 0 && n_sel < want && n_sel < 65; i--) selected[n_sel++] = vers[i];
+        }
+        if (n_sel > 64)
+            terr(t, NULL, "version_policy selects more than 64 versions; this server serves at most 64 of a model at once");
+        d->n_also = 0;
+        for (int i = 1; i < n_sel && i <= 64; i++) d->also[d->n_also++] = selected[i];
+    }
     mcp_free(vers);
     if (chosen < 0) return;
-    int wanted = pol->kind == 0 ? (int)(pol->num_versions < candidates ? pol->num_versions : candidates) : candidates;
-    if (wanted > 1)
-        twarn(t, NULL, "version_policy selects %d versions; this server serves one version per model, the highest (%lld)",
-              wanted, (long long)chosen);
+    (void)candidates;
     char ver[32], num[24];
     snprintf(num, sizeof num, "%lld", (long long)chosen);
     snprintf(ver, sizeof ver, "%lld", (long long)chosen); /* Triton names versions by their folders */
@@ -1186,7 +1209,7 @@ static void map_config(tctx *t, const pnode *root, const char *model_dir, mcp_de
         mcp_free(d->format);
         d->format = fmt;
     }
-    if (model_dir) choose_version(t, model_dir, &pol, filename, d);
+    if (model_dir) choose_version(t, model_dir, &pol, t->pin_version, filename, d);
 }
 
 static mcp_status parse_config(const char *text, size_t len, const char *model_dir, const mcp_descriptor_defaults *defaults,
@@ -1369,7 +1392,8 @@ static mcp_status parse_config(const char *text, size_t len, const char *model_d
         mcp_diags_add(diags, "", 0, 0, "out of memory");
         return MCP_STATUS_OUT_OF_MEMORY;
     }
-    tctx t = {.diags = diags, .roots = defaults ? defaults->roots : NULL, .from_json = from_json};
+    tctx t = {.diags = diags, .roots = defaults ? defaults->roots : NULL, .from_json = from_json,
+              .pin_version = defaults ? defaults->pin_version : 0};
     int first_diag = diags ? diags->count : 0;
     map_config(&t, &root, model_dir, d);
     node_free(&root);

@@ -411,9 +411,12 @@ static void do_model_metadata(rpc_call *rc)
             p[i] = &t[i];
         }
         Inference__ModelMetadataResponse m = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
-        char *versions[1] = {v->version};
+        char names[65][64], *versions[65];
+        int nv = mcp_repository_versions(mcp_frontend_repository(rc->s->fe), v->name, names, 65);
+        for (int i = 0; i < nv; i++) versions[i] = names[i];
+        if (nv == 0) versions[nv++] = v->version;
         m.name = v->name;
-        m.n_versions = 1;
+        m.n_versions = (size_t)nv;
         m.versions = versions;
         m.platform = "onnx_onnxv1";
         m.n_inputs = (size_t)v->n_inputs;

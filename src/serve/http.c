@@ -268,8 +268,16 @@ static void h_model_metadata(conn *k, const char *name, const char *version)
     mcp_buf *b = &k->resp;
     mcp_buf_puts(b, "{\"name\":");
     mcp_buf_json_string(b, v->name);
+    /* Every version the model serves (a Triton folder's policy may serve
+     * several), current first. */
+    char versions[65][64];
+    int nv = mcp_repository_versions(k->srv->repo, v->name, versions, 65);
     mcp_buf_puts(b, ",\"versions\":[");
-    mcp_buf_json_string(b, v->version);
+    if (nv == 0) mcp_buf_json_string(b, v->version);
+    for (int i = 0; i < nv; i++) {
+        if (i) mcp_buf_puts(b, ",");
+        mcp_buf_json_string(b, versions[i]);
+    }
     mcp_buf_puts(b, "],\"platform\":\"onnx_onnxv1\",\"inputs\":[");
     for (int i = 0; i < v->n_inputs; i++) {
         if (i) mcp_buf_puts(b, ",");

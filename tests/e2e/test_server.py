@@ -1796,6 +1796,14 @@ class StepsTests(RepositoryServerTestCase):
                     "inputs:\n  - name: input\n    dtype: UINT8\n    shape: [-1, 64]\n"
                     "preprocess:\n  - cast: {dtype: FP32}\n"
                     "postprocess:\n  - topk: {k: 3, labels: labels.txt, tensor: probabilities}\n")
+        # A Triton folder whose policy serves two of its three versions.
+        vdir = os.path.join(repo_dir, "digits_versions")
+        for ver in ("1", "2", "3"):
+            os.makedirs(os.path.join(vdir, ver))
+            shutil.copy(DIGITS, os.path.join(vdir, ver, "model.onnx"))
+        with open(os.path.join(vdir, "config.pbtxt"), "w") as f:
+            f.write('name: "digits_versions"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+                    'version_policy { latest { num_versions: 2 } }\n')
         # The same model as a Triton model folder, loaded as it is.
         tdir = os.path.join(repo_dir, "digits_triton")
         os.makedirs(os.path.join(tdir, "1"))
@@ -1897,6 +1905,26 @@ class StepsTests(RepositoryServerTestCase):
         self.assertEqual(head["model_version"], "1")
         self.assertEqual(self.call("GET", "/v2/models/digits_triton/versions/1/ready").status_code, 200)
         self.assertEqual(self.call("GET", "/v2/models/digits_triton/versions/2/ready").status_code, 404)
+
+    def test_version_policy_decides_which_folders_serve(self):
+        meta = self.call("GET", "/v2/models/digits_versions").json()
+        self.assertEqual(meta["versions"], ["3", "2"])
+        x = samples()[0]
+        want = mcpctl_run(DIGITS, input=x)
+        for ver in ("3", "2"):
+            r = self.infer("digits_versions", [("input", "FP32", x, True)], version=ver)
+            head, out = parse_v2_response(self, r)
+            self.assertEqual(head["model_version"], ver)
+            assert_identical(self, out["probabilities"], want["probabilities"], f"version {ver}")
+        self.assertEqual(self.call("GET", "/v2/models/digits_versions/versions/1/ready").status_code, 404)
+        head, _ = parse_v2_response(self, self.infer("digits_versions", [("input", "FP32", x, True)]))
+        self.assertEqual(head["model_version"], "3", "the current version is the highest")
+        # Unload takes every version; a load by name brings them back.
+        self.assertEqual(self.call("POST", "/v2/repository/models/digits_versions/unload").status_code, 200)
+        for ver in ("2", "3"):
+            self.assertEqual(self.call("GET", f"/v2/models/digits_versions/versions/{ver}/ready").status_code, 404)
+        self.assertEqual(self.call("POST", "/v2/repository/models/digits_versions/load").status_code, 200)
+        self.assertEqual(self.call("GET", "/v2/models/digits_versions/versions/2/ready").status_code, 200)
 
     def test_triton_folder_serves_like_the_onnx_file(self):
         r = self.call("GET", "/v2/models/digits_triton/config")
