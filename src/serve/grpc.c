@@ -1202,6 +1202,8 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
         {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
          {.integer = s->opts.min_client_ping_interval_ms}},
         {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PING_STRIKES, {.integer = 2}},
+        /* A port in use is an error, not a port shared with whoever has it. */
+        {GRPC_ARG_INTEGER, GRPC_ARG_ALLOW_REUSEPORT, {.integer = 0}},
     };
     grpc_channel_args ca = {sizeof args / sizeof args[0], args};
     s->server = grpc_server_create(&ca, NULL);
@@ -1288,12 +1290,30 @@ void mcp_grpc_shutdown(mcp_grpc_server *s)
 void mcp_grpc_destroy(mcp_grpc_server *s)
 {
     if (!s) return;
-    if (s->server && !s->n_threads) { /* created, never started */
+    if (s->server && !s->n_threads) { /* start failed before any thread ran */
+        grpc_server_shutdown_and_notify(s->server, s->cq, &s->t_shutdown);
+        grpc_server_cancel_all_calls(s->server);
+        atomic_store(&s->shutting_down, true);
+        /* Drain the queue here: requested calls come back unsuccessful. */
+        for (;;) {
+            grpc_event ev = grpc_completion_queue_next(s->cq, gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                                                           gpr_time_from_millis(2000, GPR_TIMESPAN)),
+                                                       NULL);
+            if (ev.type != GRPC_OP_COMPLETE) break;
+            rpc_tag *t = ev.tag;
+            if (t->kind == TAG_SHUTDOWN) break;
+            if (t->rc) rc_unref(t->rc);
+        }
         grpc_server_destroy(s->server);
         s->server = NULL;
     }
     mcp_grpc_shutdown(s);
-    if (s->cq) grpc_completion_queue_destroy(s->cq);
+    if (s->cq) {
+        grpc_completion_queue_shutdown(s->cq);
+        while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type != GRPC_QUEUE_SHUTDOWN) {
+        }
+        grpc_completion_queue_destroy(s->cq);
+    }
     mcp_free(s);
     grpc_shutdown();
 }

@@ -754,6 +754,17 @@ class StartupRefusalTests(unittest.TestCase):
         self.assertIn("--model-control none", err)
         self.assertNotIn("listening", err)
 
+    def test_grpc_port_in_use_refused(self):
+        # The port is not shared with whoever holds it (no SO_REUSEPORT).
+        import socket
+        with socket.socket() as held:
+            held.bind(("127.0.0.1", 0))
+            held.listen()
+            port = held.getsockname()[1]
+            p = self.run_server("--host", "127.0.0.1", "--grpc-port", str(port))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"cannot listen on 127.0.0.1:{port}", p.stderr.decode())
+
     def test_weak_or_missing_token_file_refused(self):
         with tempfile.TemporaryDirectory() as d:
             short = os.path.join(d, "short")
