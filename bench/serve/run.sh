@@ -102,7 +102,7 @@ for model in "$ROOT/models/demo/digits.onnx" "$TMP/models/tiny.onnx"; do
     [ "$batching" = off ] && flags=(--max-batch-size 0)
     GRPC_PORT=$(free_port)
     start_server "$model" --grpc-port "$GRPC_PORT" "${flags[@]}"
-    protocols="v2 v2-json grpc"
+    protocols="v2 v2-json grpc grpc-stream"
     [ "$batching" = on ] && protocols="v2"
     for proto in $protocols; do
       echo "  $name, batching $batching, $proto ..."
@@ -182,9 +182,11 @@ g, j = best_rps("tiny", "grpc"), best_rps("tiny", "v2-json")
 gr = g / j if g and j else None
 print("  %s gRPC >= 1.3x HTTP JSON on the tiny model (best level each): %s / %s req/s = %sx"
       % (verdict(None if gr is None else gr >= 1.3), fmt(g, 0), fmt(j, 0), fmt(gr, 2)))
+gs = best_rps("tiny", "grpc-stream")
+print("       (ModelStreamInfer, one stream per client: %s req/s = %sx)" % (fmt(gs, 0), fmt(gs / j if gs and j else None, 2)))
 for conc in (1, 8, 64):
     cells = []
-    for proto in ("v2", "v2-json", "grpc"):
+    for proto in ("v2", "v2-json", "grpc", "grpc-stream"):
         x = level("tiny", "off", conc, proto)
         if x:
             cells.append("%s %s req/s p50 %s p99 %s us" % (proto, fmt(x["req_per_s"], 0), fmt(x["p50_us"]), fmt(x["p99_us"])))

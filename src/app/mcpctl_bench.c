@@ -27,7 +27,7 @@
 #define BENCH_MAX_DURATION_NS (600LL * 1000000000LL)
 #define BENCH_REQUEST_TIMEOUT_MS 60000L
 
-static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc] [--grpc HOST:PORT] "
+static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc|grpc-stream] [--grpc HOST:PORT] "
                            "[--input IN=FILE.npy ...] [--json]";
 
 /* ---- latency histogram ----
@@ -86,8 +86,9 @@ static void metrics_fetch(mcpctl_http *h, const char *model, mcpctl_server_sums 
 
 /* What the workers send: OIP v2 with binary tensors, OIP v2 JSON, KServe
  * v1, or OIP v2 over gRPC (ModelInfer, raw contents). */
-typedef enum bench_proto { PROTO_V2, PROTO_V2_JSON, PROTO_V1, PROTO_GRPC } bench_proto;
-static const char *const proto_names[] = {"v2", "v2-json", "v1", "grpc"};
+typedef enum bench_proto { PROTO_V2, PROTO_V2_JSON, PROTO_V1, PROTO_GRPC, PROTO_GRPC_STREAM } bench_proto;
+static const char *const proto_names[] = {"v2", "v2-json", "v1", "grpc", "grpc-stream"};
+#define IS_GRPC(p) ((p) == PROTO_GRPC || (p) == PROTO_GRPC_STREAM)
 
 typedef struct bench_cfg {
     const char *server, *model;
@@ -205,7 +206,7 @@ static mcp_status random_inputs(const mcpctl_model_meta *m, uint64_t seed, mcpct
 static mcp_status worker_setup(bench_worker *w, mcp_err *err)
 {
     const bench_cfg *c = w->run->cfg;
-    mcp_status st = c->proto == PROTO_GRPC ? mcpctl_grpc_init(&w->grpc, c->grpc_target, err)
+    mcp_status st = IS_GRPC(c->proto) ? mcpctl_grpc_init(&w->grpc, c->grpc_target, err)
                                            : mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
     if (st != MCP_STATUS_OK) return st;
     /* Files given with --input replace the random tensor of that name. */
@@ -223,12 +224,18 @@ static mcp_status worker_setup(bench_worker *w, mcp_err *err)
         switch (c->proto) {
         case PROTO_V1: st = mcpctl_v1_encode(list, c->meta.n_inputs, &w->body, err); break;
         case PROTO_V2_JSON: st = mcpctl_v2_encode_json(list, c->meta.n_inputs, &w->body, err); break;
-        case PROTO_GRPC: st = mcpctl_grpc_encode(c->model, list, c->meta.n_inputs, &w->body, err); break;
+        case PROTO_GRPC:
+        case PROTO_GRPC_STREAM: st = mcpctl_grpc_encode(c->model, list, c->meta.n_inputs, &w->body, err); break;
         case PROTO_V2: st = mcpctl_v2_encode(list, c->meta.n_inputs, NULL, 0, &w->body, &json_len, err); break;
         }
     }
     mcp_free(list); /* it borrowed its tensors */
-    if (st != MCP_STATUS_OK || c->proto == PROTO_GRPC) return st;
+    /* A stream per worker, open for the whole run: one request in flight
+     * on it at a time, as a closed-loop client of ModelStreamInfer. */
+    if (st == MCP_STATUS_OK && c->proto == PROTO_GRPC_STREAM)
+        st = mcpctl_grpc_stream_open(&w->grpc, "/inference.GRPCInferenceService/ModelStreamInfer",
+                                     (long)(c->duration_ns / 1000000) + 120000, err);
+    if (st != MCP_STATUS_OK || IS_GRPC(c->proto)) return st;
     bool binary = c->proto == PROTO_V2;
     return mcpctl_http_prepare(&w->http, "POST", c->path, w->body.data, w->body.len,
                                binary ? "application/octet-stream" : "application/json", binary ? (int64_t)json_len : -1, err);
@@ -238,10 +245,12 @@ static mcp_status worker_setup(bench_worker *w, mcp_err *err)
 static bool worker_send(bench_worker *w)
 {
     mcp_err err = {w->msg, sizeof w->msg};
-    if (w->run->cfg->proto == PROTO_GRPC) {
-        if (mcpctl_grpc_call(&w->grpc, "/inference.GRPCInferenceService/ModelInfer", &w->body, BENCH_REQUEST_TIMEOUT_MS,
-                             &err) == MCP_STATUS_OK)
-            return true;
+    if (IS_GRPC(w->run->cfg->proto)) {
+        mcp_status gs = w->run->cfg->proto == PROTO_GRPC_STREAM
+                            ? mcpctl_grpc_stream_roundtrip(&w->grpc, &w->body, &err)
+                            : mcpctl_grpc_call(&w->grpc, "/inference.GRPCInferenceService/ModelInfer", &w->body,
+                                               BENCH_REQUEST_TIMEOUT_MS, &err);
+        if (gs == MCP_STATUS_OK) return true;
         if (!w->first_error[0]) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
         return false;
     }
@@ -366,7 +375,7 @@ static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurre
     mcp_free(hist);
     for (int i = 0; i < concurrency; i++) {
         mcpctl_http_cleanup(&w[i].http);
-        if (cfg->proto == PROTO_GRPC) mcpctl_grpc_cleanup(&w[i].grpc);
+        if (IS_GRPC(cfg->proto)) mcpctl_grpc_cleanup(&w[i].grpc);
         mcpctl_named_free(w[i].inputs, cfg->meta.n_inputs);
         mcp_buf_free(&w[i].body);
     }
@@ -524,10 +533,10 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
         } else if (!strcmp(arg, "--protocol") && val) {
             a++;
             bool known = false;
-            for (int p = 0; p < 4; p++)
+            for (int p = 0; p < 5; p++)
                 if (!strcmp(val, proto_names[p])) c->proto = (bench_proto)p, known = true;
             if (!known) {
-                fprintf(stderr, "mcpctl: bench: --protocol is v2, v2-json, v1 or grpc, got '%s'\n", val);
+                fprintf(stderr, "mcpctl: bench: --protocol is v2, v2-json, v1, grpc or grpc-stream, got '%s'\n", val);
                 rc = 2;
             }
         } else if (!strcmp(arg, "--grpc") && val) {
@@ -564,7 +573,7 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
     }
     /* gRPC: the server's gRPC port on the same host unless --grpc says. */
     char target[300];
-    if (rc == 0 && c->proto == PROTO_GRPC && !c->grpc_target) {
+    if (rc == 0 && IS_GRPC(c->proto) && !c->grpc_target) {
         const char *h = strstr(server, "://");
         h = h ? h + 3 : server;
         size_t n = strcspn(h, "/");
@@ -573,7 +582,7 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
         snprintf(target, sizeof target, "%.*s:8081", (int)hn, h);
         c->grpc_target = target;
     }
-    bool grpc_started = rc == 0 && c->proto == PROTO_GRPC;
+    bool grpc_started = rc == 0 && IS_GRPC(c->proto);
     if (grpc_started) grpc_init();
     if (rc == 0 && !c->json) print_header(c);
     int n_done = 0;

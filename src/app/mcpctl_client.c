@@ -465,7 +465,7 @@ const char *mcpctl_client_usage(void)
            "  infer NAME IN=FILE.npy ... [--out DIR] [--model-version V]\n"
            "                                       one request (binary tensors); writes DIR/<output>.npy\n"
            "                                       (without --out: a new folder under $TMPDIR, named)\n"
-           "  bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc]\n"
+           "  bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc|grpc-stream]\n"
            "        [--grpc HOST:PORT (default: the server's host, port 8081)]\n"
            "        [--input IN=FILE.npy ...] [--json]\n"
            "                                       closed-loop load: req/s, p50/p90/p99 latency and the\n"

@@ -35,6 +35,7 @@ mcp_status mcpctl_grpc_init(mcpctl_grpc *g, const char *target, mcp_err *err)
 
 void mcpctl_grpc_cleanup(mcpctl_grpc *g)
 {
+    mcpctl_grpc_stream_close(g);
     if (g->channel) grpc_channel_destroy(g->channel);
     if (g->cq) {
         grpc_completion_queue_shutdown(g->cq);
@@ -146,4 +147,103 @@ mcp_status mcpctl_grpc_encode(const char *model, const mcpctl_named *inputs, int
     mcp_free(p);
     mcp_free(t);
     return st;
+}
+
+/* ---- a bidirectional stream (ModelStreamInfer), one request at a time ---- */
+
+mcp_status mcpctl_grpc_stream_open(mcpctl_grpc *g, const char *method, long timeout_ms, mcp_err *err)
+{
+    grpc_slice m = grpc_slice_from_static_string(method);
+    gpr_timespec deadline = gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    grpc_call *call = grpc_channel_create_call(g->channel, NULL, GRPC_PROPAGATE_DEFAULTS, g->cq, m, NULL, deadline, NULL);
+    if (!call) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create a gRPC call");
+    grpc_metadata_array *md = mcp_calloc(1, sizeof *md);
+    if (!md) {
+        grpc_call_unref(call);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    grpc_metadata_array_init(md);
+    g->stream_md = md;
+    /* The server's initial metadata comes with its first answer: it is
+     * received with the first round trip. */
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_INITIAL_METADATA;
+    grpc_event ev = {0};
+    if (grpc_call_start_batch(call, &op, 1, g, NULL) == GRPC_CALL_OK)
+        ev = grpc_completion_queue_pluck(g->cq, g, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    g->stream = call;
+    g->stream_md_pending = true;
+    if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+        return mcp_err_set(err, MCP_STATUS_IO_ERROR, "cannot open a gRPC stream to %s", g->target);
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcpctl_grpc_stream_roundtrip(mcpctl_grpc *g, const mcp_buf *req, mcp_err *err)
+{
+    grpc_slice body = grpc_slice_from_copied_buffer(req->len ? (const char *)req->data : "", req->len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&body, 1);
+    grpc_slice_unref(body);
+    grpc_byte_buffer *recv = NULL;
+    grpc_op ops[3];
+    memset(ops, 0, sizeof ops);
+    size_t n = 0;
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = send;
+    ops[n].op = GRPC_OP_RECV_MESSAGE;
+    ops[n++].data.recv_message.recv_message = &recv;
+    if (g->stream_md_pending) {
+        ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
+        ops[n++].data.recv_initial_metadata.recv_initial_metadata = g->stream_md;
+        g->stream_md_pending = false;
+    }
+    mcp_status st = MCP_STATUS_OK;
+    grpc_event ev = {0};
+    if (grpc_call_start_batch(g->stream, ops, n, g, NULL) == GRPC_CALL_OK)
+        ev = grpc_completion_queue_pluck(g->cq, g, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    if (ev.type != GRPC_OP_COMPLETE || !ev.success || !recv) {
+        st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "the gRPC stream to %s ended", g->target);
+    } else {
+        grpc_byte_buffer_reader reader;
+        mcp_buf_reset(&g->resp);
+        if (grpc_byte_buffer_reader_init(&reader, recv)) {
+            grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+            mcp_buf_append(&g->resp, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+            grpc_slice_unref(all);
+            grpc_byte_buffer_reader_destroy(&reader);
+        }
+        /* ModelStreamInferResponse: field 1 (0x0a) is an error message. */
+        if (g->resp.len && g->resp.data[0] == 0x0a)
+            st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "stream error: %.*s", (int)(g->resp.len > 200 ? 200 : g->resp.len - 2),
+                             (const char *)g->resp.data + 2);
+    }
+    if (recv) grpc_byte_buffer_destroy(recv);
+    grpc_byte_buffer_destroy(send);
+    return st;
+}
+
+void mcpctl_grpc_stream_close(mcpctl_grpc *g)
+{
+    if (!g->stream) return;
+    grpc_metadata_array trail;
+    grpc_metadata_array_init(&trail);
+    grpc_status_code status;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[1].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[1].data.recv_status_on_client.trailing_metadata = &trail;
+    ops[1].data.recv_status_on_client.status = &status;
+    ops[1].data.recv_status_on_client.status_details = &details;
+    if (grpc_call_start_batch(g->stream, ops, 2, g, NULL) == GRPC_CALL_OK)
+        grpc_completion_queue_pluck(g->cq, g, gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(10000, GPR_TIMESPAN)),
+                                    NULL);
+    grpc_slice_unref(details);
+    grpc_metadata_array_destroy(&trail);
+    if (g->stream_md) grpc_metadata_array_destroy(g->stream_md);
+    mcp_free(g->stream_md);
+    g->stream_md = NULL;
+    grpc_call_unref(g->stream);
+    g->stream = NULL;
 }

@@ -122,6 +122,9 @@ typedef struct mcpctl_grpc {
     char target[512];
     mcp_buf resp;  /* message of the last answer */
     int status;    /* its grpc_status_code */
+    void *stream;    /* grpc_call * of an open stream, or NULL */
+    void *stream_md; /* its grpc_metadata_array * (initial metadata) */
+    bool stream_md_pending; /* received with the next round trip */
 } mcpctl_grpc;
 
 /* target: "host:port" or "unix:/path". grpc_init() must have run. */
@@ -130,6 +133,11 @@ void mcpctl_grpc_cleanup(mcpctl_grpc *g);
 /* One unary call of `method` ("/package.Service/Method"); OK only when the
  * server answered with status OK (the message is in g->resp). */
 mcp_status mcpctl_grpc_call(mcpctl_grpc *g, const char *method, const mcp_buf *req, long timeout_ms, mcp_err *err);
+/* A stream of `method` (ModelStreamInfer) that sends one request and waits
+ * for its answer at a time; closed by stream_close or cleanup. */
+mcp_status mcpctl_grpc_stream_open(mcpctl_grpc *g, const char *method, long timeout_ms, mcp_err *err);
+mcp_status mcpctl_grpc_stream_roundtrip(mcpctl_grpc *g, const mcp_buf *req, mcp_err *err);
+void mcpctl_grpc_stream_close(mcpctl_grpc *g);
 /* A ModelInferRequest for model with every input in raw_input_contents. */
 mcp_status mcpctl_grpc_encode(const char *model, const mcpctl_named *inputs, int n, mcp_buf *out, mcp_err *err);
 

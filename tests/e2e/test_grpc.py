@@ -332,6 +332,21 @@ class GrpcTests(GrpcServerTestCase):
         fn = self.channel.unary_unary("/other.Service/Call")
         self.expect_code(grpc.StatusCode.UNIMPLEMENTED, fn, b"")
 
+    def test_mcpctl_bench_over_grpc(self):
+        """mcpctl bench's gRPC clients (unary ModelInfer and a ModelStreamInfer
+        stream per worker) get answers, and no errors."""
+        import json as js
+        for proto in ("grpc", "grpc-stream"):
+            p = subprocess.run([ts.MCPCTL_BIN, "bench", "identity_fp32", "--server", self.server.url, "--grpc",
+                                f"127.0.0.1:{self.grpc_port}", "--protocol", proto, "--concurrency", "1,2",
+                                "--duration", "300ms", "--json"], capture_output=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            doc = js.loads(p.stdout)
+            self.assertEqual(doc["protocol"], proto)
+            for level in doc["levels"]:
+                self.assertGreater(level["requests"], 0, proto)
+                self.assertEqual(level["errors"], 0, level.get("first_error"))
+
     def test_message_size_limit(self):
         big = np.zeros((1, 3), dtype=np.float32)
         req = infer_request("identity_fp32", "ident_in", "FP32", big, True)
