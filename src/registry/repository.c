@@ -25,6 +25,7 @@ typedef struct repo_entry {
     int n_also;
     mcp_model_state state;
     char reason[512];
+    bool loading; /* one load per model at a time; other models load meanwhile */
     /* A load in progress: its phase (static text) and start, for the index. */
     const char *phase;
     int64_t load_start_us;
@@ -32,7 +33,7 @@ typedef struct repo_entry {
 
 struct mcp_repository {
     pthread_mutex_t mu;      /* guards entries and the index */
-    pthread_mutex_t load_mu; /* one load at a time */
+    pthread_cond_t load_cv;  /* an entry's load finished (with mu) */
     repo_entry *entries;
     int n, cap;
     /* Name -> entry: open addressing with linear probing over `slots`
@@ -49,7 +50,7 @@ mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults)
     mcp_repository *r = mcp_calloc(1, sizeof *r);
     if (!r) return NULL;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_mutex_init(&r->load_mu, NULL);
+    pthread_cond_init(&r->load_cv, NULL);
     r->defaults = defaults ? *defaults : mcp_descriptor_defaults_default();
     return r;
 }
@@ -79,7 +80,7 @@ void mcp_repository_destroy(mcp_repository *r)
     mcp_free(r->entries);
     mcp_free(r->slots);
     pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->load_mu);
+    pthread_cond_destroy(&r->load_cv);
     mcp_free(r);
 }
 
@@ -187,15 +188,20 @@ static void load_phase(void *user, const char *phase)
     pthread_mutex_unlock(&pc->r->mu);
 }
 
-static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
+static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
                                     const char *text, mcp_err *err)
 {
     char name[256], version[64];
     snprintf(name, sizeof name, "%s", desc->name);
     snprintf(version, sizeof version, "%s", desc->version);
     pthread_mutex_lock(&r->mu);
-    repo_entry *e = entry_get(r, name, true);
+    /* The model's own lock: a second load of this name waits for the first;
+     * loads of other models do not. (Looked up again after each wait: a
+     * failed first load removes its entry.) */
+    repo_entry *e;
+    while ((e = entry_get(r, name, true)) && e->loading) pthread_cond_wait(&r->load_cv, &r->mu);
     if (e) {
+        e->loading = true;
         if (!e->current) e->state = MCP_MODEL_LOADING;
         /* Files on the server's disk stay known even when they fail to
          * load (a load by name retries them); what came over the network
@@ -259,6 +265,8 @@ static mcp_status apply_locked_load(mcp_repository *r, mcp_descriptor *desc, mcp
     e = entry_get(r, name, false); /* the array may have moved */
     e->phase = NULL;
     e->load_start_us = 0;
+    e->loading = false;
+    pthread_cond_broadcast(&r->load_cv);
     if (st == MCP_STATUS_OK) {
         old = e->current;
         n_old_also = e->n_also;
@@ -300,10 +308,7 @@ mcp_status mcp_repository_apply(mcp_repository *r, mcp_descriptor *desc, mcp_err
 mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
                                      const char *text, mcp_err *err)
 {
-    pthread_mutex_lock(&r->load_mu);
-    mcp_status st = apply_locked_load(r, desc, kind, source, text, err);
-    pthread_mutex_unlock(&r->load_mu);
-    return st;
+    return load_and_swap(r, desc, kind, source, text, err);
 }
 
 static bool has_suffix(const char *s, const char *suf)
@@ -377,9 +382,7 @@ mcp_status mcp_repository_scan(mcp_repository *r, const char *dir, bool load_all
         if (load_all) {
             char msg[1024] = "";
             mcp_err err = {msg, sizeof msg};
-            pthread_mutex_lock(&r->load_mu);
-            st = apply_locked_load(r, desc, is_triton ? MCP_SOURCE_TRITON : MCP_SOURCE_YAML_FILE, path, NULL, &err);
-            pthread_mutex_unlock(&r->load_mu);
+            st = load_and_swap(r, desc, is_triton ? MCP_SOURCE_TRITON : MCP_SOURCE_YAML_FILE, path, NULL, &err);
             if (st != MCP_STATUS_OK) {
                 mcp_diags_add(diags, "", 0, 0, "%s: %s", path, msg);
                 result = st;
@@ -461,9 +464,7 @@ mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err
         return mcp_err_set(err, st == MCP_STATUS_NOT_FOUND ? st : MCP_STATUS_INVALID_ARGUMENT, "%s", report);
     }
     mcp_diags_clear(&diags);
-    pthread_mutex_lock(&r->load_mu);
-    st = apply_locked_load(r, desc, kind, source, text, err);
-    pthread_mutex_unlock(&r->load_mu);
+    st = load_and_swap(r, desc, kind, source, text, err);
     mcp_free(source);
     mcp_free(text);
     return st;

@@ -11,6 +11,8 @@
 
 #include "serve/frontend.h"
 
+#define LOADER_THREADS 2
+
 typedef struct retiring {
     struct retiring *next;
     mcp_model_version *v;
@@ -37,13 +39,15 @@ struct mcp_frontend {
     bool retire_stop;
     pthread_t retirer;
     bool retirer_running;
-    /* Model control jobs, run one at a time by the loader thread. */
+    /* Model control jobs, run by the loader threads: loads of different
+     * models side by side, of one model one after another (the
+     * repository's per-model lock). */
     pthread_mutex_t control_mu;
     pthread_cond_t control_cv;
     control_job *jobs, *jobs_tail;
     bool control_stop;
-    pthread_t loader;
-    bool loader_running;
+    pthread_t loaders[LOADER_THREADS];
+    int n_loaders;
     bool control_enabled;
     const char *admin_token; /* borrowed */
 };
@@ -512,7 +516,7 @@ mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl)
     if (!job) return MCP_STATUS_OUT_OF_MEMORY;
     job->ctl = ctl;
     pthread_mutex_lock(&fe->control_mu);
-    if (fe->control_stop || !fe->loader_running) {
+    if (fe->control_stop || !fe->n_loaders) {
         pthread_mutex_unlock(&fe->control_mu);
         mcp_free(job);
         return MCP_STATUS_UNAVAILABLE;
@@ -523,6 +527,17 @@ mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl)
     pthread_cond_signal(&fe->control_cv);
     pthread_mutex_unlock(&fe->control_mu);
     return MCP_STATUS_OK;
+}
+
+/* Queued jobs still run; then the loaders end. */
+static void stop_loaders(mcp_frontend *fe)
+{
+    pthread_mutex_lock(&fe->control_mu);
+    fe->control_stop = true;
+    pthread_cond_broadcast(&fe->control_cv);
+    pthread_mutex_unlock(&fe->control_mu);
+    for (int i = 0; i < fe->n_loaders; i++) pthread_join(fe->loaders[i], NULL);
+    fe->n_loaders = 0;
 }
 
 /* ---- admission and drain ---- */
@@ -556,12 +571,7 @@ void mcp_frontend_drain(mcp_frontend *fe)
     for (int i = 0; i < 1000 && atomic_load(&fe->admitting) > 0; i++) sleep_ms(10);
     /* Model control waits for nothing more: queued jobs still run, new
      * ones are refused. */
-    pthread_mutex_lock(&fe->control_mu);
-    fe->control_stop = true;
-    pthread_cond_broadcast(&fe->control_cv);
-    pthread_mutex_unlock(&fe->control_mu);
-    if (fe->loader_running) pthread_join(fe->loader, NULL);
-    fe->loader_running = false;
+    stop_loaders(fe);
     /* Every model finishes what it has queued and running. */
     mcp_repository_entry *list;
     int n = mcp_repository_index(fe->repo, &list);
@@ -612,7 +622,8 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     pthread_mutex_init(&fe->control_mu, NULL);
     pthread_cond_init(&fe->control_cv, NULL);
     if (pthread_create(&fe->retirer, NULL, retire_main, fe) == 0) fe->retirer_running = true;
-    if (pthread_create(&fe->loader, NULL, loader_main, fe) == 0) fe->loader_running = true;
+    for (int i = 0; i < LOADER_THREADS; i++)
+        if (pthread_create(&fe->loaders[fe->n_loaders], NULL, loader_main, fe) == 0) fe->n_loaders++;
     mcp_repository_set_hooks(repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .user = fe});
     mcp_metrics_set_sampler(metrics, sample_gauges, fe);
     *out = fe;
@@ -622,11 +633,7 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 void mcp_frontend_destroy(mcp_frontend *fe)
 {
     if (!fe) return;
-    pthread_mutex_lock(&fe->control_mu);
-    fe->control_stop = true;
-    pthread_cond_broadcast(&fe->control_cv);
-    pthread_mutex_unlock(&fe->control_mu);
-    if (fe->loader_running) pthread_join(fe->loader, NULL);
+    stop_loaders(fe);
     /* The repository may outlive the frontend: it retires its versions
      * itself from here on. */
     mcp_repository_set_hooks(fe->repo, (mcp_repository_hooks){0});

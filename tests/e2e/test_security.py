@@ -329,6 +329,18 @@ class BusyUnloadTests(ts.ServerTestCase):
             self.assertEqual(loading.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200)
         self.assertEqual(self.call("GET", "/v2/models/slow_load/ready").status_code, 200)
 
+    def test_loads_of_different_models_run_side_by_side(self):
+        slow = (descriptor("slow_a", ts.model_file("slow")) + "max_batch_size: 0\nwarmup: 16\n"
+                f"inputs:\n  - name: x\n    shape: [1, {ts.LONG // 2}, -1]\n")
+        with ts.concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            a = pool.submit(load, self, "slow_a", slow)
+            ts.wait_for(lambda: any(e["name"] == "slow_a" and e["reason"].startswith("loading: ")
+                                    for e in self.call("POST", "/v2/repository/index").json()), "the slow load to start")
+            r = load(self, "quick_b", descriptor("quick_b", ts.model_file("identity_fp32")))
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertFalse(a.done(), "the second model's load waited for the first's")
+            self.assertEqual(a.result(timeout=ts.HTTP_TIMEOUT_S).status_code, 200)
+
     def test_load_without_waiting(self):
         text = (descriptor("slow_async", ts.model_file("slow")) + "max_batch_size: 0\nwarmup: 12\n"
                 f"inputs:\n  - name: x\n    shape: [1, {ts.LONG // 2}, -1]\n")
