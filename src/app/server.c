@@ -85,7 +85,7 @@ static const opt options[] = {
     {"max-model-threads", OPT_INT, OFF(max_model_threads), 0, 0, 1 << 16, "threads one model may start, instances x threads (default 0: cores, or --workers x --threads when larger)"},
     {"http-threads", OPT_INT, OFF(http_threads), 0, 1, 256, "transport threads; they never run kernels (default 2)"},
     {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 0, 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
-    {"max-inflight-body-bytes", OPT_INT, OFF(max_inflight_body_bytes), 0, 1024, INT64_MAX, "request body bytes held at once, all clients together; 503 beyond (default 1073741824)"},
+    {"max-inflight-body-bytes", OPT_INT, OFF(max_inflight_body_bytes), 0, 1024, INT64_MAX, "request bytes held at once, HTTP bodies and gRPC messages of all clients together; beyond, 503 or RESOURCE_EXHAUSTED (default 1073741824)"},
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
     {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
     {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 0, 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
@@ -404,7 +404,6 @@ int main(int argc, char **argv)
     so.port = (int)c.port;
     so.http_threads = (int)c.http_threads;
     so.max_body_bytes = (size_t)c.max_body_bytes;
-    so.max_inflight_body_bytes = (size_t)c.max_inflight_body_bytes;
     so.max_header_bytes = (size_t)c.max_header_bytes;
     so.max_connections = (unsigned)c.max_connections;
     so.connection_timeout_s = (unsigned)c.connection_timeout_s;
@@ -431,6 +430,7 @@ int main(int argc, char **argv)
         goto out;
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
+    mcp_frontend_set_body_cap(fe, (size_t)c.max_inflight_body_bytes);
     if (mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
         rc = 1;

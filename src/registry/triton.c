@@ -936,14 +936,12 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, i
     }
     int n = list_versions(model_dir, vers, PB_MAX_VERSIONS);
     int64_t chosen = -1;
-    int candidates = 0;
     int64_t selected[65];
     int n_sel = 0;
     if (pin > 0) {
         /* One version folder, named by the caller (the others of a policy). */
         if (n >= 0 && bsearch(&pin, vers, (size_t)n, sizeof vers[0], cmp_i64)) chosen = pin;
         else terr(t, NULL, "version folder %lld is not in '%s'", (long long)pin, model_dir);
-        candidates = 1;
     } else if (n == -2) {
         terr(t, NULL, "model folder '%s' has more than %d version folders", model_dir, PB_MAX_VERSIONS);
     } else if (n < 0) {
@@ -951,14 +949,10 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, i
     } else if (pol->kind == 2) {
         for (int i = 0; i < pol->n_versions; i++) {
             bool present = bsearch(&pol->versions[i], vers, (size_t)n, sizeof vers[0], cmp_i64) != NULL;
-            if (present) {
-                candidates++;
-                if (pol->versions[i] > chosen) chosen = pol->versions[i];
-            }
+            if (present && pol->versions[i] > chosen) chosen = pol->versions[i];
         }
         if (chosen < 0) terr(t, NULL, "none of the versions the policy names has a folder in '%s'", model_dir);
     } else {
-        candidates = n;
         if (n > 0) chosen = vers[n - 1];
         else terr(t, NULL, "no version folders (1/, 2/, ...) in '%s'", model_dir);
     }
@@ -978,18 +972,16 @@ static void choose_version(tctx *t, const char *model_dir, const tpolicy *pol, i
         if (n_sel > 64)
             terr(t, NULL, "version_policy selects more than 64 versions; this server serves at most 64 of a model at once");
         d->n_also = 0;
-        for (int i = 1; i < n_sel && i <= 64; i++) d->also[d->n_also++] = selected[i];
+        for (int i = 1; i < n_sel && i < 64; i++) d->also[d->n_also++] = selected[i];
     }
     mcp_free(vers);
     if (chosen < 0) return;
-    (void)candidates;
-    char ver[32], num[24];
+    char num[24]; /* Triton names a version by its folder */
     snprintf(num, sizeof num, "%lld", (long long)chosen);
-    snprintf(ver, sizeof ver, "%lld", (long long)chosen); /* Triton names versions by their folders */
     char *vdir = mcp__desc_path_join(model_dir, num);
     char *path = vdir ? mcp__desc_path_join(vdir, filename) : NULL;
     mcp_free(vdir);
-    char *version = mcp_strdup(ver);
+    char *version = mcp_strdup(num);
     if (!path || !version) {
         mcp_free(path);
         mcp_free(version);

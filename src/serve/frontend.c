@@ -50,6 +50,8 @@ struct mcp_frontend {
     int n_loaders;
     bool control_enabled;
     const char *admin_token; /* borrowed */
+    size_t body_cap;
+    _Atomic size_t body_bytes; /* request data held by every transport */
 };
 
 static void sleep_ms(int ms)
@@ -542,6 +544,22 @@ static void stop_loaders(mcp_frontend *fe)
 
 /* ---- admission and drain ---- */
 
+void mcp_frontend_set_body_cap(mcp_frontend *fe, size_t bytes) { fe->body_cap = bytes; }
+
+size_t mcp_frontend_body_cap(const mcp_frontend *fe) { return fe->body_cap; }
+
+bool mcp_frontend_reserve_body(mcp_frontend *fe, size_t bytes)
+{
+    size_t before = atomic_fetch_add(&fe->body_bytes, bytes);
+    if (fe->body_cap && before + bytes > fe->body_cap) {
+        atomic_fetch_sub(&fe->body_bytes, bytes);
+        return false;
+    }
+    return true;
+}
+
+void mcp_frontend_release_body(mcp_frontend *fe, size_t bytes) { atomic_fetch_sub(&fe->body_bytes, bytes); }
+
 bool mcp_frontend_admit(mcp_frontend *fe)
 {
     atomic_fetch_add(&fe->admitting, 1);
@@ -617,6 +635,7 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     fe->metrics = metrics;
     fe->observer = mcp_metrics_observer(metrics);
     fe->control_enabled = true;
+    fe->body_cap = (size_t)1 << 30;
     pthread_mutex_init(&fe->retire_mu, NULL);
     pthread_cond_init(&fe->retire_cv, NULL);
     pthread_mutex_init(&fe->control_mu, NULL);

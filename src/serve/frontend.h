@@ -62,6 +62,7 @@ struct mcp_call {
     /* Set by the transport. */
     const mcp_codec *codec;
     mcp_wire wire;
+    /* model and version: read during mcp_frontend_infer only. */
     const char *model;   /* from the route; NULL: the codec peeks it */
     const char *version; /* NULL = current */
     int64_t deadline_ns;   /* absolute mcp_now_ns() deadline the transport knows (gRPC's); 0 = none */
@@ -96,7 +97,7 @@ typedef enum mcp_obs_event {
 typedef struct mcp_observer {
     int version; /* 1 */
     /* model/version: what the call was routed to ("" when unknown, so a
-     * client cannot mint label values). r may be NULL (REJECTED). */
+     * client cannot mint label values); st: the outcome (OK for QUEUED). */
     void (*on_event)(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
                      mcp_status st);
     void *user;
@@ -128,6 +129,14 @@ mcp_model_version *mcp_frontend_route_model(mcp_frontend *fe, const char *name, 
 bool mcp_frontend_admit(mcp_frontend *fe);
 void mcp_frontend_routed(mcp_frontend *fe);
 bool mcp_frontend_stopping(const mcp_frontend *fe);
+
+/* Counts `bytes` of request data a transport holds against the server-wide
+ * cap; false (nothing counted) when they would pass it: answer "retry
+ * later" (HTTP 503, gRPC RESOURCE_EXHAUSTED). mcp_frontend_release_body
+ * gives them back. */
+bool mcp_frontend_reserve_body(mcp_frontend *fe, size_t bytes);
+void mcp_frontend_release_body(mcp_frontend *fe, size_t bytes);
+size_t mcp_frontend_body_cap(const mcp_frontend *fe);
 
 /* Transport counters sampled by /metrics. */
 void mcp_frontend_count_open(mcp_frontend *fe, int delta);

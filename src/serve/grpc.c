@@ -97,6 +97,7 @@ typedef struct stream_item {
     mcp_call call;
     bool queued; /* call.req is set (under rc->mu) */
     grpc_slice body;
+    size_t reserved; /* body bytes counted against the server-wide cap */
 } stream_item;
 
 /* A response waiting to be written on a stream. */
@@ -120,6 +121,7 @@ struct rpc_call {
     bool closed;               /* RECV_CLOSE_ON_SERVER completed */
     /* unary */
     grpc_slice body;
+    size_t reserved; /* body bytes counted against the server-wide cap */
     mcp_call infer;
     bool infer_queued; /* infer.req is set (under mu) */
     mcp_control ctl;
@@ -228,6 +230,7 @@ static void rc_unref(rpc_call *rc)
     if (rc->recv_buf) grpc_byte_buffer_destroy(rc->recv_buf);
     if (rc->reply) grpc_byte_buffer_destroy(rc->reply);
     grpc_slice_unref(rc->body);
+    if (rc->reserved) mcp_frontend_release_body(s->fe, rc->reserved);
     grpc_slice_unref(rc->details_slice);
     mcp_call_clear(&rc->infer);
     mcp_free(rc->ctl.descriptor);
@@ -945,6 +948,7 @@ static void stream_respond(mcp_call *c)
     pthread_mutex_unlock(&rc->mu);
     mcp_call_clear(&it->call);
     grpc_slice_unref(it->body);
+    if (it->reserved) mcp_frontend_release_body(rc->s->fe, it->reserved);
     mcp_free(it);
     rc_unref(rc); /* the item's reference */
 }
@@ -1001,18 +1005,25 @@ static void stream_on_recv(rpc_call *rc, bool ok)
         return;
     }
     stream_item *it = mcp_calloc(1, sizeof *it);
-    if (it) {
-        it->rc = rc;
-        it->body = read_payload(bb);
-        it->next = rc->items;
-        rc->items = it;
-        rc->inflight++;
-        atomic_fetch_add(&rc->refs, 1);
+    if (!it) {
+        /* No item to answer through: end the stream rather than leave the
+         * client waiting for an answer that never comes. */
+        rc->read_done = true;
+        rc->finished = true;
+        pthread_mutex_unlock(&rc->mu);
+        grpc_byte_buffer_destroy(bb);
+        grpc_call_cancel_with_status(rc->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL);
+        return;
     }
+    it->rc = rc;
+    it->body = read_payload(bb);
+    it->next = rc->items;
+    rc->items = it;
+    rc->inflight++;
+    atomic_fetch_add(&rc->refs, 1);
     if (rc->inflight < STREAM_INFLIGHT) stream_post_recv(rc);
     pthread_mutex_unlock(&rc->mu);
     grpc_byte_buffer_destroy(bb);
-    if (!it) return;
     mcp_frontend *fe = rc->s->fe;
     mcp_call *c = &it->call;
     c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
@@ -1021,6 +1032,14 @@ static void stream_on_recv(rpc_call *rc, bool ok)
     c->respond = stream_respond;
     c->on_queued = stream_on_queued;
     c->user = it;
+    size_t len = GRPC_SLICE_LENGTH(it->body);
+    if (len && !mcp_frontend_reserve_body(fe, len)) {
+        c->status = MCP_STATUS_RESOURCE_EXHAUSTED;
+        snprintf(c->message, sizeof c->message, "the server holds the most request bytes it allows; retry later");
+        stream_respond(c);
+        return;
+    }
+    it->reserved = len;
     if (!mcp_frontend_admit(fe)) {
         c->status = MCP_STATUS_UNAVAILABLE;
         snprintf(c->message, sizeof c->message, "server is shutting down");
@@ -1101,6 +1120,13 @@ static void on_new(rpc_call *rc, bool ok)
         rc->body = read_payload(rc->payload);
         if (rc->payload) grpc_byte_buffer_destroy(rc->payload);
         rc->payload = NULL;
+        /* Request bytes held count against the same cap as HTTP bodies. */
+        size_t len = GRPC_SLICE_LENGTH(rc->body);
+        if (len && !mcp_frontend_reserve_body(s->fe, len)) {
+            finish_status(rc, MCP_STATUS_RESOURCE_EXHAUSTED, "the server holds the most request bytes it allows; retry later");
+            return;
+        }
+        rc->reserved = len;
     }
     switch (rc->kind) {
     case RPC_LIVE: do_live(rc); break;

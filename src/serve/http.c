@@ -70,7 +70,6 @@ struct mcp_server {
     struct MHD_Daemon *daemon_uds; /* --http-socket */
     int port;
     atomic_int open_requests; /* admitted requests not yet answered and closed */
-    _Atomic size_t body_bytes; /* request bodies held, against max_inflight_body_bytes */
     /* Suspended connections, watched for client hang-ups. */
     pthread_mutex_t wait_mu;
     conn *waiting;
@@ -112,7 +111,6 @@ mcp_server_options mcp_server_options_default(void)
         .max_connections_per_client = 256,
         .reserve_connections = 16,
         .max_query_params = 64,
-        .max_inflight_body_bytes = (size_t)1 << 30,
     };
 }
 
@@ -1114,12 +1112,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
  * counted) when they would exceed it. */
 static bool body_reserve(conn *k, size_t more)
 {
-    size_t cap = k->srv->opts.max_inflight_body_bytes;
-    size_t now = atomic_fetch_add(&k->srv->body_bytes, more);
-    if (cap && now + more > cap) {
-        atomic_fetch_sub(&k->srv->body_bytes, more);
-        return false;
-    }
+    if (!mcp_frontend_reserve_body(k->srv->fe, more)) return false;
     k->body_reserved += more;
     return true;
 }
@@ -1181,7 +1174,7 @@ static bool screen_headers(conn *k, const char *method, const char *url)
         reply_error(k, 413, "request body of %llu bytes exceeds the limit of %zu bytes", length, s->opts.max_body_bytes);
     } else if (h.n_length && length && !body_reserve(k, (size_t)length)) {
         reply_error(k, 503, "the server holds the most request body bytes it allows (%zu); retry later",
-                    s->opts.max_inflight_body_bytes);
+                    mcp_frontend_body_cap(s->fe));
     } else if (k->link && k->link->reserve && !reserve_route(method, url)) {
         reply_error(k, 503, "the server is at its connection limit; only health and metrics are answered");
     } else {
@@ -1202,7 +1195,7 @@ static bool inflate_request(conn *k)
     mcp_status st = mcp_inflate_body(k->coding, k->body.data, k->body.len, s->opts.max_body_bytes, &plain, &err);
     if (st == MCP_STATUS_OK && plain.len > k->body_reserved && !body_reserve(k, plain.len - k->body_reserved))
         st = mcp_err_set(&err, MCP_STATUS_UNAVAILABLE, "the server holds the most request body bytes it allows (%zu); retry later",
-                         s->opts.max_inflight_body_bytes);
+                         mcp_frontend_body_cap(s->fe));
     if (st != MCP_STATUS_OK) {
         mcp_buf_free(&plain);
         reply_error(k, mcp_status_http_code(st), "%s", msg);
@@ -1285,7 +1278,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     }
     if (k->too_busy) {
         reply_error(k, 503, "the server holds the most request body bytes it allows (%zu); retry later",
-                    s->opts.max_inflight_body_bytes);
+                    mcp_frontend_body_cap(s->fe));
         return send_reply(k);
     }
     if (k->body.failed) {
@@ -1322,7 +1315,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     mcp_free(k->ctl.source);
     mcp_buf_free(&k->body);
     mcp_buf_free(&k->resp);
-    if (k->body_reserved) atomic_fetch_sub(&s->body_bytes, k->body_reserved);
+    if (k->body_reserved) mcp_frontend_release_body(s->fe, k->body_reserved);
     if (k->admitting) mcp_frontend_routed(s->fe); /* the client left mid-upload */
     if (k->counted) {
         atomic_fetch_sub(&s->open_requests, 1);

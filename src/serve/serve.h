@@ -263,6 +263,9 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 /* Model control (load, unload) on or off, and the bearer token it needs
  * (NULL = none; the string must outlive the frontend). Default: on, none. */
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
+/* Request bytes all transports together may hold at once (HTTP bodies,
+ * gRPC messages); 0 = no cap. Default 1 GiB. */
+void mcp_frontend_set_body_cap(mcp_frontend *fe, size_t bytes);
 /* Stops admitting, waits (bounded) for admitted requests to be routed, then
  * for every model's scheduler and every retired version to drain; queued
  * model control still runs, new control is refused. Idempotent. Each
@@ -323,7 +326,6 @@ typedef struct mcp_server_options {
     unsigned max_connections_per_client; /* per client address; default 256 */
     unsigned reserve_connections; /* beyond max_connections, for health and metrics only; default 16 */
     unsigned max_query_params;   /* more in a URL get 414; default 64 */
-    size_t max_inflight_body_bytes; /* request bodies held at once, server-wide; 503 beyond; default 1 GiB */
 } mcp_server_options;
 
 mcp_server_options mcp_server_options_default(void);

@@ -414,6 +414,28 @@ class GrpcSlowTests(GrpcServerTestCase):
                 raise AssertionError(f"server exited with status {rc}")
 
 
+class GrpcBodyCapTests(GrpcServerTestCase):
+    """gRPC messages count against the same server-wide cap on request
+    bytes held as HTTP bodies (--max-inflight-body-bytes)."""
+    MODELS = ("identity_fp32",)
+    EXTRA = ("--max-inflight-body-bytes", 4096)
+
+    def test_messages_over_the_cap_refused(self):
+        small = infer_request("identity_fp32", "ident_in", "FP32", sample("FP32"), True)
+        big = infer_request("identity_fp32", "ident_in", "FP32", sample("FP32"), True)
+        big.raw_input_contents[0] = b"\0" * 8192
+        msg = self.expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer, big)
+        self.assertIn("request bytes", msg)
+        self.assertEqual(self.stub.ModelInfer(small, timeout=30).outputs[0].name, "ident_out")
+        # In a stream: that request fails, the stream goes on.
+        out = list(self.stub.ModelStreamInfer(iter([big, small]), timeout=60))
+        self.assertEqual(len(out), 2)
+        self.assertEqual(sum(1 for m in out if "request bytes" in m.error_message), 1)
+        # HTTP shares the cap and is not left short by what gRPC held.
+        r = self.infer("identity_fp32", [("ident_in", "FP32", sample("FP32"), False)])
+        self.assertEqual(r.status_code, 200, r.text)
+
+
 class UnixSocketTests(unittest.TestCase):
     """HTTP and gRPC on Unix domain sockets: the same happy path, mode 0660,
     a stale socket replaced at start, removed at exit, and anything else at
@@ -475,6 +497,14 @@ class UnixSocketTests(unittest.TestCase):
         self.assertEqual(server.stop(), 0)
         self.assertFalse(os.path.exists(self.http_sock), "the HTTP socket was left behind")
         self.assertFalse(os.path.exists(self.grpc_sock), "the gRPC socket was left behind")
+
+    def test_socket_path_too_long_refused(self):
+        longp = os.path.join(self.dir, "x" * 120 + ".sock")
+        for flag in ("--http-socket", "--grpc-socket"):
+            p = subprocess.run([ts.SERVER_BIN, "--model-path", ts.DIGITS, "--port", "0", "--grpc-port", "0", flag, longp],
+                               capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            self.assertNotEqual(p.returncode, 0, flag)
+            self.assertIn("longer than", p.stderr.decode(), flag)
 
     def test_other_files_at_the_path_are_not_replaced(self):
         with open(self.http_sock, "w") as f:
