@@ -879,6 +879,16 @@ static void do_infer(rpc_call *rc)
 static void stream_post_recv(rpc_call *rc);
 static void stream_try_write(rpc_call *rc);
 
+/* The stream's initial metadata goes with its first write (mu held):
+ * puts the op in ops[0] when still due; returns how many it put. */
+static int stream_initial_metadata(rpc_call *rc, grpc_op *ops)
+{
+    if (rc->md_sent) return 0;
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    rc->md_sent = true;
+    return 1;
+}
+
 /* Sends the stream's final status once the client has half-closed and
  * every response is written (mu held). */
 static void stream_maybe_finish(rpc_call *rc)
@@ -887,11 +897,7 @@ static void stream_maybe_finish(rpc_call *rc)
     rc->finished = true;
     grpc_op ops[2];
     memset(ops, 0, sizeof ops);
-    int n = 0;
-    if (!rc->md_sent) {
-        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-        rc->md_sent = true;
-    }
+    int n = stream_initial_metadata(rc, ops);
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
     n++;
@@ -960,11 +966,7 @@ static void stream_try_write(rpc_call *rc)
     stream_out *o = rc->out_head;
     grpc_op ops[2];
     memset(ops, 0, sizeof ops);
-    int n = 0;
-    if (!rc->md_sent) {
-        ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-        rc->md_sent = true;
-    }
+    int n = stream_initial_metadata(rc, ops);
     ops[n].op = GRPC_OP_SEND_MESSAGE;
     ops[n++].data.send_message.send_message = o->msg;
     rc->writing = true;
