@@ -3,9 +3,10 @@
  *                   [--input IN=FILE.npy ...] [--json]
  *
  * A closed-loop load generator in the manner of Triton's perf_analyzer: for
- * each concurrency level N, N threads, each with its own connection
- * (libcurl easy handle, keep-alive), send requests back to back for the
- * duration. Inputs are random tensors of the model's dtypes and shapes
+ * each concurrency level N, N clients send requests back to back for the
+ * duration. Over HTTP (and gRPC streams) each client is a thread with its
+ * own connection (libcurl easy handle, keep-alive); unary gRPC clients are
+ * asynchronous, 16 to a thread and its channel (see driver_main). Inputs are random tensors of the model's dtypes and shapes
  * (batch 1, every variable dimension 1; one set per thread) unless --input
  * gives files. Latency is measured per request on the client; the server's
  * own split (queue, compute, total) comes from GET /metrics before and
@@ -21,6 +22,7 @@
 #include <grpc/grpc.h>
 
 #include "app/mcpctl_http.h"
+#include "serve/serve.h"
 
 #define BENCH_MAX_LEVELS 32
 #define BENCH_MAX_CONCURRENCY 1024
@@ -143,7 +145,6 @@ typedef struct bench_worker {
     bench_run *run;
     int id;
     pthread_t thread;
-    bool created;
     mcpctl_http http;
     mcpctl_grpc grpc;
     mcpctl_named *inputs; /* this worker's random inputs (n = meta.n_inputs) */
@@ -206,8 +207,10 @@ static mcp_status random_inputs(const mcpctl_model_meta *m, uint64_t seed, mcpct
 static mcp_status worker_setup(bench_worker *w, mcp_err *err)
 {
     const bench_cfg *c = w->run->cfg;
-    mcp_status st = IS_GRPC(c->proto) ? mcpctl_grpc_init(&w->grpc, c->grpc_target, err)
-                                           : mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
+    /* Unary gRPC slots share their driver's channel. */
+    mcp_status st = c->proto == PROTO_GRPC      ? MCP_STATUS_OK
+                    : c->proto == PROTO_GRPC_STREAM ? mcpctl_grpc_init(&w->grpc, c->grpc_target, err)
+                                                    : mcpctl_http_init(&w->http, c->server, BENCH_REQUEST_TIMEOUT_MS, err);
     if (st != MCP_STATUS_OK) return st;
     /* Files given with --input replace the random tensor of that name. */
     st = random_inputs(&c->meta, (uint64_t)w->id + 1, &w->inputs, err);
@@ -245,11 +248,8 @@ static mcp_status worker_setup(bench_worker *w, mcp_err *err)
 static bool worker_send(bench_worker *w)
 {
     mcp_err err = {w->msg, sizeof w->msg};
-    if (IS_GRPC(w->run->cfg->proto)) {
-        mcp_status gs = w->run->cfg->proto == PROTO_GRPC_STREAM
-                            ? mcpctl_grpc_stream_roundtrip(&w->grpc, &w->body, &err)
-                            : mcpctl_grpc_call(&w->grpc, "/inference.GRPCInferenceService/ModelInfer", &w->body,
-                                               BENCH_REQUEST_TIMEOUT_MS, &err);
+    if (w->run->cfg->proto == PROTO_GRPC_STREAM) {
+        mcp_status gs = mcpctl_grpc_stream_roundtrip(&w->grpc, &w->body, &err);
         if (gs == MCP_STATUS_OK) return true;
         if (!w->first_error[0]) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
         return false;
@@ -261,6 +261,21 @@ static bool worker_send(bench_worker *w)
     return false;
 }
 
+/* A thread is set up (ok or not): waits for the start; false when the
+ * level was aborted, else *end_ns is when to stop. */
+static bool wait_for_start(bench_run *run, bool ok, int64_t *end_ns)
+{
+    pthread_mutex_lock(&run->lock);
+    run->ready++;
+    if (!ok) run->abort = true;
+    pthread_cond_broadcast(&run->cond);
+    while (!run->go) pthread_cond_wait(&run->cond, &run->lock);
+    bool stop = run->abort;
+    *end_ns = run->end_ns;
+    pthread_mutex_unlock(&run->lock);
+    return !stop;
+}
+
 static void *worker_main(void *arg)
 {
     bench_worker *w = arg;
@@ -270,15 +285,8 @@ static void *worker_main(void *arg)
     if (!ok) snprintf(w->first_error, sizeof w->first_error, "%s", w->msg);
     /* One untimed request opens the connection and warms the path. */
     if (ok) worker_send(w);
-    pthread_mutex_lock(&run->lock);
-    run->ready++;
-    if (!ok) run->abort = true;
-    pthread_cond_broadcast(&run->cond);
-    while (!run->go) pthread_cond_wait(&run->cond, &run->lock);
-    bool stop = run->abort;
-    int64_t end_ns = run->end_ns;
-    pthread_mutex_unlock(&run->lock);
-    if (stop) return NULL;
+    int64_t end_ns;
+    if (!wait_for_start(run, ok, &end_ns)) return NULL;
     w->first_error[0] = '\0'; /* warm-up errors show up again in the timed loop */
     while (mcp_now_ns() < end_ns) {
         int64_t t0 = mcp_now_ns();
@@ -288,6 +296,72 @@ static void *worker_main(void *arg)
         if (good) w->hist[hist_index(t1 - t0)]++;
         else w->errors++;
     }
+    return NULL;
+}
+
+/* ---- unary gRPC: asynchronous drivers ----
+ * As asynchronous gRPC clients (perf_analyzer's async mode, ghz) do: one
+ * thread keeps up to GRPC_CALLS_PER_DRIVER calls in flight on one channel,
+ * each slot a closed loop of its own (a new call as its last finishes). */
+#define GRPC_CALLS_PER_DRIVER 16
+#define GRPC_INFER "/inference.GRPCInferenceService/ModelInfer"
+
+typedef struct bench_driver {
+    bench_run *run;
+    bench_worker *slots;
+    int n;
+    pthread_t thread;
+} bench_driver;
+
+static void slot_failed(bench_worker *w, const char *msg)
+{
+    w->errors++;
+    if (!w->first_error[0]) snprintf(w->first_error, sizeof w->first_error, "%s", msg);
+}
+
+static void *driver_main(void *arg)
+{
+    bench_driver *d = arg;
+    const bench_cfg *c = d->run->cfg;
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    mcpctl_grpc_async *a = NULL;
+    int64_t *t0 = mcp_calloc((size_t)d->n, sizeof *t0);
+    bool ok = t0 != NULL;
+    for (int i = 0; ok && i < d->n; i++) ok = worker_setup(&d->slots[i], &err) == MCP_STATUS_OK;
+    if (ok) ok = mcpctl_grpc_async_create(c->grpc_target, d->n, &a, &err) == MCP_STATUS_OK;
+    if (!ok) snprintf(d->slots[0].first_error, sizeof d->slots[0].first_error, "%s", t0 ? msg : "out of memory");
+    /* One untimed call per slot opens the connection and warms the path. */
+    int pending = 0;
+    mcp_status st;
+    for (int i = 0; ok && i < d->n; i++)
+        if (mcpctl_grpc_async_start(a, i, GRPC_INFER, &d->slots[i].body, BENCH_REQUEST_TIMEOUT_MS, &err) == MCP_STATUS_OK) pending++;
+    while (pending > 0 && mcpctl_grpc_async_next(a, BENCH_REQUEST_TIMEOUT_MS, &st, &err) >= 0) pending--;
+    int64_t end_ns;
+    if (wait_for_start(d->run, ok, &end_ns)) {
+        for (int i = 0; i < d->n; i++) {
+            t0[i] = mcp_now_ns();
+            if (mcpctl_grpc_async_start(a, i, GRPC_INFER, &d->slots[i].body, BENCH_REQUEST_TIMEOUT_MS, &err) == MCP_STATUS_OK)
+                pending++;
+            else d->slots[i].requests++, slot_failed(&d->slots[i], msg);
+        }
+        while (pending > 0) {
+            int k = mcpctl_grpc_async_next(a, BENCH_REQUEST_TIMEOUT_MS + 10000, &st, &err);
+            if (k < 0) break; /* the calls' own deadlines have passed: cancelled below */
+            pending--;
+            int64_t t1 = mcp_now_ns();
+            bench_worker *w = &d->slots[k];
+            w->requests++;
+            if (st == MCP_STATUS_OK) w->hist[hist_index(t1 - t0[k])]++;
+            else slot_failed(w, msg);
+            if (t1 >= end_ns) continue;
+            t0[k] = t1;
+            if (mcpctl_grpc_async_start(a, k, GRPC_INFER, &w->body, BENCH_REQUEST_TIMEOUT_MS, &err) == MCP_STATUS_OK) pending++;
+            else w->requests++, slot_failed(w, msg);
+        }
+    }
+    mcpctl_grpc_async_destroy(a);
+    mcp_free(t0);
     return NULL;
 }
 
@@ -333,15 +407,26 @@ static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurre
         pthread_cond_destroy(&run.cond);
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for %d workers", concurrency);
     }
+    for (int i = 0; i < concurrency; i++) w[i].run = &run, w[i].id = i;
+    bool async = cfg->proto == PROTO_GRPC;
+    int n_threads = async ? (concurrency + GRPC_CALLS_PER_DRIVER - 1) / GRPC_CALLS_PER_DRIVER : concurrency;
+    bench_driver *d = async ? mcp_calloc((size_t)n_threads, sizeof *d) : NULL;
+    if (async && !d) n_threads = 0;
     int created = 0;
-    for (; created < concurrency; created++) {
-        w[created].run = &run;
-        w[created].id = created;
-        if (pthread_create(&w[created].thread, NULL, worker_main, &w[created]) != 0) break;
-        w[created].created = true;
+    for (; created < n_threads; created++) {
+        int rc;
+        if (async) {
+            d[created] = (bench_driver){&run, w + created * GRPC_CALLS_PER_DRIVER, 0, 0};
+            int left = concurrency - created * GRPC_CALLS_PER_DRIVER;
+            d[created].n = left < GRPC_CALLS_PER_DRIVER ? left : GRPC_CALLS_PER_DRIVER;
+            rc = pthread_create(&d[created].thread, NULL, driver_main, &d[created]);
+        } else {
+            rc = pthread_create(&w[created].thread, NULL, worker_main, &w[created]);
+        }
+        if (rc != 0) break;
     }
     pthread_mutex_lock(&run.lock);
-    if (created < concurrency) run.abort = true;
+    if (created < n_threads || n_threads == 0) run.abort = true;
     while (run.ready < created) pthread_cond_wait(&run.cond, &run.lock);
     pthread_mutex_unlock(&run.lock);
 
@@ -353,8 +438,10 @@ static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurre
     bool aborted = run.abort;
     pthread_cond_broadcast(&run.cond);
     pthread_mutex_unlock(&run.lock);
-    for (int i = 0; i < created; i++) pthread_join(w[i].thread, NULL);
+    for (int i = 0; i < created; i++) pthread_join(async ? d[i].thread : w[i].thread, NULL);
     int64_t t_end = mcp_now_ns();
+    mcp_free(d);
+    if (async) created = concurrency; /* every slot's counts are summed below */
     metrics_fetch(ctl, cfg->model, &r->after);
 
     int64_t *hist = mcp_calloc(HIST_BUCKETS, sizeof *hist);
@@ -583,7 +670,7 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
         c->grpc_target = target;
     }
     bool grpc_started = rc == 0 && IS_GRPC(c->proto);
-    if (grpc_started) grpc_init();
+    if (grpc_started) mcp_grpc_library_init();
     if (rc == 0 && !c->json) print_header(c);
     int n_done = 0;
     for (int i = 0; rc == 0 && i < c->n_levels; i++) {

@@ -114,14 +114,13 @@ mcp_status mcpctl_v1_encode(const mcpctl_named *inputs, int n_inputs, mcp_buf *b
  * client without the binary extension sends). */
 mcp_status mcpctl_v2_encode_json(const mcpctl_named *inputs, int n_inputs, mcp_buf *body, mcp_err *err);
 
-/* ---- gRPC (mcpctl_grpc.c): unary calls for bench ---- */
+/* ---- gRPC (mcpctl_grpc.c): the clients of bench ---- */
 
 typedef struct mcpctl_grpc {
     void *channel; /* grpc_channel * */
     void *cq;      /* grpc_completion_queue * (pluck) */
     char target[512];
     mcp_buf resp;  /* message of the last answer */
-    int status;    /* its grpc_status_code */
     void *stream;    /* grpc_call * of an open stream, or NULL */
     void *stream_md; /* its grpc_metadata_array * (initial metadata) */
     bool stream_md_pending; /* received with the next round trip */
@@ -130,14 +129,24 @@ typedef struct mcpctl_grpc {
 /* target: "host:port" or "unix:/path". grpc_init() must have run. */
 mcp_status mcpctl_grpc_init(mcpctl_grpc *g, const char *target, mcp_err *err);
 void mcpctl_grpc_cleanup(mcpctl_grpc *g);
-/* One unary call of `method` ("/package.Service/Method"); OK only when the
- * server answered with status OK (the message is in g->resp). */
-mcp_status mcpctl_grpc_call(mcpctl_grpc *g, const char *method, const mcp_buf *req, long timeout_ms, mcp_err *err);
 /* A stream of `method` (ModelStreamInfer) that sends one request and waits
  * for its answer at a time; closed by stream_close or cleanup. */
 mcp_status mcpctl_grpc_stream_open(mcpctl_grpc *g, const char *method, long timeout_ms, mcp_err *err);
 mcp_status mcpctl_grpc_stream_roundtrip(mcpctl_grpc *g, const mcp_buf *req, mcp_err *err);
 void mcpctl_grpc_stream_close(mcpctl_grpc *g);
+/* Unary calls of many slots in flight at once on one channel (one HTTP/2
+ * connection), completed through one queue: what an asynchronous gRPC
+ * client does. A slot holds one call at a time; its request bytes are
+ * copied once and then sent by reference. */
+typedef struct mcpctl_grpc_async mcpctl_grpc_async;
+mcp_status mcpctl_grpc_async_create(const char *target, int n_slots, mcpctl_grpc_async **out, mcp_err *err);
+mcp_status mcpctl_grpc_async_start(mcpctl_grpc_async *a, int slot, const char *method, const mcp_buf *req, long timeout_ms,
+                                   mcp_err *err);
+/* The slot of a call that finished within timeout_ms (*st: OK when the
+ * server answered OK), or -1 when none did. */
+int mcpctl_grpc_async_next(mcpctl_grpc_async *a, long timeout_ms, mcp_status *st, mcp_err *err);
+/* Cancels the calls still in flight, then frees everything. */
+void mcpctl_grpc_async_destroy(mcpctl_grpc_async *a);
 /* A ModelInferRequest for model with every input in raw_input_contents. */
 mcp_status mcpctl_grpc_encode(const char *model, const mcpctl_named *inputs, int n, mcp_buf *out, mcp_err *err);
 

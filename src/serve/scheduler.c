@@ -85,6 +85,8 @@ struct mcp_scheduler {
     int64_t queue_len;
     int64_t ready_requests; /* requests in formed batches not yet running */
     int64_t next_deadline_ns; /* earliest deadline among queued requests */
+    int64_t batcher_wake_ns;  /* the batcher sleeps until then (INT64_MAX: until
+                               * signalled); INT64_MIN while it runs */
     sched_batch *ready_head, *ready_tail, *free_batches;
     int n_ready, n_idle, n_running, n_finishing;
     bool draining, stop;
@@ -474,6 +476,34 @@ static bool try_dispatch(mcp_scheduler *s, int64_t now, int64_t *wake_ns)
     return true;
 }
 
+/* Waits (mu held) until signalled or, unless wake is INT64_MAX, until wake. */
+static void batcher_sleep(mcp_scheduler *s, int64_t wake)
+{
+    s->batcher_wake_ns = wake;
+    if (wake == INT64_MAX) {
+        pthread_cond_wait(&s->cv_batcher, &s->mu);
+    } else {
+        struct timespec ts = abs_monotonic(wake);
+        pthread_cond_timedwait(&s->cv_batcher, &s->mu, &ts);
+    }
+    s->batcher_wake_ns = INT64_MIN;
+}
+
+/*
+ * Whether the batcher has work after a request arrived or a worker took a
+ * batch (mu held). With batching, it forms batches (delay windows, batches
+ * formed ahead of busy workers). Without, submitters and workers coming
+ * free form every batch themselves, and the batcher only answers requests
+ * whose deadline passes while they wait: it is woken when one arrives with
+ * a deadline earlier than the one it sleeps until. Waking it for nothing
+ * cost a context switch per request under load.
+ */
+static bool batcher_needed(const mcp_scheduler *s, int64_t deadline_ns)
+{
+    if (s->max_rows > 1) return s->head != NULL;
+    return deadline_ns > 0 && deadline_ns < s->batcher_wake_ns;
+}
+
 static void *batcher_main(void *arg)
 {
     mcp_scheduler *s = arg;
@@ -502,12 +532,7 @@ static void *batcher_main(void *arg)
         }
         if (!s->head) {
             note_progress(s);
-            if (ready_deadline == INT64_MAX) {
-                pthread_cond_wait(&s->cv_batcher, &s->mu);
-            } else {
-                struct timespec ts = abs_monotonic(ready_deadline);
-                pthread_cond_timedwait(&s->cv_batcher, &s->mu, &ts);
-            }
+            batcher_sleep(s, ready_deadline);
             continue;
         }
         int64_t wake = s->next_deadline_ns < ready_deadline ? s->next_deadline_ns : ready_deadline;
@@ -518,12 +543,7 @@ static void *batcher_main(void *arg)
             if (try_dispatch(s, now, &window_end)) continue;
             if (window_end < wake) wake = window_end;
         }
-        if (wake == INT64_MAX) {
-            pthread_cond_wait(&s->cv_batcher, &s->mu);
-        } else {
-            struct timespec ts = abs_monotonic(wake);
-            pthread_cond_timedwait(&s->cv_batcher, &s->mu, &ts);
-        }
+        batcher_sleep(s, wake);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -851,7 +871,7 @@ static void *worker_main(void *arg)
         s->n_ready--;
         s->ready_requests -= b->n;
         s->n_running++;
-        if (s->head) pthread_cond_signal(&s->cv_batcher);
+        if (batcher_needed(s, 0)) pthread_cond_signal(&s->cv_batcher);
         pthread_mutex_unlock(&s->mu);
 
         run_batch(s, w, b);
@@ -1028,6 +1048,7 @@ mcp_status mcp_scheduler_create(mcp_model_version *v, const mcp_scheduler_option
     if (s->max_preferred == 0) s->max_preferred = s->max_rows;
     s->queue_limit = o->max_queue_size > 0 ? o->max_queue_size : DEFAULT_QUEUE_SIZE;
     s->next_deadline_ns = INT64_MAX;
+    s->batcher_wake_ns = INT64_MIN;
     s->n_graph_in = mcp_session_input_count(v->session);
     s->n_graph_out = mcp_session_output_count(v->session);
 
@@ -1130,8 +1151,8 @@ mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
      * batcher thread; the batcher still handles delay windows, deadlines
      * and cancellations. */
     int64_t window_end;
-    bool dispatched = s->n_ready < s->o.prefetch_queue_depth + s->n_idle && try_dispatch(s, now, &window_end);
-    if (!dispatched || s->head) pthread_cond_signal(&s->cv_batcher);
+    if (s->n_ready < s->o.prefetch_queue_depth + s->n_idle) try_dispatch(s, now, &window_end);
+    if (batcher_needed(s, r->deadline_ns)) pthread_cond_signal(&s->cv_batcher);
     pthread_mutex_unlock(&s->mu);
     return MCP_STATUS_OK;
 }

@@ -355,6 +355,10 @@ typedef struct mcp_grpc_options {
 } mcp_grpc_options;
 
 mcp_grpc_options mcp_grpc_options_default(void);
+/* grpc_init(), with abseil's mutex deadlock detector (a debug aid that
+ * Debian's build leaves on) switched off; for servers and clients alike.
+ * Pair with grpc_shutdown(). */
+void mcp_grpc_library_init(void);
 /* inference.GRPCInferenceService and grpc.health.v1.Health on a frontend
  * (borrowed). */
 mcp_status mcp_grpc_create(const mcp_grpc_options *o, mcp_frontend *fe, mcp_grpc_server **out, mcp_err *err);

@@ -336,16 +336,37 @@ class GrpcTests(GrpcServerTestCase):
         """mcpctl bench's gRPC clients (unary ModelInfer and a ModelStreamInfer
         stream per worker) get answers, and no errors."""
         import json as js
-        for proto in ("grpc", "grpc-stream"):
+
+        def successes():
+            req = pb.ModelStatisticsRequest(name="identity_fp32")
+            return sum(m.inference_stats.success.count for m in self.stub.ModelStatistics(req, timeout=30).model_stats)
+
+        # 20 unary clients span two asynchronous driver threads (16 + 4).
+        for proto, levels in (("grpc", "1,2,20"), ("grpc-stream", "1,2")):
+            before = successes()
             p = subprocess.run([ts.MCPCTL_BIN, "bench", "identity_fp32", "--server", self.server.url, "--grpc",
-                                f"127.0.0.1:{self.grpc_port}", "--protocol", proto, "--concurrency", "1,2",
+                                f"127.0.0.1:{self.grpc_port}", "--protocol", proto, "--concurrency", levels,
                                 "--duration", "300ms", "--json"], capture_output=True, timeout=120)
             self.assertEqual(p.returncode, 0, p.stderr.decode())
             doc = js.loads(p.stdout)
             self.assertEqual(doc["protocol"], proto)
+            self.assertEqual([l["concurrency"] for l in doc["levels"]], [int(x) for x in levels.split(",")])
             for level in doc["levels"]:
-                self.assertGreater(level["requests"], 0, proto)
+                self.assertGreater(level["requests"], level["concurrency"] - 1, proto)
                 self.assertEqual(level["errors"], 0, level.get("first_error"))
+            # Every request the client counted reached the model (plus warm-ups).
+            self.assertGreaterEqual(successes() - before, sum(l["requests"] for l in doc["levels"]), proto)
+
+    def test_mcpctl_bench_grpc_failures(self):
+        """Calls that all fail (no gRPC server on the port) make bench fail
+        naming the error, not report figures."""
+        p = subprocess.run([ts.MCPCTL_BIN, "bench", "identity_fp32", "--server", self.server.url, "--grpc",
+                            f"127.0.0.1:{free_port()}", "--protocol", "grpc", "--concurrency", "3",
+                            "--duration", "200ms"], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 1, p.stdout.decode())
+        err = p.stderr.decode()
+        self.assertIn("requests failed", err)
+        self.assertIn("gRPC", err)
 
     def test_message_size_limit(self):
         big = np.zeros((1, 3), dtype=np.float32)

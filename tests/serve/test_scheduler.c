@@ -396,10 +396,13 @@ static void test_timeout(void)
     int64_t live = mcp_alloc_live_count();
     char msg[512];
     mcp_err err = {msg, sizeof msg};
-    for (int variant = 0; variant < 2; variant++) {
-        /* variant 0: the request's own timeout; 1: the default timeout. */
+    for (int variant = 0; variant < 4; variant++) {
+        /* variant 0: the request's own timeout; 1: the default timeout;
+         * 2 and 3: without batching (the batcher sleeps until the earliest
+         * deadline it knows, here the patient request's, and must be woken
+         * by the late one), without and with batches formed ahead. */
         mcp_scheduler *s;
-        mcp_scheduler_options o = opts(8, 0);
+        mcp_scheduler_options o = variant < 2 ? opts(8, 0) : opts(1, variant == 3 ? 8 : 0);
         if (variant == 1) o.default_timeout_us = 2000;
         TU_REQUIRE_OK(mcp_scheduler_create(&m->v, &o, NULL, &s, &err), msg);
         tv_gate g;
@@ -408,10 +411,14 @@ static void test_timeout(void)
         tv_tracker_init(&t, 4);
         mcp_request *a = hold_worker(s, m, &g);
         mcp_request *late = tv_request(1, 300, false), *patient = tv_request(1, 301, false);
-        if (variant == 0) late->timeout_us = 1000;
+        if (variant != 1) late->timeout_us = 1000;
         patient->timeout_us = 600LL * 1000 * 1000;
+        if (variant >= 2) {
+            TU_CHECK_STATUS(submit(s, m, patient, tv_track_done, &t), MCP_STATUS_OK, NULL);
+            sleep_ms(5); /* the batcher is asleep until the patient one's deadline */
+        }
         TU_CHECK_STATUS(submit(s, m, late, tv_track_done, &t), MCP_STATUS_OK, NULL);
-        TU_CHECK_STATUS(submit(s, m, patient, tv_track_done, &t), MCP_STATUS_OK, NULL);
+        if (variant < 2) TU_CHECK_STATUS(submit(s, m, patient, tv_track_done, &t), MCP_STATUS_OK, NULL);
         /* The worker is held, yet the late request completes: the batcher
          * times it out on its own. */
         TU_CHECK(tv_tracker_wait(&t, 1));
