@@ -337,6 +337,10 @@ static void *driver_main(void *arg)
     for (int i = 0; ok && i < d->n; i++)
         if (mcpctl_grpc_async_start(a, i, GRPC_INFER, &d->slots[i].body, BENCH_REQUEST_TIMEOUT_MS, &err) == MCP_STATUS_OK) pending++;
     while (pending > 0 && mcpctl_grpc_async_next(a, BENCH_REQUEST_TIMEOUT_MS, &st, &err) >= 0) pending--;
+    if (pending > 0) { /* warm-up calls still in flight hold their slots: no level */
+        ok = false;
+        snprintf(d->slots[0].first_error, sizeof d->slots[0].first_error, "warm-up calls did not finish");
+    }
     int64_t end_ns;
     if (wait_for_start(d->run, ok, &end_ns)) {
         for (int i = 0; i < d->n; i++) {

@@ -160,10 +160,16 @@ mcp_status mcpctl_grpc_stream_roundtrip(mcpctl_grpc *g, const mcp_buf *req, mcp_
             grpc_slice_unref(all);
             grpc_byte_buffer_reader_destroy(&reader);
         }
-        /* ModelStreamInferResponse: field 1 (0x0a) is an error message. */
-        if (g->resp.len && g->resp.data[0] == 0x0a)
-            st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "stream error: %.*s", (int)(g->resp.len > 200 ? 200 : g->resp.len - 2),
-                             (const char *)g->resp.data + 2);
+        /* ModelStreamInferResponse: field 1 (0x0a) is an error message,
+         * after its varint length. */
+        if (g->resp.len && g->resp.data[0] == 0x0a) {
+            size_t at = 1;
+            while (at < g->resp.len && (g->resp.data[at] & 0x80)) at++;
+            at = at < g->resp.len ? at + 1 : g->resp.len;
+            size_t left = g->resp.len - at;
+            st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "stream error: %.*s", (int)(left > 200 ? 200 : left),
+                             (const char *)g->resp.data + at);
+        }
     }
     if (recv) grpc_byte_buffer_destroy(recv);
     grpc_byte_buffer_destroy(send);
@@ -184,9 +190,15 @@ void mcpctl_grpc_stream_close(mcpctl_grpc *g)
     ops[1].data.recv_status_on_client.trailing_metadata = &trail;
     ops[1].data.recv_status_on_client.status = &status;
     ops[1].data.recv_status_on_client.status_details = &details;
-    if (grpc_call_start_batch(g->stream, ops, 2, g, NULL) == GRPC_CALL_OK)
-        grpc_completion_queue_pluck(g->cq, g, gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(10000, GPR_TIMESPAN)),
-                                    NULL);
+    if (grpc_call_start_batch(g->stream, ops, 2, g, NULL) == GRPC_CALL_OK) {
+        grpc_event ev = grpc_completion_queue_pluck(
+            g->cq, g, gpr_time_add(gpr_now(GPR_CLOCK_REALTIME), gpr_time_from_millis(10000, GPR_TIMESPAN)), NULL);
+        /* The batch writes into this frame: it must complete before it ends. */
+        if (ev.type == GRPC_QUEUE_TIMEOUT) {
+            grpc_call_cancel(g->stream, NULL);
+            grpc_completion_queue_pluck(g->cq, g, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        }
+    }
     grpc_slice_unref(details);
     grpc_metadata_array_destroy(&trail);
     if (g->stream_md) grpc_metadata_array_destroy(g->stream_md);

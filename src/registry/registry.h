@@ -59,6 +59,86 @@ mcp_status mcp_model_roots_resolve(const mcp_model_roots *r, const char *path, c
 /* `path` relative to the root holding it, or its file name when none does:
  * what a client may be shown (never an absolute host path). */
 const char *mcp_model_roots_display(const mcp_model_roots *r, const char *path, char *buf, size_t cap);
+/* Copies text with every root's path cut out (paths in it become relative
+ * to their root): for messages that reach clients. */
+void mcp_model_roots_redact(const mcp_model_roots *r, const char *text, char *out, size_t cap);
+
+/* ---- model store: an OCI image layout of model files by digest ----
+ * (store.c) A version is a manifest naming its descriptor (config) and its
+ * files (layers, titled by their path in the model's folder); index.json
+ * names each "name:version". Writes are crash-safe; the same bytes are
+ * stored once; a store is shared safely between processes. */
+typedef struct mcp_store mcp_store;
+
+typedef struct mcp_store_blob {
+    char digest[MCP_DIGEST_LEN + 1]; /* "sha256:<hex>" */
+    int64_t size;
+} mcp_store_blob;
+
+typedef struct mcp_store_file {
+    char *title; /* path relative to the model's folder ("model.onnx") */
+    mcp_store_blob blob;
+} mcp_store_file;
+
+typedef struct mcp_store_manifest {
+    mcp_store_blob manifest; /* the manifest blob itself */
+    char *name, *version;
+    mcp_store_blob config;   /* the descriptor */
+    char config_media_type[128];
+    mcp_store_file *files;
+    int n_files;
+    char *io_signature; /* JSON of inputs and outputs, or NULL */
+    char *fingerprint;  /* topology fingerprint, or NULL */
+} mcp_store_manifest;
+void mcp_store_manifest_free(mcp_store_manifest *m);
+
+typedef struct mcp_store_version_file {
+    const char *title; /* relative path in the version */
+    const char *path;  /* the file to store */
+} mcp_store_version_file;
+
+typedef struct mcp_store_version_in {
+    const char *name, *version;
+    const void *descriptor; /* the descriptor's bytes */
+    size_t descriptor_len;
+    const char *descriptor_media_type; /* NULL: YAML */
+    const mcp_store_version_file *files;
+    int n_files;
+    const char *io_signature, *fingerprint; /* optional */
+} mcp_store_version_in;
+
+typedef struct mcp_store_report {
+    int64_t versions, blobs, unreferenced, problems;
+    char first_problem[512];
+} mcp_store_report;
+
+/* Opens (creating when missing) the store in dir; temporary files a crash
+ * left are removed. */
+mcp_status mcp_store_open(const char *dir, mcp_store **out, mcp_err *err);
+void mcp_store_close(mcp_store *s);
+const char *mcp_store_root(const mcp_store *s); /* its real path */
+mcp_status mcp_store_put_bytes(mcp_store *s, const void *data, size_t len, mcp_store_blob *out, mcp_err *err);
+mcp_status mcp_store_put_file(mcp_store *s, const char *path, mcp_store_blob *out, mcp_err *err);
+mcp_status mcp_store_blob_path(const mcp_store *s, const char *digest, char *path, size_t cap, mcp_err *err);
+bool mcp_store_has_blob(const mcp_store *s, const char *digest);
+/* Stores a version's descriptor and files, then its manifest, and names it
+ * name:version (replacing what had that name). *out: the stored manifest. */
+mcp_status mcp_store_put_version(mcp_store *s, const mcp_store_version_in *in, mcp_store_manifest **out, mcp_err *err);
+mcp_status mcp_store_get_version(mcp_store *s, const char *ref, mcp_store_manifest **out, mcp_err *err);
+mcp_status mcp_store_tag(mcp_store *s, const char *ref, const mcp_store_blob *manifest, mcp_err *err);
+mcp_status mcp_store_untag(mcp_store *s, const char *ref, mcp_err *err);
+mcp_status mcp_store_resolve(mcp_store *s, const char *ref, mcp_store_blob *manifest, mcp_err *err);
+/* Every name:version in the index; free with mcp_store_refs_free. */
+mcp_status mcp_store_list(mcp_store *s, char ***refs, int *n, mcp_err *err);
+void mcp_store_refs_free(char **refs, int n);
+/* Rehashes every blob and checks every named version's manifest and blobs. */
+mcp_status mcp_store_verify(mcp_store *s, mcp_store_report *report, mcp_err *err);
+/* Removes blobs no named version references (refused while the store has
+ * problems, so nothing in use can be taken for garbage). */
+mcp_status mcp_store_collect(mcp_store *s, int64_t *removed, int64_t *bytes, mcp_err *err);
+/* Copies a version (its blobs, checked against their digests, then its
+ * name) from one store to another: push and pull. */
+mcp_status mcp_store_copy(mcp_store *from, mcp_store *to, const char *ref, mcp_err *err);
 
 /* ---- descriptor ---- */
 

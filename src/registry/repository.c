@@ -290,7 +290,10 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             entry_remove(r, e);
         } else {
             if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
-            snprintf(e->reason, sizeof e->reason, "load failed: %s", err && err->buf ? err->buf : mcp_status_str(st));
+            /* The reason is shown to every caller: no host paths in it. */
+            char why[sizeof e->reason - 16];
+            mcp_model_roots_redact(r->defaults.roots, err && err->buf ? err->buf : mcp_status_str(st), why, sizeof why);
+            snprintf(e->reason, sizeof e->reason, "load failed: %s", why);
             if (!e->current) set_str(&e->version, version);
         }
     }

@@ -150,9 +150,23 @@ mcp_status mcp_model_roots_resolve(const mcp_model_roots *r, const char *path, c
     char real[PATH_MAX];
     if (!realpath(lex, real)) {
         int e = errno;
-        /* Inside a root: saying that nothing is there tells no secret. */
+        /* The deepest folder on the way that exists says where the path
+         * leads: through a link out of the roots, a missing file gets the
+         * same answer as an existing one (else the answer would tell what
+         * exists outside). Inside a root, saying that nothing is there
+         * tells no secret. */
+        char up[PATH_MAX];
+        snprintf(up, sizeof up, "%s", lex);
+        for (char *slash = strrchr(up, '/'); slash && slash > up; slash = strrchr(up, '/')) {
+            *slash = '\0';
+            if (!realpath(up, real)) continue;
+            bool in = false;
+            for (int i = 0; i < r->n && !in; i++) in = under(real, r->real[i]);
+            if (!in) return outside(err, what, path);
+            break;
+        }
         return mcp_err_set(err, e == ENOENT || e == ENOTDIR ? MCP_STATUS_NOT_FOUND : MCP_STATUS_IO_ERROR,
-                           "%s '%s' not found in the model roots (%s)", what, path, strerror(e));
+                           "%s '%s' not found in the model roots", what, path);
     }
     inside = false;
     for (int i = 0; i < r->n && !inside; i++) inside = under(real, r->real[i]);
@@ -165,6 +179,30 @@ mcp_status mcp_model_roots_resolve(const mcp_model_roots *r, const char *path, c
                            allow_dir ? " or folder" : "");
     *resolved = mcp_strdup(real);
     return *resolved ? MCP_STATUS_OK : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+}
+
+void mcp_model_roots_redact(const mcp_model_roots *r, const char *text, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (!cap) return;
+    for (const char *p = text ? text : ""; *p && o + 1 < cap;) {
+        size_t skip = 0;
+        for (int i = 0; r && i < r->n; i++) {
+            const char *forms[2] = {r->given[i], r->real[i]};
+            for (int f = 0; f < 2; f++) {
+                size_t n = strlen(forms[f]);
+                if (n > skip && !strncmp(p, forms[f], n) && (p[n] == '/' || p[n] == '\0' || p[n] == '\'' || p[n] == ' '))
+                    skip = n;
+            }
+        }
+        if (skip) {
+            p += skip;
+            while (*p == '/') p++; /* root-relative from here */
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
 }
 
 const char *mcp_model_roots_display(const mcp_model_roots *r, const char *path, char *buf, size_t cap)

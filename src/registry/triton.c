@@ -1411,7 +1411,15 @@ mcp_status mcp_descriptor_load_triton(const char *model_dir, const mcp_descripto
     size_t len;
     char msg[600];
     mcp_err err = {msg, sizeof msg};
-    mcp_status st = mcp_file_read(cfg, &data, &len, &err);
+    mcp_status st = MCP_STATUS_OK;
+    /* With roots (a folder named over the network), config.pbtxt itself
+     * must resolve inside them: a link out of them is not followed. */
+    if (defaults && defaults->roots) {
+        char *real = NULL;
+        st = mcp_model_roots_resolve(defaults->roots, cfg, "Triton config", false, &real, &err);
+        mcp_free(real);
+    }
+    if (st == MCP_STATUS_OK) st = mcp_file_read(cfg, &data, &len, &err);
     if (st != MCP_STATUS_OK) {
         mcp_diags_add(diags, "", 0, 0, "%s", msg);
         mcp_free(cfg);

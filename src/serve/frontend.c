@@ -11,6 +11,9 @@
 
 #include "serve/frontend.h"
 
+/* Model control jobs waiting for a loader thread. */
+#define MAX_CONTROL_JOBS 64
+
 #define LOADER_THREADS 2
 
 typedef struct retiring {
@@ -45,6 +48,7 @@ struct mcp_frontend {
     pthread_mutex_t control_mu;
     pthread_cond_t control_cv;
     control_job *jobs, *jobs_tail;
+    int n_jobs; /* queued, at most MAX_CONTROL_JOBS */
     bool control_stop;
     pthread_t loaders[LOADER_THREADS];
     int n_loaders;
@@ -484,6 +488,7 @@ static void *loader_main(void *arg)
         }
         fe->jobs = job->next;
         if (!fe->jobs) fe->jobs_tail = NULL;
+        fe->n_jobs--;
         pthread_mutex_unlock(&fe->control_mu);
         control_run(fe, job->ctl);
         job->ctl->done(job->ctl);
@@ -523,6 +528,14 @@ mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl)
         mcp_free(job);
         return MCP_STATUS_UNAVAILABLE;
     }
+    /* Loads that do not wait for their answer would otherwise queue without
+     * bound, each holding its descriptor. */
+    if (fe->n_jobs >= MAX_CONTROL_JOBS) {
+        pthread_mutex_unlock(&fe->control_mu);
+        mcp_free(job);
+        return MCP_STATUS_RESOURCE_EXHAUSTED;
+    }
+    fe->n_jobs++;
     if (fe->jobs_tail) fe->jobs_tail->next = job;
     else fe->jobs = job;
     fe->jobs_tail = job;

@@ -36,6 +36,7 @@
 
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
+#include "registry/descriptor_util.h"
 #include "serve/frontend.h"
 
 #define STREAM_INFLIGHT 64   /* requests of one stream in flight before reading waits */
@@ -133,6 +134,7 @@ struct rpc_call {
     grpc_byte_buffer *recv_buf;
     bool read_done, reading, md_sent, writing, finished;
     int inflight;
+    int n_out; /* responses waiting in out_head (they count in the window too) */
     stream_item *items;
     stream_out *out_head, *out_tail;
 };
@@ -150,6 +152,11 @@ struct mcp_grpc_server {
     atomic_int live; /* rpc_calls that have arrived and not finished */
     rpc_tag t_shutdown;
     atomic_bool shutdown_done;
+    /* Held for reading around every grpc_call_start_batch; shutdown takes
+     * it for writing to close the queue, so an answer a worker finishes
+     * after that never reaches gRPC (which would abort). */
+    pthread_rwlock_t ops_lock;
+    bool cq_closed;
 };
 
 mcp_grpc_options mcp_grpc_options_default(void)
@@ -220,6 +227,15 @@ static grpc_byte_buffer *buffer_of_message(const void *m)
 }
 
 /* ---- calls ---- */
+
+static grpc_call_error start_batch(rpc_call *rc, const grpc_op *ops, size_t n, void *tag)
+{
+    mcp_grpc_server *s = rc->s;
+    pthread_rwlock_rdlock(&s->ops_lock);
+    grpc_call_error e = s->cq_closed ? GRPC_CALL_ERROR : grpc_call_start_batch(rc->call, ops, n, tag, NULL);
+    pthread_rwlock_unlock(&s->ops_lock);
+    return e;
+}
 
 static void rc_unref(rpc_call *rc)
 {
@@ -310,7 +326,7 @@ static void finish_unary(rpc_call *rc, grpc_status_code code, grpc_byte_buffer *
     ops[n].data.send_status_from_server.status_details = code == GRPC_STATUS_OK ? NULL : &rc->details_slice;
     n++;
     atomic_fetch_add(&rc->refs, 1);
-    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_finish, NULL) != GRPC_CALL_OK) rc_unref(rc);
+    if (start_batch(rc, ops, (size_t)n, &rc->t_finish) != GRPC_CALL_OK) rc_unref(rc);
 }
 
 static void finish_message(rpc_call *rc, const void *m)
@@ -766,7 +782,9 @@ static void start_control(rpc_call *rc)
     if (st != MCP_STATUS_OK) {
         rc->ctl.status = st;
         snprintf(rc->ctl.message, sizeof rc->ctl.message, "%s",
-                 st == MCP_STATUS_UNAVAILABLE ? "server is shutting down" : "out of memory");
+                 st == MCP_STATUS_UNAVAILABLE            ? "server is shutting down"
+                 : st == MCP_STATUS_RESOURCE_EXHAUSTED ? "too many model loads and unloads are queued; retry later"
+                                                       : "out of memory");
         control_done(&rc->ctl);
     }
 }
@@ -783,7 +801,9 @@ static void do_load(rpc_call *rc)
         const Inference__ModelRepositoryParameter *p = req->parameters[i]->value;
         bool str = p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
         if (!strncmp(k, "file:", 5)) bad = "file overrides in a load request are not supported; put the model's files under a model root";
-        else if (!strcmp(k, "config") && str) rc->ctl.descriptor = mcp_strdup(p->string_param);
+        else if (!strcmp(k, "config") && str && p->string_param && strlen(p->string_param) > MCP__DESC_MAX_TEXT)
+            bad = "parameters.config is larger than a descriptor may be (1 MiB)";
+        else if (!strcmp(k, "config") && str) mcp_free(rc->ctl.descriptor), rc->ctl.descriptor = mcp_strdup(p->string_param);
         else if (!strcmp(k, "config")) bad = "parameters.config must be a string_param holding the model descriptor";
     }
     bool unnamed = !rc->ctl.name[0];
@@ -818,6 +838,8 @@ static int64_t deadline_ns_of(gpr_timespec deadline)
     gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
     if (gpr_time_cmp(mono, gpr_inf_future(GPR_CLOCK_MONOTONIC)) == 0) return 0;
     gpr_timespec left = gpr_time_sub(mono, now);
+    /* Beyond ten years is no deadline (and would overflow below). */
+    if (left.tv_sec > 10LL * 366 * 86400) return 0;
     int64_t ns = (int64_t)left.tv_sec * 1000000000 + left.tv_nsec;
     return mcp_now_ns() + (ns > 0 ? ns : 1);
 }
@@ -845,8 +867,16 @@ static void stream_on_queued(mcp_call *c)
 static void infer_respond(mcp_call *c)
 {
     rpc_call *rc = c->user;
+    /* The request's bytes are not needed once it is answered (its tensors
+     * were copied at decode): they stop counting against the server-wide
+     * cap now, not when a client that reads slowly takes the answer. */
+    grpc_slice_unref(rc->body);
+    rc->body = grpc_empty_slice();
+    if (rc->reserved) mcp_frontend_release_body(rc->s->fe, rc->reserved);
+    rc->reserved = 0;
     if (c->status == MCP_STATUS_OK) {
         grpc_byte_buffer *bb = c->out.failed ? NULL : buffer_of(&c->out);
+        mcp_buf_free(&c->out);
         if (bb) finish_unary(rc, GRPC_STATUS_OK, bb, NULL);
         else finish_unary(rc, GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, "out of memory building the response");
     } else {
@@ -881,6 +911,15 @@ static void do_infer(rpc_call *rc)
 static void stream_post_recv(rpc_call *rc);
 static void stream_try_write(rpc_call *rc);
 
+/* Reads the next request when the stream has room (mu held): requests in
+ * flight and answers not yet written together stay under STREAM_INFLIGHT,
+ * so a client that stops reading its answers stops being read. */
+static void stream_maybe_read(rpc_call *rc)
+{
+    if (!rc->reading && !rc->read_done && !rc->closed && !rc->finished && rc->inflight + rc->n_out < STREAM_INFLIGHT)
+        stream_post_recv(rc);
+}
+
 /* The stream's initial metadata goes with its first write (mu held):
  * puts the op in ops[0] when still due; returns how many it put. */
 static int stream_initial_metadata(rpc_call *rc, grpc_op *ops)
@@ -904,7 +943,7 @@ static void stream_maybe_finish(rpc_call *rc)
     ops[n].data.send_status_from_server.status = GRPC_STATUS_OK;
     n++;
     atomic_fetch_add(&rc->refs, 1);
-    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_finish, NULL) != GRPC_CALL_OK) rc_unref(rc);
+    if (start_batch(rc, ops, (size_t)n, &rc->t_finish) != GRPC_CALL_OK) rc_unref(rc);
 }
 
 /* One ModelStreamInferResponse: field 1 error_message, or field 2 the
@@ -947,11 +986,12 @@ static void stream_respond(mcp_call *c)
         if (rc->out_tail) rc->out_tail->next = o;
         else rc->out_head = o;
         rc->out_tail = o;
+        rc->n_out++;
     } else if (bb) {
         grpc_byte_buffer_destroy(bb);
     }
     stream_try_write(rc);
-    if (!rc->reading && !rc->read_done && rc->inflight < STREAM_INFLIGHT && !rc->closed) stream_post_recv(rc);
+    stream_maybe_read(rc);
     stream_maybe_finish(rc);
     pthread_mutex_unlock(&rc->mu);
     mcp_call_clear(&it->call);
@@ -973,7 +1013,7 @@ static void stream_try_write(rpc_call *rc)
     ops[n++].data.send_message.send_message = o->msg;
     rc->writing = true;
     atomic_fetch_add(&rc->refs, 1);
-    if (grpc_call_start_batch(rc->call, ops, (size_t)n, &rc->t_write, NULL) != GRPC_CALL_OK) {
+    if (start_batch(rc, ops, (size_t)n, &rc->t_write) != GRPC_CALL_OK) {
         rc->writing = false;
         atomic_fetch_sub(&rc->refs, 1);
     }
@@ -987,7 +1027,7 @@ static void stream_post_recv(rpc_call *rc)
     op.data.recv_message.recv_message = &rc->recv_buf;
     rc->reading = true;
     atomic_fetch_add(&rc->refs, 1);
-    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_recv, NULL) != GRPC_CALL_OK) {
+    if (start_batch(rc, &op, 1, &rc->t_recv) != GRPC_CALL_OK) {
         rc->reading = false;
         rc->read_done = true;
         atomic_fetch_sub(&rc->refs, 1);
@@ -1025,7 +1065,7 @@ static void stream_on_recv(rpc_call *rc, bool ok)
     rc->items = it;
     rc->inflight++;
     atomic_fetch_add(&rc->refs, 1);
-    if (rc->inflight < STREAM_INFLIGHT) stream_post_recv(rc);
+    stream_maybe_read(rc);
     pthread_mutex_unlock(&rc->mu);
     grpc_byte_buffer_destroy(bb);
     mcp_frontend *fe = rc->s->fe;
@@ -1064,6 +1104,7 @@ static void stream_on_write(rpc_call *rc, bool ok)
     if (o) {
         rc->out_head = o->next;
         if (!rc->out_head) rc->out_tail = NULL;
+        rc->n_out--;
         grpc_byte_buffer_destroy(o->msg);
         mcp_free(o);
     }
@@ -1074,9 +1115,11 @@ static void stream_on_write(rpc_call *rc, bool ok)
             mcp_free(x);
         }
         rc->out_head = rc->out_tail = NULL;
+        rc->n_out = 0;
         rc->finished = true;
     }
     stream_try_write(rc);
+    stream_maybe_read(rc);
     stream_maybe_finish(rc);
     pthread_mutex_unlock(&rc->mu);
 }
@@ -1102,6 +1145,25 @@ static void on_close(rpc_call *rc)
     pthread_mutex_unlock(&rc->mu);
 }
 
+/* RECV_CLOSE_ON_SERVER first: a cancel is seen whatever happens next. Its
+ * completion gets a reference of its own (it may come on another poller
+ * while this one still handles the call). False when the call is gone
+ * (the TAG_NEW reference is dropped then). */
+static bool post_close(rpc_call *rc)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &rc->cancelled;
+    atomic_fetch_add(&rc->refs, 1);
+    if (start_batch(rc, &op, 1, &rc->t_close) == GRPC_CALL_OK) return true;
+    atomic_fetch_sub(&rc->refs, 1);
+    rc_unref(rc);
+    return false;
+}
+
+static void handle_new(rpc_call *rc);
+
 static void on_new(rpc_call *rc, bool ok)
 {
     mcp_grpc_server *s = rc->s;
@@ -1110,16 +1172,15 @@ static void on_new(rpc_call *rc, bool ok)
         return;
     }
     request_call(s, rc->kind); /* keep CALLS_PER_METHOD requested */
-    /* RECV_CLOSE_ON_SERVER first: a cancel is seen whatever happens next. */
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &rc->cancelled;
-    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_close, NULL) != GRPC_CALL_OK) {
-        rc_unref(rc);
-        return;
-    }
-    /* The TAG_NEW reference now belongs to TAG_CLOSE. */
+    if (!post_close(rc)) return;
+    handle_new(rc);
+    rc_unref(rc); /* the TAG_NEW reference, held while handling */
+}
+
+/* The call's first answer-independent work, on the poller (a reference held). */
+static void handle_new(rpc_call *rc)
+{
+    mcp_grpc_server *s = rc->s;
     if (!rpcs[rc->kind].streaming) {
         rc->body = read_payload(rc->payload);
         if (rc->payload) grpc_byte_buffer_destroy(rc->payload);
@@ -1159,18 +1220,12 @@ static void on_unknown(rpc_call *rc, bool ok)
         return;
     }
     request_unknown(s);
-    grpc_op op;
-    memset(&op, 0, sizeof op);
-    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    op.data.recv_close_on_server.cancelled = &rc->cancelled;
-    if (grpc_call_start_batch(rc->call, &op, 1, &rc->t_close, NULL) != GRPC_CALL_OK) {
-        rc_unref(rc);
-        return;
-    }
+    if (!post_close(rc)) return;
     char msg[512];
     snprintf(msg, sizeof msg, "unknown method %.*s", (int)GRPC_SLICE_LENGTH(rc->details.method),
              (const char *)GRPC_SLICE_START_PTR(rc->details.method));
     finish_unary(rc, GRPC_STATUS_UNIMPLEMENTED, NULL, msg);
+    rc_unref(rc); /* the TAG_NEW reference */
 }
 
 static void *poll_main(void *arg)
@@ -1240,6 +1295,7 @@ mcp_status mcp_grpc_create(const mcp_grpc_options *o, mcp_frontend *fe, mcp_grpc
     if (s->opts.threads > 64) s->opts.threads = 64;
     s->fe = fe;
     s->t_shutdown = (rpc_tag){TAG_SHUTDOWN, NULL};
+    pthread_rwlock_init(&s->ops_lock, NULL);
     mcp_grpc_library_init();
     *out = s;
     return MCP_STATUS_OK;
@@ -1331,6 +1387,11 @@ void mcp_grpc_shutdown(mcp_grpc_server *s)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    /* Answers still to come (a request the drain gave up on) are dropped
+     * from here on instead of reaching a closed queue. */
+    pthread_rwlock_wrlock(&s->ops_lock);
+    s->cq_closed = true;
+    pthread_rwlock_unlock(&s->ops_lock);
     grpc_completion_queue_shutdown(s->cq);
     for (int i = 0; i < s->n_threads; i++) pthread_join(s->threads[i], NULL);
     s->n_threads = 0;
@@ -1368,6 +1429,7 @@ void mcp_grpc_destroy(mcp_grpc_server *s)
         }
         grpc_completion_queue_destroy(s->cq);
     }
+    pthread_rwlock_destroy(&s->ops_lock);
     mcp_free(s);
     grpc_shutdown();
 }

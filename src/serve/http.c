@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "registry/descriptor_util.h"
 #include "serve/frontend.h"
 
 extern const char mcp__openapi_json[];
@@ -36,6 +37,7 @@ typedef struct conn {
     struct MHD_Connection *mhd;
     mcp_buf body;
     bool too_large;
+    size_t discarded;     /* bytes of a refused body read and dropped */
     _Atomic int phase;
     mcp_call call;        /* an inference through the frontend */
     mcp_control ctl;      /* a load or unload on the loader thread */
@@ -646,6 +648,12 @@ static bool load_config_text(conn *k, char **text, char **source, bool *wait)
         json_decref(root);
         return false;
     }
+    if (cfg && json_string_length(cfg) > MCP__DESC_MAX_TEXT) {
+        reply_error(k, 413, "parameters.config is %zu bytes; a descriptor is at most %u bytes", json_string_length(cfg),
+                    MCP__DESC_MAX_TEXT);
+        json_decref(root);
+        return false;
+    }
     if (cfg) *text = mcp_strdup(json_string_value(cfg));
     json_t *src = json_object_get(params, "descriptor_path");
     if (src && json_is_string(src) && json_string_value(src)[0] == '/') *source = mcp_strdup(json_string_value(src));
@@ -659,6 +667,13 @@ static bool admin_allowed(conn *k)
     char msg[300];
     mcp_err err = {msg, sizeof msg};
     const char *auth = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Authorization");
+    /* Browsers send Origin with every cross-site POST; management clients
+     * (curl, mcpctl, Triton's clients) do not. Refused, so a web page the
+     * operator visits cannot load or unload models on a loopback server. */
+    if (MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Origin")) {
+        reply_error(k, 403, "model control is not taken from web pages (the request has an Origin header)");
+        return false;
+    }
     mcp_status st = mcp_frontend_authorize_control(k->srv->fe, auth, &err);
     if (st == MCP_STATUS_OK) return true;
     reply_error(k, mcp_status_http_code(st), "%s", msg);
@@ -733,7 +748,9 @@ static void start_control(conn *k)
     if (st != MCP_STATUS_OK) {
         k->ctl.status = st;
         snprintf(k->ctl.message, sizeof k->ctl.message, "%s",
-                 st == MCP_STATUS_UNAVAILABLE ? "server is shutting down" : "out of memory");
+                 st == MCP_STATUS_UNAVAILABLE            ? "server is shutting down"
+                 : st == MCP_STATUS_RESOURCE_EXHAUSTED ? "too many model loads and unloads are queued; retry later"
+                                                       : "out of memory");
         control_done(&k->ctl);
     }
 }
@@ -770,9 +787,11 @@ static void h_repo_load(conn *k, const char *name)
     }
     /* parameters.wait false: 202 now; the index shows how the load goes. */
     ctl->done = detached_done;
-    if (mcp_frontend_control(k->srv->fe, ctl) != MCP_STATUS_OK) {
+    mcp_status st = mcp_frontend_control(k->srv->fe, ctl);
+    if (st != MCP_STATUS_OK) {
         detached_done(ctl);
-        reply_error(k, 503, "server is shutting down");
+        if (st == MCP_STATUS_RESOURCE_EXHAUSTED) reply_error(k, 429, "too many model loads and unloads are queued; retry later");
+        else reply_error(k, 503, "server is shutting down");
         return;
     }
     mcp_buf_puts(&k->resp, "{\"state\":\"LOADING\"}");
@@ -1070,8 +1089,14 @@ static void guard_links(mcp_server *s, int64_t now)
         if (!l->headers_done) {
             late = now - l->boundary_ns > (l->reserve ? 1000000000 : header_ns);
         } else if (l->body_start_ns && o->min_body_rate) {
+            /* The rate is judged over windows of the header timeout, not
+             * since the body began: a fast start buys no idle hours. */
             int64_t t = now - l->body_start_ns;
             late = t > header_ns && (double)l->body_bytes < (double)o->min_body_rate * ((double)t / 1e9);
+            if (t > header_ns && !late) {
+                l->body_start_ns = now;
+                l->body_bytes = 0;
+            }
         }
         if (late) {
             l->cut = true;
@@ -1119,7 +1144,7 @@ static bool body_reserve(conn *k, size_t more)
 
 typedef struct header_scan {
     int n_length;
-    bool lengths_differ, chunked;
+    bool lengths_differ, chunked, length_too_long;
     char length[32];
 } header_scan;
 
@@ -1128,8 +1153,11 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     (void)kind;
     header_scan *h = cls;
     if (!strcasecmp(key, "Content-Length")) {
-        if (h->n_length++ && strcmp(h->length, value ? value : "") != 0) h->lengths_differ = true;
-        snprintf(h->length, sizeof h->length, "%s", value ? value : "");
+        const char *v = value ? value : "";
+        /* A value too long to keep whole could hide a difference. */
+        if (strlen(v) >= sizeof h->length) h->length_too_long = true;
+        if (h->n_length++ && strcmp(h->length, v) != 0) h->lengths_differ = true;
+        snprintf(h->length, sizeof h->length, "%s", v);
     } else if (!strcasecmp(key, "Transfer-Encoding")) {
         h->chunked = true;
     }
@@ -1168,13 +1196,10 @@ static bool screen_headers(conn *k, const char *method, const char *url)
         reply_error(k, 400, "the request has Content-Length headers with different values");
     } else if (h.n_length && h.chunked) {
         reply_error(k, 400, "the request has both Content-Length and Transfer-Encoding");
-    } else if (h.n_length && (!h.length[0] || *end || errno || h.length[0] == '-')) {
+    } else if (h.n_length && (h.length_too_long || !h.length[0] || *end || errno || h.length[0] == '-')) {
         reply_error(k, 400, "Content-Length '%s' is not a number of bytes", h.length);
     } else if (h.n_length && length > s->opts.max_body_bytes) {
         reply_error(k, 413, "request body of %llu bytes exceeds the limit of %zu bytes", length, s->opts.max_body_bytes);
-    } else if (h.n_length && length && !body_reserve(k, (size_t)length)) {
-        reply_error(k, 503, "the server holds the most request body bytes it allows (%zu); retry later",
-                    mcp_frontend_body_cap(s->fe));
     } else if (k->link && k->link->reserve && !reserve_route(method, url)) {
         reply_error(k, 503, "the server is at its connection limit; only health and metrics are answered");
     } else {
@@ -1249,7 +1274,14 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             k->link->body_bytes += *upload_size;
             pthread_mutex_unlock(&s->link_mu);
         }
-        if (!k->too_large && !k->too_busy) {
+        if (k->too_large || k->too_busy) {
+            /* A refused (chunked) body is read on and dropped only up to
+             * twice the size limit and a MiB (so a client that sends a body
+             * somewhat over the limit gets its 413); an endless one has its
+             * connection closed. */
+            k->discarded += *upload_size;
+            if (k->discarded > 2 * s->opts.max_body_bytes + (1u << 20)) return MHD_NO;
+        } else {
             size_t len = k->body.len + *upload_size;
             if (len > s->opts.max_body_bytes) {
                 k->too_large = true;

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 import test_server as ts
@@ -58,6 +59,9 @@ class ModelRootsTests(ts.RepositoryServerTestCase):
         os.symlink("/etc", os.path.join(root, "etc_link"))
         os.mkfifo(os.path.join(root, "fifo.onnx"))
         os.mkfifo(os.path.join(root, "fifo.txt"))
+        # A Triton folder whose config.pbtxt leads out of the root.
+        os.mkdir(os.path.join(root, "tri"))
+        os.symlink("/etc/passwd", os.path.join(root, "tri", "config.pbtxt"))
 
     @classmethod
     def server_args(cls):
@@ -92,6 +96,52 @@ class ModelRootsTests(ts.RepositoryServerTestCase):
     def test_symlinked_folder_out_of_root_refused(self):
         p = os.path.join(self.root, "etc_link", "passwd")
         self.refused(load(self, "m4", descriptor("m4", p)), p)
+
+    def test_missing_file_behind_a_link_out_of_the_root_answers_as_outside(self):
+        """Through a link that leads out of the root, a file that is missing
+        gets the same answer as one that exists (no existence oracle)."""
+        a = self.refused(load(self, "m4", descriptor("m4", os.path.join(self.root, "etc_link", "passwd"))), "P")
+        missing = os.path.join(self.root, "etc_link", "no-such-file-here")
+        b = self.refused(load(self, "m4", descriptor("m4", missing)), missing)
+        p = os.path.join(self.root, "etc_link", "passwd")
+        self.assertEqual(a.replace(p, "<PATH>"), b)
+
+    def test_triton_config_behind_a_link_refused(self):
+        text = f"name: t\nformat: triton\npath: {os.path.join(self.root, 'tri')}\n"
+        r = load(self, "t", text)
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("outside the model roots", msg)
+        self.assertNotIn("root:", r.text)
+        self.assertNotIn("/bin/", r.text)
+
+    def test_failed_load_reason_shows_no_host_path(self):
+        """The reason a reload failed is shown to every caller (index,
+        describe, inference errors): paths in it are relative to their root."""
+        self.assertEqual(load(self, "m9", descriptor("m9", os.path.join(self.root, "digits.onnx"))).status_code, 200)
+        r = load(self, "m9", descriptor("m9", os.path.join(self.root, "labels.txt")))
+        self.assertNotEqual(r.status_code, 200)
+        index = self.call("POST", "/v2/repository/index", json_body={}).json()
+        reason = [e.get("reason", "") for e in index if e["name"] == "m9"]
+        self.assertEqual(len(reason), 1, index)
+        self.assertIn("load failed", reason[0])
+        self.assertIn("labels.txt", reason[0])
+        self.assertNotIn(self.root, reason[0])
+        self.assertNotIn(os.path.realpath(self.root), reason[0])
+        self.assertEqual(self.call("POST", "/v2/repository/models/m9/unload").status_code, 200)
+
+    def test_control_from_a_web_page_refused(self):
+        """A page in the operator's browser cannot drive model control on a
+        loopback server without a token: requests with Origin are refused."""
+        for path in ("/v2/repository/models/digits/unload", "/v2/repository/models/digits/load"):
+            r = self.call("POST", path, body=b"{}", headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})
+            msg = ts.error_message(self, r, 403)
+            self.assertIn("Origin", msg)
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200)
+
+    def test_oversize_config_refused_before_the_loader(self):
+        text = descriptor("big", os.path.join(self.root, "digits.onnx")) + "#" * (1 << 20) + "\n"
+        msg = ts.error_message(self, load(self, "big", text), 413)
+        self.assertIn("parameters.config", msg)
 
     def test_descriptor_path_parameter_cannot_move_the_base(self):
         # A relative path against a base the client names outside the roots.
@@ -425,6 +475,13 @@ class FramingTests(ts.ServerTestCase):
         self.assertIn(b"Content-Length headers with different values", data)
         self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200, "the smuggled unload ran")
 
+    def test_overlong_content_length_refused(self):
+        # Too long to keep whole: two such headers could differ past what is kept.
+        data = raw_exchange(self.server.port, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n"
+                            b"Content-Length: " + b"0" * 40 + b"2\r\n\r\n{}")
+        self.assertEqual(statuses(data), [400], data)
+        self.assertIn(b"is not a number of bytes", data)
+
     def test_content_length_with_chunked_refused(self):
         data = raw_exchange(self.server.port, b"POST /v2/repository/index HTTP/1.1\r\nHost: x\r\n"
                             b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
@@ -596,14 +653,16 @@ class RequestShapeTests(ts.ServerTestCase):
         self.assertIn("file:1/model.onnx", msg)
 
     def test_bodies_in_flight_capped(self):
-        # One client holds 80,000 bytes of a body it has not finished sending.
+        # One client holds the 80,000 bytes it has sent of a body it has not
+        # finished; a second body that would pass the cap is refused.
         sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
         try:
             sock.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: 80000\r\n\r\n{")
+                         b"Content-Length: 85000\r\n\r\n{" + b" " * 79999)
             def second():
                 return raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
-                                    b"Content-Type: application/json\r\nContent-Length: 30000\r\n\r\n")
+                                    b"Content-Type: application/json\r\nConnection: close\r\n"
+                                    b"Content-Length: 30000\r\n\r\n" + b" " * 30000)
             data = ts.wait_for(lambda: (lambda d: d if statuses(d) == [503] else None)(second()),
                                "the cap to be reached")
             self.assertIn(b"request body bytes", data)
@@ -611,6 +670,24 @@ class RequestShapeTests(ts.ServerTestCase):
             sock.close()
         ts.wait_for(lambda: self.infer("digits", [("input", "FP32", ts.samples()[0], False)]).status_code == 200,
                     "the held bytes to be released")
+
+    def test_declared_length_books_nothing(self):
+        """A client that declares a large body and sends it slowly holds only
+        what it sent: declaring costs nothing, so it cannot lock the others
+        out of the cap."""
+        socks = []
+        try:
+            for _ in range(3):  # 3 x 90,000 declared, far over the 100,000 cap
+                sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+                sock.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 90000\r\n\r\n{")
+                socks.append(sock)
+            time.sleep(0.3)
+            r = self.infer("digits", [("input", "FP32", ts.samples()[0], False)])
+            self.assertEqual(r.status_code, 200, r.text)
+        finally:
+            for sock in socks:
+                sock.close()
 
 
 class CastSaturationTests(ts.ServerTestCase):
