@@ -10,6 +10,7 @@ PACKAGES=(
   libonnx-dev libonnx-testdata
   libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libdnnl-dev
   libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf python3-grpc-tools zlib1g-dev
+  libssl-dev libsqlite3-dev
   python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml
   prometheus
 )

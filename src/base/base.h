@@ -69,6 +69,23 @@ mcp_status mcp_file_read(const char *path, uint8_t **data, size_t *len, mcp_err 
  * regular file). */
 mcp_status mcp_file_open_regular(const char *path, FILE **out, mcp_err *err);
 
+/* ---- SHA-256 (OpenSSL libcrypto) ----
+ * Digests are written as the OCI image layout names them:
+ * "sha256:" and 64 lowercase hex digits (MCP_DIGEST_LEN characters). */
+#define MCP_DIGEST_LEN 71
+typedef struct mcp_sha256 {
+    void *ctx; /* EVP_MD_CTX *, freed by mcp_sha256_end */
+} mcp_sha256;
+mcp_status mcp_sha256_begin(mcp_sha256 *h, mcp_err *err);
+void mcp_sha256_update(mcp_sha256 *h, const void *data, size_t len);
+/* Writes the digest ("" when hashing failed) and frees the context. */
+void mcp_sha256_end(mcp_sha256 *h, char digest[MCP_DIGEST_LEN + 1]);
+mcp_status mcp_sha256_bytes(const void *data, size_t len, char digest[MCP_DIGEST_LEN + 1], mcp_err *err);
+/* A regular file's digest and size (*size may be NULL). */
+mcp_status mcp_sha256_file(const char *path, char digest[MCP_DIGEST_LEN + 1], int64_t *size, mcp_err *err);
+/* Exactly "sha256:" + 64 lowercase hex digits: safe to use as a file name. */
+bool mcp_digest_valid(const char *s);
+
 /* ---- memory pool: many small allocations freed in one go ----
  * Used per request: the request's tensors and strings live in its pool and
  * are released with it. Not thread-safe; one owner at a time. */
