@@ -140,6 +140,63 @@ mcp_status mcp_store_collect(mcp_store *s, int64_t *removed, int64_t *bytes, mcp
  * name) from one store to another: push and pull. */
 mcp_status mcp_store_copy(mcp_store *from, mcp_store *to, const char *ref, mcp_err *err);
 
+/* ---- catalog: models, versions, desired state, events (SQLite) ----
+ * (catalog.c) One file, normally <store>/catalog.db. Each change is one
+ * transaction; errors say what failed in words (disk full, locked). */
+typedef struct mcp_catalog mcp_catalog;
+
+/* A version's lifecycle. */
+typedef enum mcp_version_state {
+    MCP_VERSION_REGISTERED,
+    MCP_VERSION_LOADING,
+    MCP_VERSION_READY,
+    MCP_VERSION_DRAINING,
+    MCP_VERSION_UNLOADED,
+    MCP_VERSION_FAILED,
+    MCP_VERSION_STATE_COUNT,
+} mcp_version_state;
+const char *mcp_version_state_name(mcp_version_state s);
+
+/* An event of the append-only log. Strings are borrowed. */
+typedef struct mcp_catalog_event {
+    int64_t id;      /* set when read back */
+    int64_t time_ms; /* 0 = now (wall clock, ms since the epoch) */
+    const char *actor, *action, *target, *outcome, *reason;
+} mcp_catalog_event;
+
+typedef struct mcp_catalog_model {
+    char name[256];
+    bool loaded;              /* desired state */
+    char current[160];        /* its current version ("" = none) */
+    bool has_version;         /* current is a recorded version: */
+    char manifest[MCP_DIGEST_LEN + 1];
+    mcp_version_state state;
+    char reason[512];
+} mcp_catalog_model;
+
+mcp_status mcp_catalog_open(const char *path, mcp_catalog **out, mcp_err *err);
+void mcp_catalog_close(mcp_catalog *c);
+/* Records (or re-records) model:version held by a manifest, Registered;
+ * with the event e (may be NULL) in the same transaction, as below. */
+mcp_status mcp_catalog_record_version(mcp_catalog *c, const char *model, const char *version, const char *manifest,
+                                      const mcp_catalog_event *e, mcp_err *err);
+mcp_status mcp_catalog_set_state(mcp_catalog *c, const char *model, const char *version, mcp_version_state state,
+                                 const char *reason, const mcp_catalog_event *e, mcp_err *err);
+/* The model's desired state and (unless NULL) its current version. */
+mcp_status mcp_catalog_set_desired(mcp_catalog *c, const char *model, bool loaded, const char *current,
+                                   const mcp_catalog_event *e, mcp_err *err);
+mcp_status mcp_catalog_set_tag(mcp_catalog *c, const char *model, const char *tag, const char *version, mcp_err *err);
+mcp_status mcp_catalog_add_event(mcp_catalog *c, const mcp_catalog_event *e, mcp_err *err);
+/* Every model, by name; *out freed with mcp_free. */
+mcp_status mcp_catalog_models(mcp_catalog *c, mcp_catalog_model **out, int *n, mcp_err *err);
+/* Events after after_id (of target NAME: NAME and NAME:VERSION; NULL =
+ * all), oldest first, at most limit (0 = all); fn returns false to stop. */
+typedef bool (*mcp_catalog_event_fn)(void *user, const mcp_catalog_event *e);
+mcp_status mcp_catalog_events(mcp_catalog *c, const char *target, int64_t after_id, int limit, mcp_catalog_event_fn fn,
+                              void *user, mcp_err *err);
+/* SQLite's integrity check: problem is "" when the file is sound. */
+mcp_status mcp_catalog_check(mcp_catalog *c, char *problem, size_t cap, mcp_err *err);
+
 /* ---- descriptor ---- */
 
 typedef struct mcp_io_spec {

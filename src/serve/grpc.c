@@ -1304,7 +1304,17 @@ mcp_status mcp_grpc_create(const mcp_grpc_options *o, mcp_frontend *fe, mcp_grpc
 mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
 {
     int max_msg = s->opts.max_message_bytes > INT32_MAX ? INT32_MAX : (int)s->opts.max_message_bytes;
+    /* gRPC reads a message before a call for it is matched and before the
+     * serving core counts it: its own memory is bounded too, by a quota of
+     * the core's cap on request bytes plus room for connections. */
+    size_t cap = mcp_frontend_body_cap(s->fe);
+    grpc_resource_quota *quota = grpc_resource_quota_create("mcp2026-grpc");
+    if (!quota) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create the gRPC server");
+    grpc_resource_quota_resize(quota, (cap ? cap : (size_t)1 << 30) + ((size_t)256 << 20));
     grpc_arg args[] = {
+        {GRPC_ARG_POINTER, GRPC_ARG_RESOURCE_QUOTA, {.pointer = {quota, grpc_resource_quota_arg_vtable()}}},
+        /* Streams per connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). */
+        {GRPC_ARG_INTEGER, GRPC_ARG_MAX_CONCURRENT_STREAMS, {.integer = 1024}},
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = max_msg}},
         {GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = max_msg}},
         {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = s->opts.keepalive_time_ms}},
@@ -1317,6 +1327,7 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
     };
     grpc_channel_args ca = {sizeof args / sizeof args[0], args};
     s->server = grpc_server_create(&ca, NULL);
+    grpc_resource_quota_unref(quota); /* the server holds its own reference */
     s->cq = grpc_completion_queue_create_for_next(NULL);
     if (!s->server || !s->cq) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "cannot create the gRPC server");
     grpc_server_register_completion_queue(s->server, s->cq, NULL);

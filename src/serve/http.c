@@ -150,9 +150,11 @@ static enum MHD_Result send_reply(conn *k)
         k->json_len = 0;
         k->content_type = "application/json";
     }
-    /* gzip for clients that accept it, when the body is worth it. */
+    /* gzip for clients that accept it, when the body is worth it; not
+     * above 1 MiB, which would hold this transport thread for tens of
+     * milliseconds. */
     bool gzipped = false;
-    if (k->gzip_ok && k->resp.len >= 1024) {
+    if (k->gzip_ok && k->resp.len >= 1024 && k->resp.len <= ((size_t)1 << 20)) {
         mcp_buf z = {0};
         if (mcp_gzip(k->resp.data, k->resp.len, &z) && z.len < k->resp.len) {
             mcp_buf_free(&k->resp);

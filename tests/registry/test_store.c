@@ -58,12 +58,6 @@ static int count_entries(const char *dir, bool with_dots)
     return n;
 }
 
-static void rm_rf(const char *path)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", path);
-}
 
 static void blobs_dir(const char *store, char *out, size_t cap) { snprintf(out, cap, "%s/blobs/sha256", store); }
 
@@ -116,7 +110,7 @@ static void test_layout_and_blobs(void)
     TU_CHECK_STATUS(mcp_store_put_file(s, fifo, &again, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
     TU_CHECK_CONTAINS(msg, "not a regular file");
     mcp_store_close(s);
-    rm_rf(dir);
+    tu_remove_tree(dir);
 }
 
 /* A model folder with a model and a labels file in a subfolder. */
@@ -236,7 +230,7 @@ static void test_versions(void)
     mcp_store_manifest_free(b);
     mcp_store_manifest_free(got);
     mcp_store_close(s);
-    rm_rf(dir);
+    tu_remove_tree(dir);
 }
 
 static void flip_first_byte(const char *path)
@@ -321,7 +315,7 @@ static void test_damage_and_crash_leftovers(void)
     TU_CHECK_CONTAINS(r.first_problem, "not named by a digest");
     mcp_store_manifest_free(m);
     mcp_store_close(s);
-    rm_rf(dir);
+    tu_remove_tree(dir);
 }
 
 static void test_hostile_index(void)
@@ -425,7 +419,7 @@ static void test_hostile_index(void)
     write_file(tu_path(path, sizeof path, dir, "oci-layout"), "{\"imageLayoutVersion\":\"2.0.0\"}");
     TU_CHECK_STATUS(mcp_store_open(dir, &s, &err), MCP_STATUS_UNSUPPORTED, msg);
     TU_CHECK_CONTAINS(msg, "imageLayoutVersion");
-    rm_rf(dir);
+    tu_remove_tree(dir);
 }
 
 /* Two processes store versions into one store at once: the lock and the
@@ -470,7 +464,7 @@ static void test_two_processes(void)
     TU_CHECK_INT(r.problems, 0);
     TU_CHECK_INT(r.versions, 2 * EACH);
     mcp_store_close(s);
-    rm_rf(dir);
+    tu_remove_tree(dir);
 }
 
 int main(void)

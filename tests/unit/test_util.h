@@ -159,6 +159,14 @@ static inline void tu_remove_dir(const char *dir, const char *const *names, int 
     rmdir(dir);
 }
 
+/* Removes a folder and everything under it (rm -rf). */
+static inline void tu_remove_tree(const char *path)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", path);
+}
+
 /* Deterministic pseudo-random numbers (xorshift64*). */
 static inline uint64_t tu_rand(uint64_t *state)
 {
