@@ -271,8 +271,8 @@ static void usage(FILE *f)
             "                                       load time, median/p90 latency and peak RSS on random inputs;\n"
             "                                       --profile adds time per op type and the slowest nodes\n"
             "  version                              print the version\n"
-            "%s",
-            mcpctl_client_usage());
+            "%s%s",
+            mcpctl_client_usage(), mcpctl_store_usage());
 }
 
 int main(int argc, char **argv)
@@ -321,7 +321,8 @@ int main(int argc, char **argv)
     }
     argv = args;
     const char *cmd = argv[1];
-    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect"))) {
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
+                      !strcmp(cmd, "push") || !strcmp(cmd, "pull") || !strcmp(cmd, "diff"))) {
         fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
         return 2;
     }
@@ -337,7 +338,9 @@ int main(int argc, char **argv)
         return 0;
     }
     bool handled = false;
-    int rc = mcpctl_client_main(cmd, argc - 2, argv + 2, &handled);
+    int rc = mcpctl_store_main(cmd, argc - 2, argv + 2, &handled);
+    if (handled) return rc;
+    rc = mcpctl_client_main(cmd, argc - 2, argv + 2, &handled);
     if (handled) return rc;
     fprintf(stderr, "mcpctl: unknown command '%s' (try mcpctl --help)\n", cmd);
     return 2;

@@ -11,5 +11,9 @@ int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled);
 /* Extra lines for `mcpctl --help`. */
 const char *mcpctl_client_usage(void);
 int mcpctl_cmd_perf(int argc, char **argv); /* mcpctl perf (mcpctl_perf.c) */
+/* store, push, pull, diff on a local model store (mcpctl_store.c); same
+ * contract as mcpctl_client_main. */
+int mcpctl_store_main(const char *cmd, int argc, char **argv, bool *handled);
+const char *mcpctl_store_usage(void);
 
 #endif

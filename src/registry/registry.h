@@ -376,6 +376,15 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc /* taken */, const
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);
 
+/* The inputs and outputs a version serves, as canonical JSON
+ * ({"inputs":[{"name","datatype","shape"}...],"outputs":[...]}); mcp_free. */
+char *mcp_model_io_signature(const mcp_model_version *v);
+/* Stores a loaded version (store_model.c): the descriptor's bytes, its
+ * model file and its steps' labels files (titled relative to the model
+ * file's folder), and its I/O signature; named name:version. */
+mcp_status mcp_store_add_version(mcp_store *s, const mcp_model_version *v, const char *descriptor, size_t len,
+                                 mcp_store_manifest **out, mcp_err *err);
+
 /* ---- declarative pre/postprocessing steps ----
  * Preprocess steps turn what a client sends into what the graph takes;
  * postprocess steps turn graph outputs into what the client gets. At load,

@@ -1,0 +1,83 @@
+/*
+ * A loaded model version into the store: its descriptor, its model file and
+ * the labels files its steps read, each titled by its path relative to the
+ * model file's folder (its file name when it lies elsewhere), with the I/O
+ * signature the version serves.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry/store_util.h"
+
+static json_t *io_list(const mcp_tensor_meta *m, int n)
+{
+    json_t *list = json_array();
+    for (int i = 0; list && i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; shape && d < m[i].rank; d++) json_array_append_new(shape, json_integer(m[i].dims[d]));
+        json_array_append_new(list, json_pack("{s:s, s:s, s:o}", "name", m[i].name, "datatype", mcp_dtype_name(m[i].dtype),
+                                              "shape", shape ? shape : json_array()));
+    }
+    return list;
+}
+
+char *mcp_model_io_signature(const mcp_model_version *v)
+{
+    json_t *sig = json_pack("{s:o, s:o}", "inputs", io_list(v->inputs, v->n_inputs), "outputs", io_list(v->outputs, v->n_outputs));
+    char *text = sig ? json_dumps(sig, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(sig);
+    if (!text) return NULL;
+    char *out = mcp_strdup(text);
+    free(text);
+    return out;
+}
+
+/* The title of path: relative to base (a folder, with its '/') when under
+ * it, else its file name. */
+static const char *title_of(const char *path, const char *base, size_t base_len)
+{
+    if (base_len && !strncmp(path, base, base_len)) return path + base_len;
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+mcp_status mcp_store_add_version(mcp_store *s, const mcp_model_version *v, const char *descriptor, size_t len,
+                                 mcp_store_manifest **out, mcp_err *err)
+{
+    *out = NULL;
+    const mcp_descriptor *d = v->desc;
+    if (!d || !d->path) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s' has no model file to store", v->name);
+    const char *slash = strrchr(d->path, '/');
+    size_t base_len = slash ? (size_t)(slash - d->path) + 1 : 0;
+    int n_files = 1 + d->n_pre + d->n_post;
+    mcp_store_version_file *files = mcp_calloc((size_t)n_files, sizeof *files);
+    if (!files) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    int n = 0;
+    files[n++] = (mcp_store_version_file){title_of(d->path, d->path, base_len), d->path};
+    for (int side = 0; side < 2; side++) {
+        const mcp_step *st = side ? d->post : d->pre;
+        int count = side ? d->n_post : d->n_pre;
+        for (int i = 0; i < count; i++) {
+            if (!st[i].labels_path) continue;
+            bool seen = false;
+            for (int k = 0; k < n; k++) seen = seen || !strcmp(files[k].path, st[i].labels_path);
+            if (!seen) files[n++] = (mcp_store_version_file){title_of(st[i].labels_path, d->path, base_len), st[i].labels_path};
+        }
+    }
+    char *sig = mcp_model_io_signature(v);
+    mcp_store_version_in in = {
+        .name = v->name,
+        .version = v->version && v->version[0] ? v->version : "1",
+        .descriptor = descriptor,
+        .descriptor_len = len,
+        .files = files,
+        .n_files = n,
+        .io_signature = sig,
+    };
+    mcp_status st = sig ? mcp_store_put_version(s, &in, out, err) : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_free(sig);
+    mcp_free(files);
+    return st;
+}
