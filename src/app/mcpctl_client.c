@@ -452,6 +452,60 @@ static int cmd_delete(mcpctl_http *h, int argc, char **argv)
     return rc;
 }
 
+/* mcpctl events [NAME] [--after ID] [--follow] [--json]: the server's
+ * event log; --follow polls for new events until interrupted. */
+static int cmd_events(mcpctl_http *h, int argc, char **argv)
+{
+    const char *usage = "events [NAME] [--after ID] [--follow] [--json]";
+    const char *model = NULL;
+    long long after = 0;
+    bool follow = false, as_json = false;
+    for (int a = 0; a < argc; a++) {
+        if (!strcmp(argv[a], "--follow")) follow = true;
+        else if (!strcmp(argv[a], "--json")) as_json = true;
+        else if (!strcmp(argv[a], "--after") && a + 1 < argc) after = atoll(argv[++a]);
+        else if (argv[a][0] != '-' && !model) model = argv[a];
+        else return usage_error("events", usage);
+    }
+    char seg[1024] = "";
+    if (model) mcpctl_path_segment(model, seg, sizeof seg);
+    for (;;) {
+        char path[1400];
+        snprintf(path, sizeof path, "/v2/events?after=%lld&limit=1000%s%s", after, model ? "&model=" : "", model ? seg : "");
+        json_t *list = NULL;
+        int rc = control(h, "events", "GET", path, NULL, &list);
+        if (rc) return rc;
+        if (!json_is_array(list)) {
+            json_decref(list);
+            return fail("events", "the server answered something that is not a list of events");
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(list, i, e) {
+            json_int_t id = json_integer_value(json_object_get(e, "id"));
+            if (id > after) after = id;
+            if (as_json) {
+                char *line = json_dumps(e, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                if (line) printf("%s\n", line);
+                free(line);
+                continue;
+            }
+            time_t t = (time_t)(json_integer_value(json_object_get(e, "time_ms")) / 1000);
+            struct tm tm;
+            char when[32] = "";
+            if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+            const char *reason = str_or(e, "reason", "");
+            printf("%s %-8s %-8s %-24s %s%s%s\n", when, str_or(e, "actor", "-"), str_or(e, "action", "-"),
+                   str_or(e, "target", "-"), str_or(e, "outcome", "-"), reason[0] ? ": " : "", reason);
+        }
+        json_decref(list);
+        fflush(stdout);
+        if (!follow) return 0;
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* ---- dispatch ---- */
 
 const char *mcpctl_client_usage(void)
@@ -462,6 +516,8 @@ const char *mcpctl_client_usage(void)
            "  get models                           the server's models: name, version, state, reason\n"
            "  describe model NAME                  descriptor, state, statistics, inputs and outputs\n"
            "  delete model NAME                    unload it\n"
+           "  events [NAME] [--after ID] [--follow] [--json]\n"
+           "                                       the server's event log (a server with --store)\n"
            "  infer NAME IN=FILE.npy ... [--out DIR] [--model-version V]\n"
            "                                       one request (binary tensors); writes DIR/<output>.npy\n"
            "                                       (without --out: a new folder under $TMPDIR, named)\n"
@@ -477,7 +533,7 @@ const char *mcpctl_client_usage(void)
 
 int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
 {
-    static const char *const cmds[] = {"apply", "get", "describe", "delete", "validate", "infer", "bench"};
+    static const char *const cmds[] = {"apply", "get", "describe", "delete", "validate", "infer", "bench", "events"};
     *handled = false;
     bool known = false;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= strcmp(cmd, cmds[i]) == 0;
@@ -523,6 +579,7 @@ int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
             if (!strcmp(cmd, "apply")) rc = cmd_apply(&h, n, rest);
             else if (!strcmp(cmd, "get")) rc = cmd_get(&h, n, rest);
             else if (!strcmp(cmd, "describe")) rc = cmd_describe(&h, n, rest);
+            else if (!strcmp(cmd, "events")) rc = cmd_events(&h, n, rest);
             else rc = cmd_delete(&h, n, rest);
         }
         mcpctl_http_cleanup(&h);

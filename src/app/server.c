@@ -29,6 +29,7 @@ typedef struct server_config {
     int n_model_roots;
     const char *model_repository;
     const char *admin_token_file;
+    const char *store;
     const char *host;
     const char *http_socket;
     const char *grpc_socket;
@@ -73,6 +74,7 @@ static const opt options[] = {
     {"model-repository", OPT_STRING, OFF(model_repository), 0, 0, 0, "load every *.yaml descriptor and Triton model folder in DIR (a model root)"},
     {"model-root", OPT_PATHS, OFF(model_roots), OFF(n_model_roots), 0, 0, "a folder descriptors loaded at run time may name files in (repeatable)"},
     {"admin-token-file", OPT_STRING, OFF(admin_token_file), 0, 0, 0, "file holding the bearer token that load/unload calls must send (required off loopback)"},
+    {"store", OPT_STRING, OFF(store), 0, 0, 0, "model store (OCI layout + catalog.db) that records applied models and restores them at start (a model root)"},
     {"host", OPT_STRING, OFF(host), 0, 0, 0, "address or host name to listen on, IPv4 or IPv6 (default 127.0.0.1)"},
     {"http-socket", OPT_STRING, OFF(http_socket), 0, 0, 0, "also serve HTTP on this Unix socket (mode 0660; a stale one is replaced)"},
     {"grpc-socket", OPT_STRING, OFF(grpc_socket), 0, 0, 0, "also serve gRPC on this Unix socket (mode 0660; a stale one is replaced)"},
@@ -377,6 +379,16 @@ int main(int argc, char **argv)
             mcp_model_roots_destroy(roots);
             return 2;
         }
+    /* The store: what was applied is recorded there and comes back at the
+     * next start; its checkouts are a model root. */
+    mcp_plane *plane = NULL;
+    if (c.store && (mcp_plane_open(c.store, &plane, &rerr) != MCP_STATUS_OK ||
+                    mcp_model_roots_add(roots, mcp_store_root(mcp_plane_store(plane)), &rerr) != MCP_STATUS_OK)) {
+        fprintf(stderr, "mcp2026-server: --store %s: %s\n", c.store, rmsg);
+        mcp_plane_close(plane);
+        mcp_model_roots_destroy(roots);
+        return 2;
+    }
     dd.roots = roots;
     dd.check_load = true;
 
@@ -384,6 +396,7 @@ int main(int argc, char **argv)
     char token[256] = "";
     bool control = strcmp(c.model_control, "none") != 0;
     if (c.admin_token_file && !read_token(c.admin_token_file, token, sizeof token)) {
+        mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
         return 2;
     }
@@ -392,6 +405,7 @@ int main(int argc, char **argv)
                 "mcp2026-server: --host %s is not a loopback address, so the model load/unload API would be open to the "
                 "network: give --admin-token-file FILE (a bearer token clients must send) or --model-control none\n",
                 c.host);
+        mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
         return 2;
     }
@@ -430,6 +444,7 @@ int main(int argc, char **argv)
         goto out;
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
+    mcp_frontend_set_plane(fe, plane);
     mcp_frontend_set_body_cap(fe, (size_t)c.max_inflight_body_bytes);
     if (mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
@@ -457,6 +472,9 @@ int main(int argc, char **argv)
         if (st != MCP_STATUS_OK)
             fprintf(stderr, "mcp2026-server: some models in %s did not load (see above); serving the rest\n", c.model_repository);
     }
+    /* Models applied before come back as they were last wanted. */
+    if (plane && mcp_plane_restore(plane, repo, stderr) != 0)
+        fprintf(stderr, "mcp2026-server: some models in the store did not come back (see above); serving the rest\n");
     if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg);
         rc = 1;
@@ -500,6 +518,7 @@ out:
     mcp_frontend_destroy(fe);
     mcp_repository_destroy(repo);
     mcp_metrics_destroy(metrics);
+    mcp_plane_close(plane);
     mcp_model_roots_destroy(roots);
     explicit_bzero(token, sizeof token);
     if (cfg_doc) fy_document_destroy(cfg_doc);

@@ -38,6 +38,7 @@ typedef struct yctx {
     const char *dir; /* descriptor's folder, for relative paths; NULL = cwd */
     const mcp_model_roots *roots; /* where named files may be; NULL = anywhere */
     bool check_load;              /* files exist, precision implemented */
+    bool files_elsewhere;         /* labels are read later, from elsewhere */
     /* The declared inputs (preprocess) or outputs (postprocess) that a
      * step's `tensor` must name; none declared = any name. */
     const mcp_io_spec *step_io;
@@ -961,6 +962,8 @@ static void parse_step_args(yctx *c, int kind, struct fy_node *args, yloc key_at
                 char msg[600];
                 if (!s->labels_path)
                     yerr(c, key_at, "out of memory");
+                else if (c->files_elsewhere)
+                    ; /* the caller points it at its copy and reads it */
                 else if (!confine_path(c, &s->labels_path, "labels file", false, msg, sizeof msg) ||
                          mcp__desc_labels_read(s->labels_path, &s->labels, &s->n_labels, msg, sizeof msg) != MCP_STATUS_OK)
                     yerr(c, node_loc(f[S_LABELS].val, f[S_LABELS].key_at), "%s", msg);
@@ -1471,6 +1474,7 @@ mcp_status mcp_descriptor_parse_yaml(const char *text, size_t len, const char *s
     }
     c.roots = defaults ? defaults->roots : NULL;
     c.check_load = defaults && defaults->check_load;
+    c.files_elsewhere = defaults && defaults->files_elsewhere;
     /* A descriptor sent without a folder of its own ("config") names files
      * relative to the first model root, never to the server's working
      * folder. */

@@ -136,6 +136,12 @@ mcp_status mcp_store_verify(mcp_store *s, mcp_store_report *report, mcp_err *err
 /* Removes blobs no named version references (refused while the store has
  * problems, so nothing in use can be taken for garbage). */
 mcp_status mcp_store_collect(mcp_store *s, int64_t *removed, int64_t *bytes, mcp_err *err);
+/* A manifest by its digest (checked against its bytes). */
+mcp_status mcp_store_read_manifest(mcp_store *s, const char *digest, mcp_store_manifest **out, mcp_err *err);
+/* The version's files under their titles, as hard links to its blobs, in
+ * <store>/checkouts/<manifest hex> (made once, whole or not at all): what a
+ * version loads from. dir receives the folder. */
+mcp_status mcp_store_checkout(mcp_store *s, const mcp_store_manifest *m, char *dir, size_t cap, mcp_err *err);
 /* Copies a version (its blobs, checked against their digests, then its
  * name) from one store to another: push and pull. */
 mcp_status mcp_store_copy(mcp_store *from, mcp_store *to, const char *ref, mcp_err *err);
@@ -294,6 +300,9 @@ typedef struct mcp_descriptor_defaults {
      * The server and `mcpctl validate` / `apply` set it; parsing alone
      * (fuzzing, schema tests) does not. */
     bool check_load;
+    /* The descriptor's files are elsewhere (a store checkout): labels files
+     * are not read while parsing; the caller repoints and reads them. */
+    bool files_elsewhere;
     /* Triton folders: read this version folder alone (0 = as the policy says). */
     int64_t pin_version;
 } mcp_descriptor_defaults;
@@ -384,6 +393,28 @@ char *mcp_model_io_signature(const mcp_model_version *v);
  * file's folder), and its I/O signature; named name:version. */
 mcp_status mcp_store_add_version(mcp_store *s, const mcp_model_version *v, const char *descriptor, size_t len,
                                  mcp_store_manifest **out, mcp_err *err);
+
+/* ---- the control plane's record: store + catalog (plane.c) ---- */
+typedef struct mcp_plane mcp_plane;
+struct mcp_repository;
+/* Opens (creating) the store in dir and its catalog (dir/catalog.db). */
+mcp_status mcp_plane_open(const char *dir, mcp_plane **out, mcp_err *err);
+void mcp_plane_close(mcp_plane *p);
+mcp_store *mcp_plane_store(mcp_plane *p);
+mcp_catalog *mcp_plane_catalog(mcp_plane *p);
+/* A version loaded from descriptor text: stored, recorded Ready and
+ * current, desired loaded, event "apply" by actor. */
+mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, const char *actor,
+                             mcp_err *err);
+/* The model's desired state is unloaded; event "unload". */
+mcp_status mcp_plane_unloaded(mcp_plane *p, const char *name, const char *actor, mcp_err *err);
+/* An event only (a failed apply, ...); failures to record go to stderr. */
+void mcp_plane_note(mcp_plane *p, const char *action, const char *target, const char *outcome, const char *reason,
+                    const char *actor);
+/* Every model whose desired state is loaded and that repo does not serve
+ * yet comes back from the store. Returns how many failed (-1: the catalog
+ * could not be read); what happened goes to log and the event log. */
+int mcp_plane_restore(mcp_plane *p, struct mcp_repository *repo, FILE *log);
 
 /* ---- declarative pre/postprocessing steps ----
  * Preprocess steps turn what a client sends into what the graph takes;

@@ -824,6 +824,81 @@ mcp_status mcp_store_put_version(mcp_store *s, const mcp_store_version_in *in, m
     return st;
 }
 
+mcp_status mcp_store_read_manifest(mcp_store *s, const char *digest, mcp_store_manifest **out, mcp_err *err)
+{
+    *out = NULL;
+    mcp_store_blob b = {{0}, 0};
+    if (!mcp_digest_valid(digest)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'%.80s' is not a digest", digest);
+    snprintf(b.digest, sizeof b.digest, "%s", digest);
+    lock_store(s, false);
+    mcp_status st = read_manifest_blob(s, &b, out, err);
+    unlock_store(s);
+    return st;
+}
+
+/* mkdir -p of the folders above path (inside a folder we made). */
+static bool make_parents(char *path)
+{
+    for (char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+        *p = '\0';
+        bool ok = mkdir(path, 0750) == 0 || errno == EEXIST;
+        *p = '/';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char p[PATH_MAX];
+            if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) remove_tree(p);
+            else unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+mcp_status mcp_store_checkout(mcp_store *s, const mcp_store_manifest *m, char *dir, size_t cap, mcp_err *err)
+{
+    char top[ROOT_MAX + 32];
+    snprintf(top, sizeof top, "%s/checkouts", s->root);
+    if (snprintf(dir, cap, "%s/%s", top, m->manifest.digest + 7) >= (int)cap)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "store: path too long");
+    lock_store(s, true);
+    mcp_status st = make_dir(top, err);
+    struct stat sb;
+    if (st == MCP_STATUS_OK && lstat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        unlock_store(s);
+        return MCP_STATUS_OK; /* checked out before: the same bytes */
+    }
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", top);
+    if (st == MCP_STATUS_OK && !mkdtemp(tmp)) st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "store: cannot create a folder in %s", top);
+    for (int i = 0; st == MCP_STATUS_OK && i < m->n_files; i++) {
+        /* Titles were checked when the manifest was read: relative, no '..'. */
+        char blob[PATH_MAX], dst[PATH_MAX];
+        st = mcp_store_blob_path(s, m->files[i].blob.digest, blob, sizeof blob, err);
+        if (st == MCP_STATUS_OK && snprintf(dst, sizeof dst, "%s/%s", tmp, m->files[i].title) >= (int)sizeof dst)
+            st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "store: path too long for '%s'", m->files[i].title);
+        if (st == MCP_STATUS_OK && (!make_parents(dst) || link(blob, dst) != 0))
+            st = mcp_err_set(err, errno == ENOENT ? MCP_STATUS_NOT_FOUND : MCP_STATUS_IO_ERROR,
+                             "store: cannot check out '%s' (blob %s): %s", m->files[i].title, m->files[i].blob.digest,
+                             strerror(errno));
+    }
+    if (st == MCP_STATUS_OK && rename(tmp, dir) != 0) st = mcp_err_set(err, MCP_STATUS_IO_ERROR, "store: cannot name %s: %s", dir, strerror(errno));
+    if (st != MCP_STATUS_OK) remove_tree(tmp);
+    unlock_store(s);
+    return st;
+}
+
 /* ---- verify and collect ---- */
 
 /* Every manifest the index names (lock held): their digests into marks. */

@@ -54,6 +54,7 @@ struct mcp_frontend {
     int n_loaders;
     bool control_enabled;
     const char *admin_token; /* borrowed */
+    mcp_plane *plane;        /* borrowed; NULL = no store */
     size_t body_cap;
     _Atomic size_t body_bytes; /* request data held by every transport */
 };
@@ -419,18 +420,73 @@ static void retire_wait(mcp_frontend *fe)
 
 /* ---- model control: the loader thread ---- */
 
+static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *err);
+
+/* A JSON object without "path" is Triton's ModelConfig for the model's
+ * folder in the roots; anything else is our YAML descriptor (YAML reads
+ * JSON too). */
+static bool is_triton_json(const char *text)
+{
+    const char *t = text;
+    while (*t == ' ' || *t == '\t' || *t == '\r' || *t == '\n') t++;
+    if (*t != '{') return false;
+    json_t *j = json_loads(t, 0, NULL);
+    bool triton = j && json_is_object(j) && !json_object_get(j, "path");
+    json_decref(j);
+    return triton;
+}
+
+/* What a control call did goes into the store and the catalog (when the
+ * server has them): an applied version is stored and made the model's
+ * desired state; failures and unloads are events. A record that cannot be
+ * written is said in the answer; the model serves as loaded. */
+static void control_record(mcp_frontend *fe, mcp_control *ctl)
+{
+    mcp_plane *p = fe->plane;
+    if (!p) return;
+    const char *actor = "api";
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = MCP_STATUS_OK;
+    const char *action = ctl->op == MCP_CONTROL_UNLOAD ? "unload" : ctl->descriptor ? "apply" : "load";
+    if (ctl->status != MCP_STATUS_OK) {
+        char why[sizeof ctl->message];
+        mcp_model_roots_redact(mcp_repository_defaults(fe->repo)->roots, ctl->message, why, sizeof why);
+        mcp_plane_note(p, action, ctl->name, "failed", why, actor);
+        return;
+    }
+    if (ctl->op == MCP_CONTROL_UNLOAD) {
+        st = mcp_plane_unloaded(p, ctl->name, actor, &err);
+    } else if (ctl->descriptor && is_triton_json(ctl->descriptor)) {
+        mcp_plane_note(p, action, ctl->name, "ok", "a Triton configuration: not kept in the store yet", actor);
+    } else if (ctl->descriptor) {
+        mcp_model_version *v = mcp_repository_get(fe->repo, ctl->name, NULL);
+        st = v ? mcp_plane_applied(p, v, ctl->descriptor, strlen(ctl->descriptor), actor, &err)
+               : mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "model '%s' is not loaded", ctl->name);
+        mcp_model_version_release(v);
+    } else {
+        mcp_catalog_event e = {.actor = actor, .action = "load", .target = ctl->name, .outcome = "ok"};
+        st = mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, NULL, &e, &err);
+    }
+    if (st != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
+        snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
+    }
+}
+
 static void control_run(mcp_frontend *fe, mcp_control *ctl)
 {
     mcp_err err = {ctl->message, sizeof ctl->message};
     ctl->message[0] = '\0';
-    if (ctl->op == MCP_CONTROL_UNLOAD) {
-        ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
-        return;
-    }
-    if (!ctl->descriptor) {
-        ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
-        return;
-    }
+    if (ctl->op == MCP_CONTROL_UNLOAD) ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
+    else if (!ctl->descriptor) ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
+    else control_apply(fe, ctl, &err);
+    control_record(fe, ctl);
+}
+
+static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *errp)
+{
+    mcp_err err = *errp;
     /* The server's defaults and model roots: a descriptor from the network
      * names files inside the roots only. */
     mcp_descriptor_defaults dd = *mcp_repository_defaults(fe->repo);
@@ -439,14 +495,7 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
     mcp_descriptor *desc = NULL;
     /* A JSON object is Triton's ModelConfig for the model's folder in the
      * roots; anything else is our YAML descriptor. */
-    const char *t = ctl->descriptor;
-    while (*t == ' ' || *t == '\t' || *t == '\r' || *t == '\n') t++;
-    bool triton_json = false;
-    if (*t == '{') { /* JSON; ours too when it names a path (YAML reads JSON) */
-        json_t *j = json_loads(t, 0, NULL);
-        triton_json = j && json_is_object(j) && !json_object_get(j, "path");
-        json_decref(j);
-    }
+    bool triton_json = is_triton_json(ctl->descriptor);
     mcp_status st = triton_json
                         ? mcp_descriptor_from_triton_json(ctl->name, ctl->descriptor, strlen(ctl->descriptor), &dd, &desc, &diags)
                         : mcp_descriptor_parse_yaml(ctl->descriptor, strlen(ctl->descriptor), where, &dd, &desc, &diags);
@@ -504,6 +553,10 @@ void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_
     fe->control_enabled = enabled;
     fe->admin_token = admin_token && admin_token[0] ? admin_token : NULL;
 }
+
+void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane) { fe->plane = plane; }
+
+mcp_plane *mcp_frontend_plane(const mcp_frontend *fe) { return fe->plane; }
 
 mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err)
 {

@@ -911,6 +911,74 @@ static void r_model_stats(conn *k, const route_args *a) { h_stats(k, a->model, a
 static void r_model_config(conn *k, const route_args *a) { h_model_config(k, a->model, a->version); }
 static void r_v2_infer(conn *k, const route_args *a) { start_inference(k, MCP_PROTOCOL_V2, a->model, a->version); }
 static void r_repo_index(conn *k, const route_args *a) { (void)a, h_repo_index(k); }
+
+/* GET /v2/events?model=NAME&after=ID&limit=N: the catalog's event log,
+ * oldest first (a management call: the admin token when the server has
+ * one). */
+typedef struct events_out {
+    mcp_buf *b;
+    int n;
+} events_out;
+
+static bool event_json(void *user, const mcp_catalog_event *e)
+{
+    events_out *o = user;
+    mcp_buf *b = o->b;
+    mcp_buf_printf(b, "%s{\"id\":%lld,\"time_ms\":%lld", o->n++ ? "," : "", (long long)e->id, (long long)e->time_ms);
+    const char *const keys[] = {"actor", "action", "target", "outcome", "reason"};
+    const char *const vals[] = {e->actor, e->action, e->target, e->outcome, e->reason};
+    for (int i = 0; i < 5; i++) {
+        mcp_buf_printf(b, ",\"%s\":", keys[i]);
+        mcp_buf_json_string(b, vals[i]);
+    }
+    mcp_buf_puts(b, "}");
+    return true;
+}
+
+static bool query_int(conn *k, const char *key, long long lo, long long hi, long long *out)
+{
+    const char *v = MHD_lookup_connection_value(k->mhd, MHD_GET_ARGUMENT_KIND, key);
+    if (!v) return true;
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        reply_error(k, 400, "query parameter '%s' must be an integer from %lld to %lld", key, lo, hi);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static void r_events(conn *k, const route_args *a)
+{
+    (void)a;
+    mcp_plane *p = mcp_frontend_plane(k->srv->fe);
+    if (!p) {
+        reply_error(k, 404, "this server keeps no event log (start it with --store DIR)");
+        return;
+    }
+    if (!admin_allowed(k)) return;
+    const char *model = MHD_lookup_connection_value(k->mhd, MHD_GET_ARGUMENT_KIND, "model");
+    if (model && !mcp__desc_name_valid(model)) {
+        reply_error(k, 400, "query parameter 'model' is not a model name");
+        return;
+    }
+    long long after = 0, limit = 100;
+    if (!query_int(k, "after", 0, INT64_MAX, &after) || !query_int(k, "limit", 1, 1000, &limit)) return;
+    char msg[512];
+    mcp_err err = {msg, sizeof msg};
+    events_out o = {&k->resp, 0};
+    mcp_buf_puts(&k->resp, "[");
+    mcp_status st = mcp_catalog_events(mcp_plane_catalog(p), model, after, (int)limit, event_json, &o, &err);
+    if (st != MCP_STATUS_OK) {
+        mcp_buf_free(&k->resp);
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
+        return;
+    }
+    mcp_buf_puts(&k->resp, "]");
+    reply_buf(k, 200, "application/json");
+}
 static void r_repo_load(conn *k, const route_args *a) { h_repo_load(k, a->model); }
 static void r_repo_unload(conn *k, const route_args *a) { h_repo_unload(k, a->model); }
 static void r_repo_describe(conn *k, const route_args *a) { h_repo_describe(k, a->model); }
@@ -949,6 +1017,7 @@ static const http_route routes[] = {
     {"POST", "/v2/repository/models/{m}/load", r_repo_load},
     {"POST", "/v2/repository/models/{m}/unload", r_repo_unload},
     {"GET", "/v2/repository/models/{m}", r_repo_describe},
+    {"GET", "/v2/events", r_events},
     {"POST", "/v1/infer", r_simple_infer},
     {"GET", "/v1/models", r_v1_list},
     {"GET", "/v1/models/{m}", r_v1_model},

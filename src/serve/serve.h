@@ -263,6 +263,9 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 /* Model control (load, unload) on or off, and the bearer token it needs
  * (NULL = none; the string must outlive the frontend). Default: on, none. */
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
+/* The store and catalog model control records into (borrowed; NULL: none). */
+void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
+mcp_plane *mcp_frontend_plane(const mcp_frontend *fe);
 /* Request bytes all transports together may hold at once (HTTP bodies,
  * gRPC messages); 0 = no cap. Default 1 GiB. */
 void mcp_frontend_set_body_cap(mcp_frontend *fe, size_t bytes);

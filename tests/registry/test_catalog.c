@@ -203,7 +203,8 @@ static void test_damaged_and_foreign_files(void)
     char dir[1024], path[2048];
     TU_REQUIRE(tu_make_temp_dir(dir, sizeof dir, "catalog") == 0);
     db_path(path, sizeof path, dir);
-    write_bytes(path, "this is not a database, just some text that is long enough to look like a header....", 86);
+    const char *junk = "this is not a database, just some text that is long enough to look like a header....";
+    write_bytes(path, junk, strlen(junk));
     mcp_catalog *c = NULL;
     TU_CHECK_STATUS(mcp_catalog_open(path, &c, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
     TU_CHECK_CONTAINS(msg, "damaged or not a catalog");

@@ -1,0 +1,184 @@
+"""The control plane's store and catalog through a real server (--store):
+a version applied over the API is stored and comes back after kill -9, from
+the store even when its original files are gone; an unloaded model stays
+unloaded; failed applies are events without host paths; the event log is
+a management call with checked parameters, and mcpctl reads it.
+
+Run by ctest (tests/e2e/CMakeLists.txt), one entry per class."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import test_server as ts
+
+
+def setUpModule():
+    ts.setUpModule()
+
+
+def tearDownModule():
+    ts.tearDownModule()
+
+
+def descriptor(name, model, labels=None, version="v1.0.0"):
+    text = f"name: {name}\nversion: {version}\nformat: onnx\npath: {model}\n"
+    if labels:
+        text += f"postprocess:\n  - topk: {{tensor: probabilities, k: 3, labels: {labels}}}\n"
+    return text
+
+
+class StoreTests(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-")
+        self.models = os.path.join(self.tmp, "models")
+        os.mkdir(self.models)
+        self.model = os.path.join(self.models, "digits.onnx")
+        shutil.copy(ts.DIGITS, self.model)
+        self.labels = os.path.join(self.models, "labels.txt")
+        with open(self.labels, "w") as f:
+            f.write("".join(f"digit {i}\n" for i in range(10)))
+        self.store = os.path.join(self.tmp, "store")
+        self.server = None
+
+    def tearDown(self):
+        if self.server:
+            self.server.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, *extra):
+        self.server = ts.Server("--model-root", self.models, "--store", self.store, *extra).start()
+        return self.server
+
+    def kill9(self):
+        self.server.kill()
+        self.server = None
+
+    def call(self, method, path, **kw):
+        return ts.http(self.server, method, path, **kw)
+
+    def load(self, name, text):
+        return self.call("POST", f"/v2/repository/models/{name}/load", json_body={"parameters": {"config": text}})
+
+    def top3(self, name):
+        body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                            "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
+        r = self.call("POST", f"/v2/models/{name}/infer", json_body=body)
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()["outputs"][0]["data"]
+
+    def events(self, model=None, **query):
+        q = dict(query)
+        if model:
+            q["model"] = model
+        r = self.call("GET", "/v2/events?" + "&".join(f"{k}={v}" for k, v in q.items()))
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()
+
+    def test_applied_version_comes_back_from_the_store_after_kill_9(self):
+        self.start()
+        r = self.load("digits", descriptor("digits", self.model, self.labels))
+        self.assertEqual(r.status_code, 200, r.text)
+        before = self.top3("digits")
+        self.assertEqual(len(before), 3)
+        ls = subprocess.run([ts.MCPCTL_BIN, "store", "ls", "--store", self.store, "--json"], capture_output=True,
+                            timeout=60)
+        self.assertEqual(ls.returncode, 0, ls.stderr.decode())
+        self.assertEqual([v["ref"] for v in json.loads(ls.stdout)], ["digits:v1.0.0"])
+        self.kill9()
+        # The version's files come from the store now: the originals may go.
+        os.unlink(self.model)
+        os.unlink(self.labels)
+        self.start()
+        self.assertIn("digits:v1.0.0 restored", self.server.stderr_text())
+        self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200)
+        self.assertEqual(self.top3("digits"), before, "the restored version answers as the applied one did")
+        meta = self.call("GET", "/v2/models/digits").json()
+        self.assertEqual(meta["versions"], ["v1.0.0"])
+        ev = self.events("digits")
+        self.assertEqual([(e["action"], e["target"], e["outcome"]) for e in ev],
+                         [("apply", "digits:v1.0.0", "ok"), ("restore", "digits:v1.0.0", "ok")])
+        self.assertTrue(all(e["time_ms"] > 1.7e12 and e["id"] > 0 for e in ev), ev)
+        # mcpctl reads the same log.
+        p = subprocess.run([ts.MCPCTL_BIN, "events", "digits", "--server", self.server.url, "--json"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        lines = [json.loads(x) for x in p.stdout.decode().splitlines()]
+        self.assertEqual([x["action"] for x in lines], ["apply", "restore"])
+        p = subprocess.run([ts.MCPCTL_BIN, "events", "--server", self.server.url], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("apply", p.stdout.decode())
+        self.assertIn("digits:v1.0.0", p.stdout.decode())
+        # The store verifies after all that.
+        v = subprocess.run([ts.MCPCTL_BIN, "store", "verify", "--store", self.store], capture_output=True, timeout=60)
+        self.assertEqual(v.returncode, 0, v.stdout.decode() + v.stderr.decode())
+
+    def test_unloaded_model_stays_unloaded(self):
+        self.start()
+        self.assertEqual(self.load("digits", descriptor("digits", self.model)).status_code, 200)
+        r = self.call("POST", "/v2/repository/models/digits/unload")
+        self.assertEqual(r.status_code, 200, r.text)
+        self.kill9()
+        self.start()
+        self.assertNotEqual(self.call("GET", "/v2/models/digits/ready").status_code, 200)
+        self.assertEqual([e["action"] for e in self.events("digits")], ["apply", "unload"])
+
+    def test_failed_apply_is_an_event_without_host_paths(self):
+        self.start()
+        r = self.load("ghost", descriptor("ghost", os.path.join(self.models, "missing.onnx")))
+        self.assertNotEqual(r.status_code, 200)
+        ev = self.events("ghost")
+        self.assertEqual([(e["action"], e["outcome"]) for e in ev], [("apply", "failed")])
+        self.assertIn("missing.onnx", ev[0]["reason"])
+        self.assertNotIn(self.tmp, ev[0]["reason"])
+        self.kill9()
+        self.start()
+        self.assertEqual(self.call("GET", "/v2/models/ghost").status_code, 404)
+
+    def test_event_queries_checked(self):
+        self.start()
+        self.assertEqual(self.load("digits", descriptor("digits", self.model)).status_code, 200)
+        self.assertEqual(self.load("digits", descriptor("digits", self.model, version="v1.1.0")).status_code, 200)
+        ev = self.events()
+        self.assertEqual(len(ev), 2)
+        self.assertEqual(self.events(after=ev[0]["id"]), ev[1:])
+        self.assertEqual(len(self.events(limit=1)), 1)
+        for q in ("after=-1", "limit=0", "limit=5000", "after=abc", "model=../x", "model=a%20b"):
+            r = self.call("GET", "/v2/events?" + q)
+            ts.error_message(self, r, 400)
+        r = self.call("GET", "/v2/events", headers={"Origin": "http://evil.example"})
+        ts.error_message(self, r, 403)
+
+
+class StoreTokenTests(unittest.TestCase):
+    """The event log is a management call: the admin token when the server
+    has one; a server without --store has none."""
+
+    def test_events_need_the_token(self):
+        tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-token-")
+        server = None
+        try:
+            token = os.path.join(tmp, "token")
+            with open(token, "w") as f:
+                f.write("tok-0123456789abcdef\n")
+            os.chmod(token, 0o600)
+            server = ts.Server("--model-path", ts.DIGITS, "--store", os.path.join(tmp, "store"),
+                               "--admin-token-file", token).start()
+            ts.error_message(self, ts.http(server, "GET", "/v2/events"), 401)
+            r = ts.http(server, "GET", "/v2/events", headers={"Authorization": "Bearer tok-0123456789abcdef"})
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(r.json(), [])
+            server.stop()
+            server = ts.Server("--model-path", ts.DIGITS).start()
+            msg = ts.error_message(self, ts.http(server, "GET", "/v2/events"), 404)
+            self.assertIn("--store", msg)
+        finally:
+            if server:
+                server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
