@@ -152,6 +152,106 @@ class StoreTests(unittest.TestCase):
         ts.error_message(self, r, 403)
 
 
+class StoreCrashTests(unittest.TestCase):
+    """kill -9 at 20 different moments while versions are applied back to
+    back: after each, the store verifies (every blob's bytes match its
+    name: no partial blob), the catalog passes SQLite's integrity check and
+    names only manifests the store holds, and a restart serves the version
+    the catalog says is current, answering correctly."""
+
+    KILLS = 20
+
+    def test_kill_9_during_applies(self):
+        import random
+        import sqlite3
+        import threading
+        import time
+        tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-crash-")
+        server = None
+        try:
+            models = os.path.join(tmp, "models")
+            os.mkdir(models)
+            shutil.copy(ts.DIGITS, os.path.join(models, "digits.onnx"))
+            labels = os.path.join(models, "labels.txt")
+            with open(labels, "w") as f:
+                f.write("".join(f"digit {i}\n" for i in range(10)))
+            store = os.path.join(tmp, "store")
+            want_top1 = int(ts.mcpctl_run(ts.DIGITS, input=ts.samples()[0])["probabilities"].argmax())
+            rng = random.Random(20261202)
+            applied = 0
+            mid_apply = 0  # kills that landed while a load call was in flight
+            in_flight = threading.Event()
+            for kill in range(self.KILLS):
+                server = ts.Server("--model-root", models, "--store", store).start()
+                stop = threading.Event()
+
+                def apply_loop(srv=server, base=kill * 1000):
+                    nonlocal applied
+                    i = 0
+                    while not stop.is_set():
+                        text = descriptor("digits", os.path.join(models, "digits.onnx"), labels if i % 2 else None,
+                                          version=f"v1.{base + i}.0")
+                        in_flight.set()
+                        try:
+                            r = ts.http(srv, "POST", "/v2/repository/models/digits/load",
+                                        json_body={"parameters": {"config": text}}, timeout=30)
+                            if r.status_code == 200:
+                                applied += 1
+                        except Exception:
+                            return  # the server is gone (in_flight stays set)
+                        in_flight.clear()
+                        i += 1
+
+                in_flight.clear()
+                t = threading.Thread(target=apply_loop, daemon=True)
+                t.start()
+                # A different moment each time: 20 ms steps plus jitter.
+                time.sleep(0.02 * kill + rng.uniform(0, 0.02))
+                if in_flight.is_set():
+                    mid_apply += 1
+                server.kill()
+                server = None
+                stop.set()
+                t.join(60)
+                v = subprocess.run([ts.MCPCTL_BIN, "store", "verify", "--store", store, "--json"], capture_output=True,
+                                   timeout=120)
+                self.assertEqual(v.returncode, 0, f"kill {kill}: {v.stdout.decode()} {v.stderr.decode()}")
+                report = json.loads(v.stdout)
+                self.assertEqual(report["problems"], 0, report)
+                db = sqlite3.connect(os.path.join(store, "catalog.db"))
+                try:
+                    self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok", f"kill {kill}")
+                    for (manifest,) in db.execute("SELECT manifest FROM versions"):
+                        path = os.path.join(store, "blobs", "sha256", manifest.split(":", 1)[1])
+                        self.assertTrue(os.path.isfile(path), f"kill {kill}: the catalog names {manifest}, not stored")
+                    row = db.execute("SELECT desired, current FROM models WHERE name = 'digits'").fetchone()
+                finally:
+                    db.close()
+                server = ts.Server("--model-root", models, "--store", store).start()
+                if row and row[0] == "loaded":
+                    meta = ts.http(server, "GET", "/v2/models/digits")
+                    self.assertEqual(meta.status_code, 200, f"kill {kill}: {server.stderr_text()}")
+                    self.assertEqual(meta.json()["versions"], [row[1]], f"kill {kill}")
+                    body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                        "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
+                    r = ts.http(server, "POST", "/v2/models/digits/infer", json_body=body)
+                    self.assertEqual(r.status_code, 200, r.text)
+                    outs = {o["name"]: o for o in r.json()["outputs"]}
+                    if "label" in outs:
+                        self.assertEqual(outs["label"]["data"], [want_top1], f"kill {kill}")
+                    else:
+                        probs = outs["probabilities"]["data"]
+                        self.assertEqual(probs.index(max(probs)), want_top1, f"kill {kill}")
+                server.stop()
+                server = None
+            self.assertGreater(applied, self.KILLS, "the kills should land among applies")
+            self.assertGreaterEqual(mid_apply, self.KILLS // 2, "most kills should land in the middle of an apply")
+        finally:
+            if server:
+                server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class StoreTokenTests(unittest.TestCase):
     """The event log is a management call: the admin token when the server
     has one; a server without --store has none."""
