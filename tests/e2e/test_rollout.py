@@ -1,0 +1,120 @@
+"""Hot swaps under load: 50 clients send requests without pause while a
+model is applied 100 times in a row, alternating two versions. No request
+fails, and every answer carries a version that was current at some moment
+between the request's sending and its answer.
+
+Run by ctest (tests/e2e/CMakeLists.txt), one entry per class."""
+import os
+import shutil
+import tempfile
+import threading
+import time
+import unittest
+
+import requests
+
+import test_server as ts
+
+
+def setUpModule():
+    ts.setUpModule()
+
+
+def tearDownModule():
+    ts.tearDownModule()
+
+
+class HotSwapTests(unittest.TestCase):
+    CLIENTS = 50
+    SWAPS = 100
+
+    def test_100_swaps_under_50_clients(self):
+        tmp = tempfile.mkdtemp(prefix="mcp-e2e-swap-")
+        server = None
+        stop = threading.Event()
+        threads = []
+        try:
+            models = os.path.join(tmp, "models")
+            os.mkdir(models)
+            model = os.path.join(models, "digits.onnx")
+            shutil.copy(ts.DIGITS, model)
+            server = ts.Server("--model-root", models, "--max-queue-size", 4096).start()
+            versions = ["v1.0.0", "v1.1.0"]
+
+            def apply(version):
+                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {model}\n"
+                t0 = time.monotonic()
+                r = ts.http(server, "POST", "/v2/repository/models/digits/load",
+                            json_body={"parameters": {"config": text}}, timeout=120)
+                self.assertEqual(r.status_code, 200, r.text)
+                return t0, time.monotonic()
+
+            apply(versions[0])
+            body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                                "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
+            results = [[] for _ in range(self.CLIENTS)]
+            failures = []
+
+            def client(out):
+                s = requests.Session()
+                url = server.url + "/v2/models/digits/infer"
+                n = 0
+                while not stop.is_set() and n < 100000:  # bounded
+                    n += 1
+                    t0 = time.monotonic()
+                    try:
+                        r = s.post(url, json=body, timeout=60)
+                    except requests.RequestException as e:
+                        failures.append(repr(e))
+                        continue
+                    t1 = time.monotonic()
+                    if r.status_code != 200:
+                        failures.append(f"{r.status_code}: {r.text[:200]}")
+                        continue
+                    out.append((t0, t1, r.json().get("model_version")))
+
+            for i in range(self.CLIENTS):
+                t = threading.Thread(target=client, args=(results[i],), daemon=True)
+                t.start()
+                threads.append(t)
+            time.sleep(0.5)
+            # swaps[i] = (start, end, version): before start the previous one
+            # is current, after end this one, in between either.
+            swaps = [(0.0, 0.0, versions[0])]
+            for i in range(self.SWAPS):
+                v = versions[(i + 1) % 2]
+                t0, t1 = apply(v)
+                swaps.append((t0, t1, v))
+            time.sleep(0.3)
+            stop.set()
+            for t in threads:
+                t.join(120)
+            self.assertEqual(failures, [], f"{len(failures)} requests failed during the swaps")
+            answers = [a for per in results for a in per]
+            self.assertGreater(len(answers), 2 * self.SWAPS, "too few requests to judge")
+
+            def possible(t0, t1):
+                """Versions that could have been current within [t0, t1]: each
+                from the start of its swap until the end of the next one."""
+                out = set()
+                for i, (start, _, v) in enumerate(swaps):
+                    until = swaps[i + 1][1] if i + 1 < len(swaps) else float("inf")
+                    if start <= t1 and t0 <= until:
+                        out.add(v)
+                return out
+
+            wrong = [(t0, t1, v) for t0, t1, v in answers if v not in possible(t0, t1)]
+            self.assertEqual(wrong[:5], [], f"{len(wrong)} answers tagged with a version not current at the time")
+            seen = {v for _, _, v in answers}
+            self.assertEqual(seen, set(versions), "both versions should have answered")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(10)
+            if server:
+                server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    unittest.main()
