@@ -7,8 +7,11 @@
  * Every option is a flag and a key of the --config YAML file (flags win);
  * one table below defines both and --help.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <libfyaml.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -256,9 +259,36 @@ static bool read_token(const char *path, char *out, size_t cap)
 }
 
 /* 127.0.0.0/8, ::1 and localhost: reachable from this machine only. */
+static bool addr_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family != AF_INET6) return false;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+/* Every address the host stands for is a loopback one (a name is
+ * resolved: "127.0.0.1.example.com" is not loopback; one that does not
+ * resolve is not either). */
 static bool host_is_loopback(const char *host)
 {
-    return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "[::1]") || !strcmp(host, "localhost");
+    char h[300];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof h) {
+        memcpy(h, host + 1, n - 2);
+        h[n - 2] = '\0';
+    } else {
+        snprintf(h, sizeof h, "%s", host);
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(h, NULL, &hints, &res) != 0 || !res) return false;
+    bool all = true;
+    for (struct addrinfo *a = res; a; a = a->ai_next) all = all && addr_is_loopback(a->ai_addr);
+    freeaddrinfo(res);
+    return all;
 }
 
 int main(int argc, char **argv)

@@ -843,6 +843,14 @@ class StartupRefusalTests(unittest.TestCase):
         self.assertIn("--model-control none", err)
         self.assertNotIn("listening", err)
 
+    def test_name_that_only_looks_loopback_refused(self):
+        # Not an address: a name, which resolves (if at all) wherever its
+        # owner says. Only addresses that are all loopback count.
+        for host in ("127.0.0.1.example.com", "127.evil"):
+            p = self.run_server("--host", host)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("--admin-token-file", p.stderr.decode(), host)
+
     def test_grpc_port_in_use_refused(self):
         # The port is not shared with whoever holds it (no SO_REUSEPORT).
         import socket
