@@ -93,9 +93,18 @@ static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_cata
     char dir[4200], desc_path[4400], blob[4200];
     if (st == MCP_STATUS_OK) st = mcp_store_checkout(p->store, m, dir, sizeof dir, err);
     if (st == MCP_STATUS_OK) st = mcp_store_blob_path(p->store, m->config.digest, blob, sizeof blob, err);
-    uint8_t *text = NULL;
+    uint8_t *bytes = NULL;
+    char *text = NULL;
     size_t len = 0;
-    if (st == MCP_STATUS_OK) st = mcp_file_read(blob, &text, &len, err);
+    if (st == MCP_STATUS_OK) st = mcp_file_read(blob, &bytes, &len, err);
+    /* The repository keeps the descriptor's text as a string. */
+    if (st == MCP_STATUS_OK && !(text = mcp_malloc(len + 1))) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (st == MCP_STATUS_OK) {
+        if (len) memcpy(text, bytes, len);
+        text[len] = '\0';
+        if (strlen(text) != len) st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "the stored descriptor holds a NUL byte");
+    }
+    mcp_free(bytes);
     mcp_descriptor *d = NULL;
     if (st == MCP_STATUS_OK) {
         /* Its files come from the checkout, whatever paths it named. */
@@ -105,7 +114,7 @@ static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_cata
         dd.check_load = false;
         dd.files_elsewhere = true;
         mcp_diags diags = {0};
-        st = mcp_descriptor_parse_yaml((const char *)text, len, desc_path, &dd, &d, &diags);
+        st = mcp_descriptor_parse_yaml(text, len, desc_path, &dd, &d, &diags);
         if (st != MCP_STATUS_OK) {
             char report[1024];
             mcp_diags_format(&diags, "descriptor", report, sizeof report);
@@ -154,7 +163,7 @@ static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_cata
         if (!d->path) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st == MCP_STATUS_OK) {
-        st = mcp_repository_apply_from(repo, d, MCP_SOURCE_YAML_TEXT, desc_path, (const char *)text, err);
+        st = mcp_repository_apply_from(repo, d, MCP_SOURCE_YAML_TEXT, desc_path, text, err);
         d = NULL; /* taken */
     }
     mcp_descriptor_free(d);

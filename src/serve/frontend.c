@@ -289,7 +289,33 @@ static void complete_request(mcp_request *r, void *user)
 
 /* submit_request: onto the model version's scheduler; a full queue or a
  * draining version answers at once. */
-static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, mcp_model_version *v)
+/* The scheduler of a version that was current when the request was routed
+ * refuses it once the version is retired (a hot swap in between): a
+ * request that asked for no version goes to the one current now, checked
+ * against it again, rather than failing (a few times, for swaps back to
+ * back). */
+static mcp_status submit_to_current(mcp_frontend *fe, mcp_request *r, mcp_model_version **vp, bool pinned)
+{
+    mcp_model_version *v = *vp;
+    mcp_status st = v->serving ? mcp_scheduler_submit(v->serving, r) : MCP_STATUS_UNAVAILABLE;
+    for (int attempt = 0; st == MCP_STATUS_UNAVAILABLE && !pinned && attempt < 3; attempt++) {
+        mcp_model_version *cur = mcp_repository_get(fe->repo, v->name, NULL);
+        char msg[256];
+        mcp_err err = {msg, sizeof msg};
+        if (!cur || cur == r->model || !cur->serving || mcp_request_validate(r, cur, &err) != MCP_STATUS_OK) {
+            mcp_model_version_release(cur);
+            break;
+        }
+        mcp_model_version_release(r->model);
+        r->model = cur; /* the request's reference */
+        r->model_version = mcp_pool_strndup(r->pool, cur->version, strlen(cur->version));
+        *vp = cur;
+        st = mcp_scheduler_submit(cur->serving, r);
+    }
+    return st;
+}
+
+static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, mcp_model_version *v, bool pinned)
 {
     r->done = complete_request;
     r->done_user = c;
@@ -301,7 +327,7 @@ static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, 
     c->req = mcp_request_retain(r); /* the call's reference, for the transport */
     observe(fe, MCP_OBS_QUEUED, c, v, MCP_STATUS_OK);
     if (c->on_queued) c->on_queued(c);
-    mcp_status st = v->serving ? mcp_scheduler_submit(v->serving, r) : MCP_STATUS_UNAVAILABLE;
+    mcp_status st = submit_to_current(fe, r, &v, pinned);
     if (st != MCP_STATUS_OK)
         mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
                                                                        : "model '%s' is not accepting requests",
@@ -344,7 +370,7 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
         mcp_request_release(r);
         return;
     }
-    submit_request(fe, c, r, v);
+    submit_request(fe, c, r, v, version[0] != '\0');
     mcp_request_release(r); /* the scheduler and the call hold theirs */
 }
 
