@@ -51,6 +51,7 @@ typedef struct conn {
     bool admitting;       /* counted in srv->admitting until routed */
     bool www_authenticate; /* a 401: say which scheme */
     char allow[64];       /* a 405: the methods the path takes */
+    char answered_by[128]; /* an inference: the version that answered it */
     bool http11;          /* HTTP/1.1 or later: may be sent interim 1xx answers */
     bool started;         /* the access handler has seen the headers */
     bool close;           /* answer with Connection: close */
@@ -176,6 +177,7 @@ static enum MHD_Result send_reply(conn *k)
     MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
     if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
     if (k->allow[0]) MHD_add_response_header(r, "Allow", k->allow);
+    if (k->answered_by[0]) MHD_add_response_header(r, "Mcp-Model-Version", k->answered_by);
     if (gzipped) MHD_add_response_header(r, "Content-Encoding", "gzip");
     if (gzipped || k->gzip_ok) MHD_add_response_header(r, "Vary", "Accept-Encoding");
     if (k->json_len) {
@@ -861,6 +863,11 @@ static void http_respond(mcp_call *c)
     k->json_len = c->json_len;
     k->code = c->status == MCP_STATUS_OK ? 200 : mcp_status_http_code(c->status);
     k->content_type = k->json_len ? "application/octet-stream" : "application/json";
+    /* The version that answered, on every protocol (OIP v2 also has it in
+     * the body): a client sees which one served it during a rollout. */
+    k->answered_by[0] = '\0';
+    if (c->req && c->req->model_version && c->status == MCP_STATUS_OK)
+        snprintf(k->answered_by, sizeof k->answered_by, "%s", c->req->model_version);
     if (k->suspended) resume_answered(k);
 }
 

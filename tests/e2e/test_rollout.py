@@ -116,5 +116,42 @@ class HotSwapTests(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class VersionHeaderTests(unittest.TestCase):
+    """Every inference answer names the version that answered: OIP v2 in its
+    body and every protocol in the Mcp-Model-Version header; it follows a
+    swap; errors carry none."""
+
+    def test_header_on_every_protocol(self):
+        tmp = tempfile.mkdtemp(prefix="mcp-e2e-vheader-")
+        server = None
+        try:
+            model = os.path.join(tmp, "digits.onnx")
+            shutil.copy(ts.DIGITS, model)
+            server = ts.Server("--model-root", tmp).start()
+            row = [float(x) for x in ts.samples()[0].reshape(-1)]
+            calls = (
+                ("/v2/models/digits/infer", {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": row}]}),
+                ("/v1/models/digits:predict", {"instances": [row]}),
+                ("/v1/infer", {"input": row, "shape": [1, 64], "model": "digits"}),
+            )
+            for version in ("v1.0.0", "v2.3.4"):
+                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {model}\n"
+                r = ts.http(server, "POST", "/v2/repository/models/digits/load", json_body={"parameters": {"config": text}})
+                self.assertEqual(r.status_code, 200, r.text)
+                for path, body in calls:
+                    r = ts.http(server, "POST", path, json_body=body)
+                    self.assertEqual(r.status_code, 200, r.text)
+                    self.assertEqual(r.headers.get("Mcp-Model-Version"), version, path)
+                    if path.startswith("/v2/"):
+                        self.assertEqual(r.json()["model_version"], version)
+            r = ts.http(server, "POST", "/v1/models/digits:predict", json_body={"instances": [[1.0]]})
+            self.assertEqual(r.status_code, 400, r.text)
+            self.assertNotIn("Mcp-Model-Version", r.headers)
+        finally:
+            if server:
+                server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
