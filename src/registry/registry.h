@@ -480,6 +480,21 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
 /* Current version of a model (NULL version = current), retained for the
  * caller; NULL when unknown or not ready. */
 mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version);
+
+/* A version's lifecycle transitions (Registered, Loading, Ready, Draining,
+ * Unloaded; Failed with its reason), the latest MCP_LIFECYCLE_KEPT of a
+ * model, oldest first; time_ms is wall time (ms since the epoch). Returns
+ * how many, or -1 for an unknown model. */
+#define MCP_LIFECYCLE_KEPT 32
+typedef struct mcp_lifecycle_step {
+    char version[128];
+    mcp_version_state state;
+    int64_t time_ms;
+    char reason[256];
+} mcp_lifecycle_step;
+int mcp_repository_lifecycle(mcp_repository *r, const char *name, mcp_lifecycle_step *out, int cap);
+/* A retired version has drained and is gone (the serving layer says so). */
+void mcp_repository_note_unloaded(mcp_repository *r, const char *name, const char *version);
 /* The versions a model serves, current first (at most cap; a model serves
  * at most 65). */
 int mcp_repository_versions(mcp_repository *r, const char *name, char (*out)[64], int cap);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "registry/registry.h"
@@ -29,7 +30,22 @@ typedef struct repo_entry {
     /* A load in progress: its phase (static text) and start, for the index. */
     const char *phase;
     int64_t load_start_us;
+    /* The latest lifecycle transitions of its versions, a ring. */
+    mcp_lifecycle_step history[MCP_LIFECYCLE_KEPT];
+    int n_history, history_next;
 } repo_entry;
+
+/* Records a transition (mu held). */
+static void note(repo_entry *e, const char *version, mcp_version_state state, const char *reason)
+{
+    mcp_lifecycle_step *s = &e->history[e->history_next];
+    snprintf(s->version, sizeof s->version, "%.127s", version ? version : "");
+    s->state = state;
+    s->time_ms = mcp_now_us() / 1000; /* converted to wall time when shown */
+    snprintf(s->reason, sizeof s->reason, "%.255s", reason ? reason : "");
+    e->history_next = (e->history_next + 1) % MCP_LIFECYCLE_KEPT;
+    if (e->n_history < MCP_LIFECYCLE_KEPT) e->n_history++;
+}
 
 struct mcp_repository {
     pthread_mutex_t mu;      /* guards entries and the index */
@@ -203,6 +219,8 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
     if (e) {
         e->loading = true;
         if (!e->current) e->state = MCP_MODEL_LOADING;
+        note(e, version, MCP_VERSION_REGISTERED, NULL);
+        note(e, version, MCP_VERSION_LOADING, NULL);
         /* Files on the server's disk stay known even when they fail to
          * load (a load by name retries them); what came over the network
          * is remembered only once it loads. */
@@ -276,6 +294,8 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         e->current = v;
         e->state = MCP_MODEL_READY;
         e->reason[0] = '\0';
+        note(e, version, MCP_VERSION_READY, NULL);
+        if (old && old != v) note(e, old->version, MCP_VERSION_DRAINING, "replaced");
         set_str(&e->version, version);
         if (kind != MCP_SOURCE_NONE) {
             set_str(&e->source, source);
@@ -294,6 +314,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             char why[sizeof e->reason - 16];
             mcp_model_roots_redact(r->defaults.roots, err && err->buf ? err->buf : mcp_status_str(st), why, sizeof why);
             snprintf(e->reason, sizeof e->reason, "load failed: %s", why);
+            note(e, version, MCP_VERSION_FAILED, why);
             if (!e->current) set_str(&e->version, version);
         }
     }
@@ -487,12 +508,41 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
         e->current = NULL;
         e->state = MCP_MODEL_UNAVAILABLE;
         snprintf(e->reason, sizeof e->reason, "unloaded");
+        if (old) note(e, old->version, MCP_VERSION_DRAINING, "unloaded");
     }
     pthread_mutex_unlock(&r->mu);
     if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
     retire(r, old);
     for (int i = 0; i < n_old_also; i++) retire(r, old_also[i]);
     return MCP_STATUS_OK;
+}
+
+void mcp_repository_note_unloaded(mcp_repository *r, const char *name, const char *version)
+{
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    if (e) note(e, version, MCP_VERSION_UNLOADED, NULL);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int mcp_repository_lifecycle(mcp_repository *r, const char *name, mcp_lifecycle_step *out, int cap)
+{
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    int n = -1;
+    if (e) {
+        n = 0;
+        int first = (e->history_next - e->n_history + MCP_LIFECYCLE_KEPT) % MCP_LIFECYCLE_KEPT;
+        for (int i = 0; i < e->n_history && n < cap; i++) out[n++] = e->history[(first + i) % MCP_LIFECYCLE_KEPT];
+    }
+    pthread_mutex_unlock(&r->mu);
+    /* Monotonic milliseconds to wall time, at the moment of asking. */
+    int64_t shift = 0;
+    struct timespec ts;
+    if (n > 0 && clock_gettime(CLOCK_REALTIME, &ts) == 0)
+        shift = ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000) - mcp_now_us() / 1000;
+    for (int i = 0; i < n; i++) out[i].time_ms += shift;
+    return n;
 }
 
 mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version)

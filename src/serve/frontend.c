@@ -427,7 +427,11 @@ static void *retire_main(void *arg)
         fe->retire_busy++;
         pthread_mutex_unlock(&fe->retire_mu);
         if (item->v->serving) mcp_scheduler_drain(item->v->serving);
+        char name[256], version[128];
+        snprintf(name, sizeof name, "%s", item->v->name);
+        snprintf(version, sizeof version, "%s", item->v->version ? item->v->version : "");
         mcp_model_version_release(item->v);
+        mcp_repository_note_unloaded(fe->repo, name, version);
         mcp_free(item);
         pthread_mutex_lock(&fe->retire_mu);
         fe->retire_busy--;

@@ -583,6 +583,23 @@ static void h_repo_describe(conn *k, const char *name)
     mcp_buf_json_string(b, mcp_model_state_name(e->state));
     mcp_buf_puts(b, ",\"reason\":");
     mcp_buf_json_string(b, e->reason);
+    /* Its versions' lifecycle, oldest first. */
+    mcp_lifecycle_step steps[MCP_LIFECYCLE_KEPT];
+    int n_steps = mcp_repository_lifecycle(k->srv->repo, name, steps, MCP_LIFECYCLE_KEPT);
+    mcp_buf_puts(b, ",\"lifecycle\":[");
+    for (int i = 0; i < n_steps; i++) {
+        mcp_buf_puts(b, i ? ",{\"version\":" : "{\"version\":");
+        mcp_buf_json_string(b, steps[i].version);
+        mcp_buf_puts(b, ",\"state\":");
+        mcp_buf_json_string(b, mcp_version_state_name(steps[i].state));
+        mcp_buf_printf(b, ",\"time_ms\":%lld", (long long)steps[i].time_ms);
+        if (steps[i].reason[0]) {
+            mcp_buf_puts(b, ",\"reason\":");
+            mcp_buf_json_string(b, steps[i].reason);
+        }
+        mcp_buf_puts(b, "}");
+    }
+    mcp_buf_puts(b, "]");
     mcp_model_version *v = mcp_repository_get(k->srv->repo, name, NULL);
     if (v) {
         /* Relative to its model root: no absolute host path leaves. */

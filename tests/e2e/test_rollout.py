@@ -153,5 +153,60 @@ class VersionHeaderTests(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+class LifecycleTests(unittest.TestCase):
+    """Each version's transitions, with their times, in describe (and so in
+    mcpctl describe): Registered, Loading, Ready, then Draining and Unloaded
+    once replaced or unloaded; a failed load is Failed with its reason."""
+
+    def test_transitions_of_two_versions(self):
+        tmp = tempfile.mkdtemp(prefix="mcp-e2e-lifecycle-")
+        server = None
+        try:
+            model = os.path.join(tmp, "digits.onnx")
+            shutil.copy(ts.DIGITS, model)
+            server = ts.Server("--model-root", tmp).start()
+            t_start = time.time() * 1000
+
+            def load(version, path=model):
+                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {path}\n"
+                return ts.http(server, "POST", "/v2/repository/models/digits/load", json_body={"parameters": {"config": text}})
+
+            self.assertEqual(load("v1.0.0").status_code, 200)
+            self.assertEqual(load("v1.1.0").status_code, 200)
+            broken = os.path.join(tmp, "broken.onnx")
+            with open(broken, "wb") as f:
+                f.write(b"not an onnx model")
+            self.assertNotEqual(load("v1.2.0", broken).status_code, 200)
+            self.assertEqual(ts.http(server, "POST", "/v2/repository/models/digits/unload").status_code, 200)
+
+            def steps():
+                d = ts.http(server, "GET", "/v2/repository/models/digits").json()
+                return d["lifecycle"]
+
+            ts.wait_for(lambda: sum(1 for x in steps() if x["state"] == "unloaded") == 2, "both versions unloaded")
+            got = steps()
+            by_version = {}
+            for x in got:
+                by_version.setdefault(x["version"], []).append(x["state"])
+            self.assertEqual(by_version["v1.0.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
+            self.assertEqual(by_version["v1.1.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
+            self.assertEqual(by_version["v1.2.0"], ["registered", "loading", "failed"], got)
+            failed = [x for x in got if x["state"] == "failed"][0]
+            self.assertIn("broken.onnx", failed["reason"])
+            self.assertNotIn(tmp, failed["reason"])
+            times = [x["time_ms"] for x in got]
+            self.assertEqual(times, sorted(times), "transitions in order")
+            self.assertTrue(t_start - 60000 <= times[0] <= time.time() * 1000 + 60000, "wall-clock milliseconds")
+            p = ts.subprocess.run([ts.MCPCTL_BIN, "describe", "model", "digits", "--server", server.url],
+                                  capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            self.assertIn("lifecycle", p.stdout.decode())
+            self.assertIn("draining", p.stdout.decode())
+        finally:
+            if server:
+                server.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
