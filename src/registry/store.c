@@ -1033,6 +1033,20 @@ mcp_status mcp_store_collect(mcp_store *s, int64_t *removed, int64_t *bytes, mcp
     }
     if (d) closedir(d);
     if (st == MCP_STATUS_OK && *removed) st = fsync_dir(s->blobs, err);
+    /* Checkouts of versions no longer named go too (their hard links
+     * would keep the collected bytes on disk). */
+    char top[ROOT_MAX + 32];
+    snprintf(top, sizeof top, "%s/checkouts", s->root);
+    DIR *c = st == MCP_STATUS_OK ? opendir(top) : NULL;
+    while (c && (e = readdir(c))) {
+        char digest[MCP_DIGEST_LEN + 8], path[PATH_MAX];
+        snprintf(digest, sizeof digest, "sha256:%.70s", e->d_name);
+        bool stale_temp = !strncmp(e->d_name, ".tmp-", 5);
+        if (!stale_temp && (strlen(e->d_name) != 64 || !mcp_digest_valid(digest) || set_has(&live, digest))) continue;
+        if (snprintf(path, sizeof path, "%s/%s", top, e->d_name) >= (int)sizeof path) continue;
+        remove_tree(path);
+    }
+    if (c) closedir(c);
     unlock_store(s);
     mcp_free(live.d);
     return st;

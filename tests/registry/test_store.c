@@ -422,6 +422,51 @@ static void test_hostile_index(void)
     tu_remove_tree(dir);
 }
 
+/* A version checked out: its files under their titles, the stored bytes;
+ * made once; gone with the version at the next collection. */
+static void test_checkout(void)
+{
+    char dir[1024], store[2048], model[2048], labels[2048], path[4600];
+    TU_REQUIRE(tu_make_temp_dir(dir, sizeof dir, "store") == 0);
+    tu_path(store, sizeof store, dir, "store");
+    mcp_store *s;
+    TU_REQUIRE_OK(mcp_store_open(store, &s, &err), msg);
+    make_model(dir, "checked-out weights", model, labels, sizeof model);
+    mcp_store_manifest *m, *again;
+    TU_REQUIRE_OK(put(s, "m", "v1", model, labels, &m), msg);
+    TU_REQUIRE_OK(mcp_store_read_manifest(s, m->manifest.digest, &again, &err), msg);
+    TU_CHECK_INT(again->n_files, 2);
+    char co[4200], co2[4200];
+    TU_REQUIRE_OK(mcp_store_checkout(s, again, co, sizeof co, &err), msg);
+    snprintf(path, sizeof path, "%s/model.onnx", co);
+    char *text = read_text(path);
+    TU_CHECK_STR(text, "checked-out weights");
+    mcp_free(text);
+    snprintf(path, sizeof path, "%s/meta/labels.txt", co);
+    text = read_text(path);
+    TU_CHECK_STR(text, "cat\ndog\n");
+    mcp_free(text);
+    TU_REQUIRE_OK(mcp_store_checkout(s, again, co2, sizeof co2, &err), msg);
+    TU_CHECK_STR(co2, co);
+    /* The original may change: the checkout holds what was stored. */
+    write_file(model, "changed");
+    snprintf(path, sizeof path, "%s/model.onnx", co);
+    text = read_text(path);
+    TU_CHECK_STR(text, "checked-out weights");
+    mcp_free(text);
+    mcp_store_manifest *bad = NULL;
+    TU_CHECK_STATUS(mcp_store_read_manifest(s, "sha256:../x", &bad, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
+    TU_CHECK(bad == NULL);
+    int64_t removed, bytes;
+    TU_REQUIRE_OK(mcp_store_untag(s, "m:v1", &err), msg);
+    TU_REQUIRE_OK(mcp_store_collect(s, &removed, &bytes, &err), msg);
+    TU_CHECK(access(co, F_OK) != 0);
+    mcp_store_manifest_free(m);
+    mcp_store_manifest_free(again);
+    mcp_store_close(s);
+    tu_remove_tree(dir);
+}
+
 /* Two processes store versions into one store at once: the lock and the
  * index read under it keep every version. */
 static void test_two_processes(void)
@@ -474,6 +519,7 @@ int main(void)
     TU_RUN(test_versions);
     TU_RUN(test_damage_and_crash_leftovers);
     TU_RUN(test_hostile_index);
+    TU_RUN(test_checkout);
     TU_RUN(test_two_processes);
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     return tu_finish("registry_store");
