@@ -137,6 +137,30 @@ class StoreTests(unittest.TestCase):
         self.start()
         self.assertEqual(self.call("GET", "/v2/models/ghost").status_code, 404)
 
+    def test_events_follow(self):
+        """mcpctl events --follow prints events as they happen."""
+        import queue
+        import threading
+        self.start()
+        p = subprocess.Popen([ts.MCPCTL_BIN, "events", "digits", "--follow", "--json", "--server", self.server.url],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        lines = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(x) for x in p.stdout], daemon=True)
+        reader.start()
+        try:
+            self.assertEqual(self.load("digits", descriptor("digits", self.model)).status_code, 200)
+            first = json.loads(lines.get(timeout=30))
+            self.assertEqual(first["action"], "apply")
+            self.assertEqual(self.call("POST", "/v2/repository/models/digits/unload").status_code, 200)
+            second = json.loads(lines.get(timeout=30))
+            self.assertEqual(second["action"], "unload")
+            self.assertGreater(second["id"], first["id"])
+            self.assertIsNone(p.poll(), "--follow keeps running")
+        finally:
+            p.kill()
+            p.wait(30)
+            reader.join(10)
+
     def test_event_queries_checked(self):
         self.start()
         self.assertEqual(self.load("digits", descriptor("digits", self.model)).status_code, 200)
