@@ -95,7 +95,7 @@ static const opt options[] = {
     {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
     {"connection-timeout", OPT_INT, OFF(connection_timeout_s), 0, 1, 86400, "seconds an idle or slow connection may hold a slot (default 30)"},
     {"header-timeout", OPT_INT, OFF(header_timeout_s), 0, 1, 3600, "seconds a client has to send a request's headers, from connect or the previous response (default 10)"},
-    {"min-body-rate", OPT_INT, OFF(min_body_rate), 0, 0, 1 << 30, "bytes/s a request body must average once it has taken header-timeout (default 1024; 0 = off)"},
+    {"min-body-rate", OPT_INT, OFF(min_body_rate), 0, 0, 1 << 30, "bytes/s a request body must arrive at, over each window of header-timeout seconds (default 1024; 0 = off)"},
     {"max-connections-per-client", OPT_INT, OFF(max_connections_per_client), 0, 1, 1 << 20, "concurrent connections from one client address (default 256)"},
     {"max-batch-size", OPT_INT, OFF(max_batch_size), 0, 0, 1 << 20, "default max_batch_size for models (default 32; 0 = no batching)"},
     {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},

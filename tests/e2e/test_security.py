@@ -613,8 +613,10 @@ class RequestShapeTests(ts.ServerTestCase):
 
     @classmethod
     def server_args(cls):
+        # A long header timeout: the body-rate window is as long, so a client
+        # holding a body on purpose is not cut while a slow machine runs it.
         return ["--model-path", ts.DIGITS, "--model-root", ts.DEMO_DIR, "--max-body-bytes", 90000,
-                "--max-inflight-body-bytes", 100000]
+                "--max-inflight-body-bytes", 100000, "--header-timeout", 120]
 
     def test_empty_body_says_so(self):
         for path in ("/v2/models/digits/infer", "/v1/models/digits:predict", "/v1/infer"):
