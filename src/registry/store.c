@@ -563,6 +563,19 @@ mcp_status mcp_store_put_bytes(mcp_store *s, const void *data, size_t len, mcp_s
 
 mcp_status mcp_store_put_file(mcp_store *s, const char *path, mcp_store_blob *out, mcp_err *err)
 {
+    /* Stored already (the same model applied again): reading it once to
+     * hash is cheaper than writing a copy that would be dropped. */
+    char known[MCP_DIGEST_LEN + 1];
+    int64_t size = 0;
+    char blob[PATH_MAX];
+    struct stat sb;
+    if (mcp_sha256_file(path, known, &size, err) == MCP_STATUS_OK &&
+        mcp_store_blob_path(s, known, blob, sizeof blob, err) == MCP_STATUS_OK && lstat(blob, &sb) == 0 &&
+        S_ISREG(sb.st_mode) && sb.st_size == size) {
+        snprintf(out->digest, sizeof out->digest, "%s", known);
+        out->size = size;
+        return MCP_STATUS_OK;
+    }
     FILE *f;
     mcp_status st = mcp_file_open_regular(path, &f, err);
     if (st != MCP_STATUS_OK) return st;
