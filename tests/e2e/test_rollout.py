@@ -5,8 +5,6 @@ between the request's sending and its answer.
 
 Run by ctest (tests/e2e/CMakeLists.txt), one entry per class."""
 import os
-import shutil
-import tempfile
 import threading
 import time
 import unittest
@@ -24,34 +22,25 @@ def tearDownModule():
     ts.tearDownModule()
 
 
-class HotSwapTests(unittest.TestCase):
+class HotSwapTests(ts.TempModelsTestCase):
     CLIENTS = 50
     SWAPS = 100
 
     def test_100_swaps_under_50_clients(self):
-        tmp = tempfile.mkdtemp(prefix="mcp-e2e-swap-")
-        server = None
         stop = threading.Event()
         threads = []
         try:
-            models = os.path.join(tmp, "models")
-            os.mkdir(models)
-            model = os.path.join(models, "digits.onnx")
-            shutil.copy(ts.DIGITS, model)
-            server = ts.Server("--model-root", models, "--max-queue-size", 4096).start()
+            server = self.start("--model-root", self.models, "--max-queue-size", 4096)
             versions = ["v1.0.0", "v1.1.0"]
 
             def apply(version):
-                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {model}\n"
                 t0 = time.monotonic()
-                r = ts.http(server, "POST", "/v2/repository/models/digits/load",
-                            json_body={"parameters": {"config": text}}, timeout=120)
+                r = self.apply(server, "digits", ts.digits_descriptor("digits", self.model, version=version))
                 self.assertEqual(r.status_code, 200, r.text)
                 return t0, time.monotonic()
 
             apply(versions[0])
-            body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
+            body = ts.digits_v2_body()
             results = [[] for _ in range(self.CLIENTS)]
             failures = []
 
@@ -111,101 +100,80 @@ class HotSwapTests(unittest.TestCase):
             stop.set()
             for t in threads:
                 t.join(10)
-            if server:
-                server.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
-class VersionHeaderTests(unittest.TestCase):
+class VersionHeaderTests(ts.TempModelsTestCase):
     """Every inference answer names the version that answered: OIP v2 in its
     body and every protocol in the Mcp-Model-Version header; it follows a
     swap; errors carry none."""
 
     def test_header_on_every_protocol(self):
-        tmp = tempfile.mkdtemp(prefix="mcp-e2e-vheader-")
-        server = None
-        try:
-            model = os.path.join(tmp, "digits.onnx")
-            shutil.copy(ts.DIGITS, model)
-            server = ts.Server("--model-root", tmp).start()
-            row = [float(x) for x in ts.samples()[0].reshape(-1)]
-            calls = (
-                ("/v2/models/digits/infer", {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32", "data": row}]}),
-                ("/v1/models/digits:predict", {"instances": [row]}),
-                ("/v1/infer", {"input": row, "shape": [1, 64], "model": "digits"}),
-            )
-            for version in ("v1.0.0", "v2.3.4"):
-                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {model}\n"
-                r = ts.http(server, "POST", "/v2/repository/models/digits/load", json_body={"parameters": {"config": text}})
+        server = self.start("--model-root", self.models)
+        v2 = ts.digits_v2_body()
+        row = v2["inputs"][0]["data"]
+        calls = (
+            ("/v2/models/digits/infer", v2),
+            ("/v1/models/digits:predict", {"instances": [row]}),
+            ("/v1/infer", {"input": row, "shape": [1, 64], "model": "digits"}),
+        )
+        for version in ("v1.0.0", "v2.3.4"):
+            r = self.apply(server, "digits", ts.digits_descriptor("digits", self.model, version=version))
+            self.assertEqual(r.status_code, 200, r.text)
+            for path, body in calls:
+                r = ts.http(server, "POST", path, json_body=body)
                 self.assertEqual(r.status_code, 200, r.text)
-                for path, body in calls:
-                    r = ts.http(server, "POST", path, json_body=body)
-                    self.assertEqual(r.status_code, 200, r.text)
-                    self.assertEqual(r.headers.get("Mcp-Model-Version"), version, path)
-                    if path.startswith("/v2/"):
-                        self.assertEqual(r.json()["model_version"], version)
-            r = ts.http(server, "POST", "/v1/models/digits:predict", json_body={"instances": [[1.0]]})
-            self.assertEqual(r.status_code, 400, r.text)
-            self.assertNotIn("Mcp-Model-Version", r.headers)
-        finally:
-            if server:
-                server.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+                self.assertEqual(r.headers.get("Mcp-Model-Version"), version, path)
+                if path.startswith("/v2/"):
+                    self.assertEqual(r.json()["model_version"], version)
+        r = ts.http(server, "POST", "/v1/models/digits:predict", json_body={"instances": [[1.0]]})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertNotIn("Mcp-Model-Version", r.headers)
 
 
-class LifecycleTests(unittest.TestCase):
+class LifecycleTests(ts.TempModelsTestCase):
     """Each version's transitions, with their times, in describe (and so in
     mcpctl describe): Registered, Loading, Ready, then Draining and Unloaded
     once replaced or unloaded; a failed load is Failed with its reason."""
 
     def test_transitions_of_two_versions(self):
-        tmp = tempfile.mkdtemp(prefix="mcp-e2e-lifecycle-")
-        server = None
-        try:
-            model = os.path.join(tmp, "digits.onnx")
-            shutil.copy(ts.DIGITS, model)
-            server = ts.Server("--model-root", tmp).start()
-            t_start = time.time() * 1000
+        model = self.model
+        server = self.start("--model-root", self.models)
+        t_start = time.time() * 1000
 
-            def load(version, path=model):
-                text = f"name: digits\nversion: {version}\nformat: onnx\npath: {path}\n"
-                return ts.http(server, "POST", "/v2/repository/models/digits/load", json_body={"parameters": {"config": text}})
+        def load(version, path=model):
+            return self.apply(server, "digits", ts.digits_descriptor("digits", path, version=version))
 
-            self.assertEqual(load("v1.0.0").status_code, 200)
-            self.assertEqual(load("v1.1.0").status_code, 200)
-            broken = os.path.join(tmp, "broken.onnx")
-            with open(broken, "wb") as f:
-                f.write(b"not an onnx model")
-            self.assertNotEqual(load("v1.2.0", broken).status_code, 200)
-            self.assertEqual(ts.http(server, "POST", "/v2/repository/models/digits/unload").status_code, 200)
+        self.assertEqual(load("v1.0.0").status_code, 200)
+        self.assertEqual(load("v1.1.0").status_code, 200)
+        broken = os.path.join(self.models, "broken.onnx")
+        with open(broken, "wb") as f:
+            f.write(b"not an onnx model")
+        self.assertNotEqual(load("v1.2.0", broken).status_code, 200)
+        self.assertEqual(ts.http(server, "POST", "/v2/repository/models/digits/unload").status_code, 200)
 
-            def steps():
-                d = ts.http(server, "GET", "/v2/repository/models/digits").json()
-                return d["lifecycle"]
+        def steps():
+            d = ts.http(server, "GET", "/v2/repository/models/digits").json()
+            return d["lifecycle"]
 
-            ts.wait_for(lambda: sum(1 for x in steps() if x["state"] == "unloaded") == 2, "both versions unloaded")
-            got = steps()
-            by_version = {}
-            for x in got:
-                by_version.setdefault(x["version"], []).append(x["state"])
-            self.assertEqual(by_version["v1.0.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
-            self.assertEqual(by_version["v1.1.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
-            self.assertEqual(by_version["v1.2.0"], ["registered", "loading", "failed"], got)
-            failed = [x for x in got if x["state"] == "failed"][0]
-            self.assertIn("broken.onnx", failed["reason"])
-            self.assertNotIn(tmp, failed["reason"])
-            times = [x["time_ms"] for x in got]
-            self.assertEqual(times, sorted(times), "transitions in order")
-            self.assertTrue(t_start - 60000 <= times[0] <= time.time() * 1000 + 60000, "wall-clock milliseconds")
-            p = ts.subprocess.run([ts.MCPCTL_BIN, "describe", "model", "digits", "--server", server.url],
-                                  capture_output=True, timeout=60)
-            self.assertEqual(p.returncode, 0, p.stderr.decode())
-            self.assertIn("lifecycle", p.stdout.decode())
-            self.assertIn("draining", p.stdout.decode())
-        finally:
-            if server:
-                server.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+        ts.wait_for(lambda: sum(1 for x in steps() if x["state"] == "unloaded") == 2, "both versions unloaded")
+        got = steps()
+        by_version = {}
+        for x in got:
+            by_version.setdefault(x["version"], []).append(x["state"])
+        self.assertEqual(by_version["v1.0.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
+        self.assertEqual(by_version["v1.1.0"], ["registered", "loading", "ready", "draining", "unloaded"], got)
+        self.assertEqual(by_version["v1.2.0"], ["registered", "loading", "failed"], got)
+        failed = [x for x in got if x["state"] == "failed"][0]
+        self.assertIn("broken.onnx", failed["reason"])
+        self.assertNotIn(self.tmp, failed["reason"])
+        times = [x["time_ms"] for x in got]
+        self.assertEqual(times, sorted(times), "transitions in order")
+        self.assertTrue(t_start - 60000 <= times[0] <= time.time() * 1000 + 60000, "wall-clock milliseconds")
+        p = ts.subprocess.run([ts.MCPCTL_BIN, "describe", "model", "digits", "--server", server.url],
+                              capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        self.assertIn("lifecycle", p.stdout.decode())
+        self.assertIn("draining", p.stdout.decode())
 
 
 if __name__ == "__main__":

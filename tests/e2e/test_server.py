@@ -486,6 +486,48 @@ def wait_for(predicate, what, timeout=60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def digits_descriptor(name, model, labels=None, version="v1.0.0"):
+    """A YAML descriptor of the demo model at `model` (top-3 labels when given)."""
+    text = f"name: {name}\nversion: {version}\nformat: onnx\npath: {model}\n"
+    if labels:
+        text += f"postprocess:\n  - topk: {{tensor: probabilities, k: 3, labels: {labels}}}\n"
+    return text
+
+
+def digits_v2_body(sample=0):
+    """An OIP v2 JSON request for the demo model: one of its samples."""
+    return {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
+                        "data": [float(x) for x in samples()[sample].reshape(-1)]}]}
+
+
+class TempModelsTestCase(unittest.TestCase):
+    """A fresh folder per test holding a copy of the demo model (a model root
+    for the servers the test starts with start()); servers stopped and the
+    folder removed after each test."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mcp-e2e-" + type(self).__name__.lower() + "-")
+        self.models = os.path.join(self.tmp, "models")
+        os.mkdir(self.models)
+        self.model = os.path.join(self.models, "digits.onnx")
+        shutil.copy(DIGITS, self.model)
+        self.servers = []
+
+    def tearDown(self):
+        for srv in self.servers:
+            srv.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def start(self, *args):
+        srv = Server(*args).start()
+        self.servers.append(srv)
+        return srv
+
+    def apply(self, srv, name, text, timeout=HTTP_TIMEOUT_S):
+        return http(srv, "POST", f"/v2/repository/models/{name}/load", json_body={"parameters": {"config": text}},
+                    timeout=timeout)
+
+
 class ServerTestCase(unittest.TestCase):
     """One server per test class, started in setUpClass, always stopped."""
 

@@ -7,9 +7,7 @@ a management call with checked parameters, and mcpctl reads it.
 Run by ctest (tests/e2e/CMakeLists.txt), one entry per class."""
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 import test_server as ts
@@ -23,33 +21,20 @@ def tearDownModule():
     ts.tearDownModule()
 
 
-def descriptor(name, model, labels=None, version="v1.0.0"):
-    text = f"name: {name}\nversion: {version}\nformat: onnx\npath: {model}\n"
-    if labels:
-        text += f"postprocess:\n  - topk: {{tensor: probabilities, k: 3, labels: {labels}}}\n"
-    return text
+descriptor = ts.digits_descriptor
 
 
-class StoreTests(unittest.TestCase):
+class StoreTests(ts.TempModelsTestCase):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-")
-        self.models = os.path.join(self.tmp, "models")
-        os.mkdir(self.models)
-        self.model = os.path.join(self.models, "digits.onnx")
-        shutil.copy(ts.DIGITS, self.model)
+        super().setUp()
         self.labels = os.path.join(self.models, "labels.txt")
         with open(self.labels, "w") as f:
             f.write("".join(f"digit {i}\n" for i in range(10)))
         self.store = os.path.join(self.tmp, "store")
         self.server = None
 
-    def tearDown(self):
-        if self.server:
-            self.server.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
     def start(self, *extra):
-        self.server = ts.Server("--model-root", self.models, "--store", self.store, *extra).start()
+        self.server = super().start("--model-root", self.models, "--store", self.store, *extra)
         return self.server
 
     def kill9(self):
@@ -60,12 +45,10 @@ class StoreTests(unittest.TestCase):
         return ts.http(self.server, method, path, **kw)
 
     def load(self, name, text):
-        return self.call("POST", f"/v2/repository/models/{name}/load", json_body={"parameters": {"config": text}})
+        return self.apply(self.server, name, text)
 
     def top3(self, name):
-        body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                            "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
-        r = self.call("POST", f"/v2/models/{name}/infer", json_body=body)
+        r = self.call("POST", f"/v2/models/{name}/infer", json_body=ts.digits_v2_body())
         self.assertEqual(r.status_code, 200, r.text)
         return r.json()["outputs"][0]["data"]
 
@@ -176,7 +159,7 @@ class StoreTests(unittest.TestCase):
         ts.error_message(self, r, 403)
 
 
-class StoreCrashTests(unittest.TestCase):
+class StoreCrashTests(ts.TempModelsTestCase):
     """kill -9 at 20 different moments while versions are applied back to
     back: after each, the store verifies (every blob's bytes match its
     name: no partial blob), the catalog passes SQLite's integrity check and
@@ -190,118 +173,118 @@ class StoreCrashTests(unittest.TestCase):
         import sqlite3
         import threading
         import time
-        tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-crash-")
-        server = None
-        try:
-            models = os.path.join(tmp, "models")
-            os.mkdir(models)
-            shutil.copy(ts.DIGITS, os.path.join(models, "digits.onnx"))
-            labels = os.path.join(models, "labels.txt")
-            with open(labels, "w") as f:
-                f.write("".join(f"digit {i}\n" for i in range(10)))
-            store = os.path.join(tmp, "store")
-            want_top1 = int(ts.mcpctl_run(ts.DIGITS, input=ts.samples()[0])["probabilities"].argmax())
-            rng = random.Random(20261202)
-            applied = 0
-            mid_apply = 0  # kills that landed while a load call was in flight
-            in_flight = threading.Event()
-            for kill in range(self.KILLS):
-                server = ts.Server("--model-root", models, "--store", store).start()
-                stop = threading.Event()
+        models = self.models
+        labels = os.path.join(models, "labels.txt")
+        with open(labels, "w") as f:
+            f.write("".join(f"digit {i}\n" for i in range(10)))
+        store = os.path.join(self.tmp, "store")
+        want_top1 = int(ts.mcpctl_run(ts.DIGITS, input=ts.samples()[0])["probabilities"].argmax())
+        rng = random.Random(20261202)
+        applied = 0
+        mid_apply = 0  # kills that landed while a load call was in flight
+        in_flight = threading.Event()
+        for kill in range(self.KILLS):
+            server = self.start("--model-root", models, "--store", store)
+            stop = threading.Event()
 
-                def apply_loop(srv=server, base=kill * 1000):
-                    nonlocal applied
-                    i = 0
-                    while not stop.is_set():
-                        text = descriptor("digits", os.path.join(models, "digits.onnx"), labels if i % 2 else None,
-                                          version=f"v1.{base + i}.0")
-                        in_flight.set()
-                        try:
-                            r = ts.http(srv, "POST", "/v2/repository/models/digits/load",
-                                        json_body={"parameters": {"config": text}}, timeout=30)
-                            if r.status_code == 200:
-                                applied += 1
-                        except Exception:
-                            return  # the server is gone (in_flight stays set)
-                        in_flight.clear()
-                        i += 1
+            def apply_loop(srv=server, base=kill * 1000):
+                nonlocal applied
+                i = 0
+                while not stop.is_set():
+                    text = descriptor("digits", os.path.join(models, "digits.onnx"), labels if i % 2 else None,
+                                      version=f"v1.{base + i}.0")
+                    in_flight.set()
+                    try:
+                        r = ts.http(srv, "POST", "/v2/repository/models/digits/load",
+                                    json_body={"parameters": {"config": text}}, timeout=30)
+                        if r.status_code == 200:
+                            applied += 1
+                    except Exception:
+                        return  # the server is gone (in_flight stays set)
+                    in_flight.clear()
+                    i += 1
 
-                in_flight.clear()
-                t = threading.Thread(target=apply_loop, daemon=True)
-                t.start()
-                # A different moment each time: 20 ms steps plus jitter.
-                time.sleep(0.02 * kill + rng.uniform(0, 0.02))
-                if in_flight.is_set():
-                    mid_apply += 1
-                server.kill()
-                server = None
-                stop.set()
-                t.join(60)
-                v = subprocess.run([ts.MCPCTL_BIN, "store", "verify", "--store", store, "--json"], capture_output=True,
-                                   timeout=120)
-                self.assertEqual(v.returncode, 0, f"kill {kill}: {v.stdout.decode()} {v.stderr.decode()}")
-                report = json.loads(v.stdout)
-                self.assertEqual(report["problems"], 0, report)
-                db = sqlite3.connect(os.path.join(store, "catalog.db"))
-                try:
-                    self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok", f"kill {kill}")
-                    for (manifest,) in db.execute("SELECT manifest FROM versions"):
-                        path = os.path.join(store, "blobs", "sha256", manifest.split(":", 1)[1])
-                        self.assertTrue(os.path.isfile(path), f"kill {kill}: the catalog names {manifest}, not stored")
-                    row = db.execute("SELECT desired, current FROM models WHERE name = 'digits'").fetchone()
-                finally:
-                    db.close()
-                server = ts.Server("--model-root", models, "--store", store).start()
-                if row and row[0] == "loaded":
-                    meta = ts.http(server, "GET", "/v2/models/digits")
-                    self.assertEqual(meta.status_code, 200, f"kill {kill}: {server.stderr_text()}")
-                    self.assertEqual(meta.json()["versions"], [row[1]], f"kill {kill}")
-                    body = {"inputs": [{"name": "input", "shape": [1, 64], "datatype": "FP32",
-                                        "data": [float(x) for x in ts.samples()[0].reshape(-1)]}]}
-                    r = ts.http(server, "POST", "/v2/models/digits/infer", json_body=body)
-                    self.assertEqual(r.status_code, 200, r.text)
-                    outs = {o["name"]: o for o in r.json()["outputs"]}
-                    if "label" in outs:
-                        self.assertEqual(outs["label"]["data"], [want_top1], f"kill {kill}")
-                    else:
-                        probs = outs["probabilities"]["data"]
-                        self.assertEqual(probs.index(max(probs)), want_top1, f"kill {kill}")
-                server.stop()
-                server = None
-            self.assertGreater(applied, self.KILLS, "the kills should land among applies")
-            self.assertGreaterEqual(mid_apply, self.KILLS // 2, "most kills should land in the middle of an apply")
-        finally:
-            if server:
-                server.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+            in_flight.clear()
+            t = threading.Thread(target=apply_loop, daemon=True)
+            t.start()
+            # A different moment each time: 20 ms steps plus jitter.
+            time.sleep(0.02 * kill + rng.uniform(0, 0.02))
+            if in_flight.is_set():
+                mid_apply += 1
+            server.kill()
+            server = None
+            stop.set()
+            t.join(60)
+            v = subprocess.run([ts.MCPCTL_BIN, "store", "verify", "--store", store, "--json"], capture_output=True,
+                               timeout=120)
+            self.assertEqual(v.returncode, 0, f"kill {kill}: {v.stdout.decode()} {v.stderr.decode()}")
+            report = json.loads(v.stdout)
+            self.assertEqual(report["problems"], 0, report)
+            db = sqlite3.connect(os.path.join(store, "catalog.db"))
+            try:
+                self.assertEqual(db.execute("PRAGMA integrity_check").fetchone()[0], "ok", f"kill {kill}")
+                for (manifest,) in db.execute("SELECT manifest FROM versions"):
+                    path = os.path.join(store, "blobs", "sha256", manifest.split(":", 1)[1])
+                    self.assertTrue(os.path.isfile(path), f"kill {kill}: the catalog names {manifest}, not stored")
+                row = db.execute("SELECT desired, current FROM models WHERE name = 'digits'").fetchone()
+            finally:
+                db.close()
+            server = self.start("--model-root", models, "--store", store)
+            if row and row[0] == "loaded":
+                meta = ts.http(server, "GET", "/v2/models/digits")
+                self.assertEqual(meta.status_code, 200, f"kill {kill}: {server.stderr_text()}")
+                self.assertEqual(meta.json()["versions"], [row[1]], f"kill {kill}")
+                r = ts.http(server, "POST", "/v2/models/digits/infer", json_body=ts.digits_v2_body())
+                self.assertEqual(r.status_code, 200, r.text)
+                outs = {o["name"]: o for o in r.json()["outputs"]}
+                if "label" in outs:
+                    self.assertEqual(outs["label"]["data"], [want_top1], f"kill {kill}")
+                else:
+                    probs = outs["probabilities"]["data"]
+                    self.assertEqual(probs.index(max(probs)), want_top1, f"kill {kill}")
+            server.stop()
+            server = None
+        self.assertGreater(applied, self.KILLS, "the kills should land among applies")
+        self.assertGreaterEqual(mid_apply, self.KILLS // 2, "most kills should land in the middle of an apply")
 
 
-class StoreTokenTests(unittest.TestCase):
+class StoreTokenTests(ts.TempModelsTestCase):
     """The event log is a management call: the admin token when the server
-    has one; a server without --store has none."""
+    has one; a server without --store has none; a --store that is not a
+    store is refused at start."""
 
     def test_events_need_the_token(self):
-        tmp = tempfile.mkdtemp(prefix="mcp-e2e-store-token-")
-        server = None
-        try:
-            token = os.path.join(tmp, "token")
-            with open(token, "w") as f:
-                f.write("tok-0123456789abcdef\n")
-            os.chmod(token, 0o600)
-            server = ts.Server("--model-path", ts.DIGITS, "--store", os.path.join(tmp, "store"),
-                               "--admin-token-file", token).start()
-            ts.error_message(self, ts.http(server, "GET", "/v2/events"), 401)
-            r = ts.http(server, "GET", "/v2/events", headers={"Authorization": "Bearer tok-0123456789abcdef"})
-            self.assertEqual(r.status_code, 200, r.text)
-            self.assertEqual(r.json(), [])
-            server.stop()
-            server = ts.Server("--model-path", ts.DIGITS).start()
-            msg = ts.error_message(self, ts.http(server, "GET", "/v2/events"), 404)
-            self.assertIn("--store", msg)
-        finally:
-            if server:
-                server.stop()
-            shutil.rmtree(tmp, ignore_errors=True)
+        token = os.path.join(self.tmp, "token")
+        with open(token, "w") as f:
+            f.write("tok-0123456789abcdef\n")
+        os.chmod(token, 0o600)
+        server = self.start("--model-path", ts.DIGITS, "--store", os.path.join(self.tmp, "store"),
+                            "--admin-token-file", token)
+        ts.error_message(self, ts.http(server, "GET", "/v2/events"), 401)
+        r = ts.http(server, "GET", "/v2/events", headers={"Authorization": "Bearer tok-0123456789abcdef"})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json(), [])
+        server.stop()
+        server = self.start("--model-path", ts.DIGITS)
+        msg = ts.error_message(self, ts.http(server, "GET", "/v2/events"), 404)
+        self.assertIn("--store", msg)
+
+    def test_store_that_is_not_a_folder_refused(self):
+        """--store naming a file, or a folder holding a layout of another
+        version, stops the server at start with the reason."""
+        plain = os.path.join(self.tmp, "plain")
+        with open(plain, "w") as f:
+            f.write("x")
+        odd = os.path.join(self.tmp, "odd")
+        os.mkdir(odd)
+        with open(os.path.join(odd, "oci-layout"), "w") as f:
+            f.write('{"imageLayoutVersion":"9.9.9"}')
+        for store, want in ((plain, "is not a folder"), (odd, "imageLayoutVersion")):
+            p = subprocess.run([ts.SERVER_BIN, "--model-path", ts.DIGITS, "--port", "0", "--store", store],
+                               capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(want, p.stderr.decode())
+            self.assertNotIn("listening", p.stderr.decode())
 
 
 if __name__ == "__main__":
