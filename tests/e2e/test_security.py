@@ -658,9 +658,25 @@ class RequestShapeTests(ts.ServerTestCase):
         # One client holds the 80,000 bytes it has sent of a body it has not
         # finished; a second body that would pass the cap is refused.
         sock = ts.socket.create_connection(("127.0.0.1", self.server.port), timeout=30)
+        stop = ts.threading.Event()
+
+        def trickle():
+            # A byte now and then keeps the upload alive and the server
+            # reading it (all of the 80,000 are read, not only a buffer's
+            # worth); far below the 5,000 bytes it has left to declare.
+            for _ in range(2000):
+                if stop.wait(0.2):
+                    return
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    return
+
+        feeder = ts.threading.Thread(target=trickle, daemon=True)
         try:
             sock.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 85000\r\n\r\n{" + b" " * 79999)
+            feeder.start()
             def second():
                 return raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
                                     b"Content-Type: application/json\r\nConnection: close\r\n"
@@ -669,6 +685,9 @@ class RequestShapeTests(ts.ServerTestCase):
                                "the cap to be reached")
             self.assertIn(b"request body bytes", data)
         finally:
+            stop.set()
+            if feeder.is_alive():
+                feeder.join(10)
             sock.close()
         ts.wait_for(lambda: self.infer("digits", [("input", "FP32", ts.samples()[0], False)]).status_code == 200,
                     "the held bytes to be released")
