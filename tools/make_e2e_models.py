@@ -18,6 +18,13 @@ Generated at test time (Debian python3-onnx), never committed:
   timeout and shutdown tests to overlap requests; the work grows with n, so
   a test picks how long a request runs without batching. Values stay finite.
 
+- digits_other.onnx: the demo model's inputs and outputs ("input" FP32
+  [batch, 64] -> "probabilities" FP32 [batch, 10], "label" INT64 [batch])
+  with random weights: a version that disagrees with the demo model.
+- digits_slow.onnx: the same inputs and outputs, computed through a Loop of
+  DIGITS_SLOW_ITERATIONS Tanh(v @ W) steps of width 256, so each request
+  takes tens of milliseconds: a canary that misses a latency budget.
+
 Prints one line per file written. Exits non-zero with a message when OUTDIR
 cannot be written.
 """
@@ -116,6 +123,73 @@ def slow_model():
                              ir_version=IR_VERSION, producer_name="make_e2e_models")
 
 
+DIGITS_SLOW_ITERATIONS = 1500
+
+
+def digits_io():
+    return ([helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64])],
+            [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", 10]),
+             helper.make_tensor_value_info("label", TensorProto.INT64, ["batch"])])
+
+
+def digits_head(features, width, rng):
+    """features [batch, width] -> probabilities (Softmax) and label (ArgMax)."""
+    w = (rng.standard_normal((width, 10)) / np.sqrt(width)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", [features, "W_out"], ["logits"], name="head"),
+        helper.make_node("Softmax", ["logits"], ["probabilities"], name="softmax", axis=1),
+        helper.make_node("ArgMax", ["logits"], ["label"], name="argmax", axis=1, keepdims=0),
+    ]
+    return nodes, [numpy_helper.from_array(w, "W_out")]
+
+
+def digits_other_model():
+    rng = np.random.default_rng(11)
+    inputs, outputs = digits_io()
+    nodes, inits = digits_head("input", 64, rng)
+    graph = helper.make_graph(nodes, "digits_other", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION, producer_name="make_e2e_models")
+
+
+def digits_slow_model():
+    rng = np.random.default_rng(13)
+    inputs, outputs = digits_io()
+    w_in = (rng.standard_normal((64, SLOW_WIDTH)) / 8.0).astype(np.float32)
+    w = (rng.standard_normal((SLOW_WIDTH, SLOW_WIDTH)) * (1.5 / np.sqrt(SLOW_WIDTH))).astype(np.float32)
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep_going"),
+            helper.make_node("MatMul", ["v_in", "W"], ["mm"], name="mix"),
+            helper.make_node("Tanh", ["mm"], ["v_out"], name="squash"),
+        ],
+        "digits_slow_body",
+        [
+            helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, ["batch", SLOW_WIDTH]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, ["batch", SLOW_WIDTH]),
+        ],
+    )
+    head, head_inits = digits_head("y", SLOW_WIDTH, rng)
+    nodes = [
+        helper.make_node("MatMul", ["input", "W_in"], ["h"], name="embed"),
+        helper.make_node("Loop", ["trip_count", "cond", "h"], ["y"], name="slow_loop", body=body),
+    ] + head
+    inits = [
+        numpy_helper.from_array(w_in, "W_in"),
+        numpy_helper.from_array(w, "W"),
+        numpy_helper.from_array(np.array(DIGITS_SLOW_ITERATIONS, dtype=np.int64), "trip_count"),
+        numpy_helper.from_array(np.array(True), "cond"),
+    ] + head_inits
+    graph = helper.make_graph(nodes, "digits_slow", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                             ir_version=IR_VERSION, producer_name="make_e2e_models")
+
+
 def main(argv):
     if len(argv) != 2:
         print("usage: make_e2e_models.py OUTDIR", file=sys.stderr)
@@ -127,6 +201,8 @@ def main(argv):
             save(identity_model(elem_type), outdir, f"identity_{suffix}.onnx")
         save(add_two_model(), outdir, "add_two.onnx")
         save(slow_model(), outdir, "slow.onnx")
+        save(digits_other_model(), outdir, "digits_other.onnx")
+        save(digits_slow_model(), outdir, "digits_slow.onnx")
     except OSError as e:
         print(f"make_e2e_models.py: {outdir}: {e.strerror}", file=sys.stderr)
         return 1

@@ -22,7 +22,8 @@ extern "C" {
     X(CANCELLED, "cancelled")                                                 \
     X(TOO_LARGE, "too large")                                                 \
     X(PERMISSION_DENIED, "permission denied")                                 \
-    X(UNAUTHENTICATED, "unauthenticated")
+    X(UNAUTHENTICATED, "unauthenticated")                                     \
+    X(FAILED_PRECONDITION, "failed precondition")
 
 typedef enum mcp_status {
 #define MCP__STATUS_ENUM(name, text) MCP_STATUS_##name,

@@ -506,6 +506,132 @@ static int cmd_events(mcpctl_http *h, int argc, char **argv)
     }
 }
 
+/* ---- rollout ---- */
+
+static void print_rollout(json_t *st)
+{
+    printf("model %s\n  primary   %s\n", str_or(st, "model", "-"), str_or(st, "primary", "-"));
+    json_t *c = json_object_get(st, "canary"), *s = json_object_get(st, "shadow");
+    if (json_is_object(c))
+        printf("  canary    %s at %g%%\n", str_or(c, "version", "-"), json_number_value(json_object_get(c, "weight")));
+    if (json_is_object(s))
+        printf("  shadow    %s on %g%% of requests\n", str_or(s, "version", "-"),
+               100 * json_number_value(json_object_get(s, "sample")));
+    const char *prev = json_string_value(json_object_get(st, "previous"));
+    const char *cold = json_string_value(json_object_get(st, "previous_unloaded"));
+    if (prev) printf("  previous  %s (loaded: undo is instant)\n", prev);
+    else if (cold) printf("  previous  %s (unloaded: undo reloads it from the store)\n", cold);
+    json_t *g = json_object_get(st, "gates");
+    printf("  validator %s, window %gs, gates: error rate margin ", str_or(st, "validator", "-"),
+           (double)json_integer_value(json_object_get(st, "window_ms")) / 1000.0);
+    json_t *m = json_object_get(g, "error_rate_margin"), *p = json_object_get(g, "p99_budget_us");
+    if (json_is_number(m)) printf("%g", json_number_value(m));
+    else printf("off");
+    if (json_is_integer(p)) printf(", p99 budget %g ms", (double)json_integer_value(p) / 1000.0);
+    printf(", %lld samples\n", (long long)json_integer_value(json_object_get(g, "min_samples")));
+    json_t *w = json_object_get(st, "window");
+    if (!json_is_object(w)) return;
+    const char *const roles[] = {"primary", "canary"};
+    for (int i = 0; i < 2; i++) {
+        json_t *r = json_object_get(w, roles[i]);
+        if (!json_is_object(r)) continue;
+        printf("  %-9s %s: %lld requests, %lld errors, p99 %.3f ms\n", roles[i], str_or(r, "version", "-"),
+               (long long)json_integer_value(json_object_get(r, "requests")),
+               (long long)json_integer_value(json_object_get(r, "errors")),
+               (double)json_integer_value(json_object_get(r, "p99_us")) / 1000.0);
+    }
+    json_t *sh = json_object_get(w, "shadow");
+    if (json_is_object(sh))
+        printf("  shadow    %s: %lld compared, %lld agreed, %lld failed, %lld dropped\n", str_or(sh, "version", "-"),
+               (long long)json_integer_value(json_object_get(sh, "compared")),
+               (long long)json_integer_value(json_object_get(sh, "agreed")),
+               (long long)json_integer_value(json_object_get(sh, "failed")),
+               (long long)json_integer_value(json_object_get(sh, "dropped")));
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(w, "tripped"), i, t)
+        printf("  stopped   %s: %s\n", str_or(t, "role", "-"), str_or(t, "reason", "-"));
+}
+
+/* mcpctl rollout status|set-weight|shadow|promote|undo NAME ... [--json] */
+static int cmd_rollout(mcpctl_http *h, int argc, char **argv)
+{
+    const char *usage = "rollout status NAME | set-weight NAME VERSION=PERCENT... | shadow NAME VERSION --sample S "
+                        "[--validator V] [--window W] | promote NAME VERSION | undo NAME  [--json]";
+    bool as_json = false;
+    const char *words[8];
+    int n = 0;
+    const char *sample = NULL, *validator = NULL, *window = NULL;
+    for (int a = 0; a < argc; a++) {
+        if (!strcmp(argv[a], "--json")) as_json = true;
+        else if (!strcmp(argv[a], "--sample") && a + 1 < argc) sample = argv[++a];
+        else if (!strcmp(argv[a], "--validator") && a + 1 < argc) validator = argv[++a];
+        else if (!strcmp(argv[a], "--window") && a + 1 < argc) window = argv[++a];
+        else if (argv[a][0] != '-' && n < 8) words[n++] = argv[a];
+        else return usage_error("rollout", usage);
+    }
+    if (n < 2) return usage_error("rollout", usage);
+    const char *verb = words[0], *name = words[1];
+    char seg[1024], path[1200];
+    mcpctl_path_segment(name, seg, sizeof seg);
+    snprintf(path, sizeof path, "/v2/models/%s/rollout", seg);
+    json_t *body = json_object();
+    if (!body) return fail("rollout", "out of memory");
+    int rc = 0;
+    if (!strcmp(verb, "status") && n == 2) {
+        json_decref(body);
+        body = NULL;
+    } else if (!strcmp(verb, "set-weight") && n >= 3 && n <= 4) {
+        json_t *weights = json_object();
+        json_object_set_new(body, "action", json_string("set-weight"));
+        for (int i = 2; i < n && rc == 0; i++) {
+            const char *eq = strchr(words[i], '=');
+            char *end = NULL;
+            double pct = eq ? strtod(eq + 1, &end) : 0;
+            if (!eq || eq == words[i] || !end || *end || end == eq + 1) {
+                rc = usage_error("rollout", "rollout set-weight NAME VERSION=PERCENT [VERSION=PERCENT]");
+                break;
+            }
+            char version[128];
+            snprintf(version, sizeof version, "%.*s", (int)(eq - words[i]), words[i]);
+            json_object_set_new(weights, version, json_real(pct));
+        }
+        json_object_set_new(body, "weights", weights);
+    } else if (!strcmp(verb, "shadow") && n == 3 && sample) {
+        char *end;
+        double x = strtod(sample, &end);
+        if (*end || end == sample) rc = usage_error("rollout", "rollout shadow NAME VERSION --sample S (0..1; 0 = off)");
+        json_object_set_new(body, "action", json_string("shadow"));
+        json_object_set_new(body, "version", json_string(words[2]));
+        json_object_set_new(body, "sample", json_real(x));
+        if (validator) json_object_set_new(body, "validator", json_string(validator));
+        if (window) json_object_set_new(body, "window", json_string(window));
+    } else if (!strcmp(verb, "promote") && n == 3) {
+        json_object_set_new(body, "action", json_string("promote"));
+        json_object_set_new(body, "version", json_string(words[2]));
+    } else if (!strcmp(verb, "undo") && n == 2) {
+        json_object_set_new(body, "action", json_string("undo"));
+    } else {
+        rc = usage_error("rollout", usage);
+    }
+    char *text = rc == 0 && body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (rc) return rc;
+    json_t *st = NULL;
+    rc = control(h, "rollout", text ? "POST" : "GET", path, text, &st);
+    free(text);
+    if (rc) return rc;
+    if (as_json) {
+        char *line = json_dumps(st, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (line) printf("%s\n", line);
+        free(line);
+    } else {
+        print_rollout(st);
+    }
+    json_decref(st);
+    return 0;
+}
+
 /* ---- dispatch ---- */
 
 const char *mcpctl_client_usage(void)
@@ -518,6 +644,12 @@ const char *mcpctl_client_usage(void)
            "  delete model NAME                    unload it\n"
            "  events [NAME] [--after ID] [--follow] [--json]\n"
            "                                       the server's event log (a server with --store)\n"
+           "  rollout status NAME [--json]         primary, canary, shadow, previous; window figures, gates\n"
+           "  rollout set-weight NAME V=PCT [V=PCT] canary weights (a primary left out takes the rest)\n"
+           "  rollout shadow NAME V --sample S [--validator diff-threshold@0.02] [--window 60s]\n"
+           "                                       copy a share S of requests to V and compare (0 = off)\n"
+           "  rollout promote NAME V               V takes all traffic; the old primary stays warm\n"
+           "  rollout undo NAME                    the previous version takes all traffic at once\n"
            "  infer NAME IN=FILE.npy ... [--out DIR] [--model-version V]\n"
            "                                       one request (binary tensors); writes DIR/<output>.npy\n"
            "                                       (without --out: a new folder under $TMPDIR, named)\n"
@@ -533,7 +665,7 @@ const char *mcpctl_client_usage(void)
 
 int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
 {
-    static const char *const cmds[] = {"apply", "get", "describe", "delete", "validate", "infer", "bench", "events"};
+    static const char *const cmds[] = {"apply", "get", "describe", "delete", "validate", "infer", "bench", "events", "rollout"};
     *handled = false;
     bool known = false;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) known |= strcmp(cmd, cmds[i]) == 0;
@@ -580,6 +712,7 @@ int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
             else if (!strcmp(cmd, "get")) rc = cmd_get(&h, n, rest);
             else if (!strcmp(cmd, "describe")) rc = cmd_describe(&h, n, rest);
             else if (!strcmp(cmd, "events")) rc = cmd_events(&h, n, rest);
+            else if (!strcmp(cmd, "rollout")) rc = cmd_rollout(&h, n, rest);
             else rc = cmd_delete(&h, n, rest);
         }
         mcpctl_http_cleanup(&h);

@@ -57,6 +57,8 @@ typedef struct server_config {
     int64_t max_queue_size;
     int64_t prefetch_queue_depth;
     bool enable_tensor_cache;
+    bool keep_previous;
+    int64_t memory_budget;
     const char *model_control;
     const char *log_level;
 } server_config;
@@ -102,6 +104,8 @@ static const opt options[] = {
     {"max-queue-size", OPT_INT, OFF(max_queue_size), 0, 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
     {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 0, 1024, "batches formed ahead of busy workers (default 8)"},
     {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, 0, "reuse request and batch tensors from a pool (default true)"},
+    {"keep-previous", OPT_BOOL, OFF(keep_previous), 0, 0, 0, "keep a replaced version loaded for an instant undo while --memory-budget allows (default true)"},
+    {"memory-budget", OPT_INT, OFF(memory_budget), 0, 0, INT64_MAX, "bytes all loaded models may hold; a replaced version stays loaded only within it (default 0: no limit)"},
     {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default) or none"},
     {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn or info (default info)"},
 };
@@ -298,7 +302,7 @@ int main(int argc, char **argv)
         .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
-        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true,
+        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true,
         .model_control = "explicit", .log_level = "info",
     };
     /* Flags first into their own record, so the config file can be read
@@ -442,6 +446,7 @@ int main(int argc, char **argv)
 
     mcp_metrics *metrics = mcp_metrics_create();
     mcp_repository *repo = mcp_repository_create(&dd);
+    if (repo) mcp_repository_set_keep_previous(repo, c.keep_previous, (size_t)c.memory_budget);
     mcp_server_options so = mcp_server_options_default();
     so.host = c.host;
     so.socket_path = c.http_socket;

@@ -1159,15 +1159,172 @@ static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descrip
     }
 }
 
+/* ---- rollout ---- */
+
+/* A version named by the rollout: vMAJOR.MINOR.PATCH, or a Triton folder's
+ * number. */
+static bool want_version(yctx *c, struct fy_node *n, yloc key_at, char *out, size_t cap)
+{
+    char *s = NULL;
+    yloc at = node_loc(n, key_at);
+    yval v = node_val(c, n);
+    if (v.kind == YK_INT && v.int_in_range && v.i >= 0) {
+        snprintf(out, cap, "%lld", (long long)v.i);
+        return true;
+    }
+    if (!want_string(c, n, key_at, "a version like v1.2.0", &s)) return false;
+    int sv[3];
+    bool ok = mcp__desc_semver_parse(s, sv) || all_digits(s, strlen(s), 10);
+    if (ok && strlen(s) < cap) snprintf(out, cap, "%s", s);
+    else yerr(c, at, "version '%.60s' is not vMAJOR.MINOR.PATCH (like v1.3.0) or a version folder number", s);
+    mcp_free(s);
+    return ok && strlen(out) > 0;
+}
+
+enum { RO_PRIMARY, RO_CANARY, RO_SHADOW, RO_VALIDATOR, RO_WINDOW, RO_GATES, RO_COUNT };
+static const char *const rollout_keys[RO_COUNT] = {"primary", "canary", "shadow", "validator", "window", "gates"};
+enum { RV_VERSION, RV_AMOUNT, RV_COUNT };
+enum { G_ERROR_MARGIN, G_P99, G_MIN_SAMPLES, G_AGREEMENT, G_COUNT };
+static const char *const gate_keys[G_COUNT] = {"error_rate_margin", "p99_budget", "min_samples", "agreement"};
+
+static bool want_duration(yctx *c, struct fy_node *n, yloc key_at, int64_t *us)
+{
+    char *s = NULL;
+    if (!want_string(c, n, key_at, "a duration like 60s or 800ms", &s)) return false;
+    char why[160];
+    bool ok = mcp_duration_parse(s, us, why, sizeof why);
+    if (!ok) yerr(c, node_loc(n, key_at), "%s", why);
+    mcp_free(s);
+    return ok;
+}
+
+/* canary: {version, weight} and shadow: {version, sample}. */
+static void parse_rollout_target(yctx *c, struct fy_node *n, yloc key_at, const char *amount_key, double lo, double hi,
+                                 char *version, double *amount)
+{
+    const char *keys[RV_COUNT] = {"version", amount_key};
+    yfield f[RV_COUNT];
+    char expected[80];
+    snprintf(expected, sizeof expected, "a mapping with version and %s", amount_key);
+    if (!map_fields(c, n, key_at, expected, keys, RV_COUNT, f)) return;
+    yloc here = node_loc(n, key_at);
+    if (!f[RV_VERSION].present) yerr(c, here, "missing required key 'version'");
+    else {
+        size_t old = path_push(c, "version");
+        want_version(c, f[RV_VERSION].val, f[RV_VERSION].key_at, version, MCP_ROLLOUT_VERSION_LEN);
+        path_pop(c, old);
+    }
+    if (!f[RV_AMOUNT].present) {
+        yerr(c, here, "missing required key '%s'", amount_key);
+        return;
+    }
+    size_t old = path_push(c, amount_key);
+    double x;
+    if (want_number(c, f[RV_AMOUNT].val, f[RV_AMOUNT].key_at, &x)) {
+        if (x < lo || x > hi) yerr(c, node_loc(f[RV_AMOUNT].val, f[RV_AMOUNT].key_at), "%g is out of range (%g..%g)", x, lo, hi);
+        else *amount = x;
+    }
+    path_pop(c, old);
+}
+
+static void parse_rollout(yctx *c, struct fy_node *n, yloc key_at, const mcp_descriptor *d, mcp_rollout_spec *ro)
+{
+    yfield f[RO_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping of rollout settings (primary, canary, shadow, ...)", rollout_keys, RO_COUNT, f))
+        return;
+    ro->present = true;
+    size_t old;
+    if (f[RO_PRIMARY].present) {
+        old = path_push(c, "primary");
+        want_version(c, f[RO_PRIMARY].val, f[RO_PRIMARY].key_at, ro->primary, sizeof ro->primary);
+        path_pop(c, old);
+    }
+    if (f[RO_CANARY].present) {
+        old = path_push(c, "canary");
+        parse_rollout_target(c, f[RO_CANARY].val, f[RO_CANARY].key_at, "weight", 0, 100, ro->canary, &ro->canary_weight);
+        path_pop(c, old);
+    }
+    if (f[RO_SHADOW].present) {
+        old = path_push(c, "shadow");
+        parse_rollout_target(c, f[RO_SHADOW].val, f[RO_SHADOW].key_at, "sample", 0, 1, ro->shadow, &ro->shadow_sample);
+        path_pop(c, old);
+    }
+    if (f[RO_VALIDATOR].present) {
+        old = path_push(c, "validator");
+        char *s = NULL;
+        char why[200];
+        if (want_string(c, f[RO_VALIDATOR].val, f[RO_VALIDATOR].key_at, "a validator like diff-threshold@0.02", &s) &&
+            !mcp_validator_parse(s, &ro->validator, &ro->threshold, why, sizeof why))
+            yerr(c, node_loc(f[RO_VALIDATOR].val, f[RO_VALIDATOR].key_at), "%s", why);
+        mcp_free(s);
+        path_pop(c, old);
+    }
+    if (f[RO_WINDOW].present) {
+        old = path_push(c, "window");
+        int64_t us;
+        if (want_duration(c, f[RO_WINDOW].val, f[RO_WINDOW].key_at, &us)) {
+            if (us < 100000) yerr(c, node_loc(f[RO_WINDOW].val, f[RO_WINDOW].key_at), "the window must be at least 100ms");
+            else ro->window_ms = us / 1000;
+        }
+        path_pop(c, old);
+    }
+    if (f[RO_GATES].present) {
+        old = path_push(c, "gates");
+        yfield g[G_COUNT];
+        if (map_fields(c, f[RO_GATES].val, f[RO_GATES].key_at, "a mapping of gates (error_rate_margin, p99_budget)",
+                       gate_keys, G_COUNT, g)) {
+            for (int i = 0; i < G_COUNT; i++) {
+                if (!g[i].present) continue;
+                size_t o2 = path_push(c, gate_keys[i]);
+                yloc at = node_loc(g[i].val, g[i].key_at);
+                double x;
+                int64_t k;
+                switch (i) {
+                case G_ERROR_MARGIN:
+                    if (want_number(c, g[i].val, g[i].key_at, &x)) {
+                        if (x < 0 || x > 1) yerr(c, at, "%g is out of range (0..1)", x);
+                        else ro->error_rate_margin = x;
+                    }
+                    break;
+                case G_P99: want_duration(c, g[i].val, g[i].key_at, &ro->p99_budget_us); break;
+                case G_MIN_SAMPLES:
+                    if (want_int(c, g[i].val, g[i].key_at, 1, 1000000, &k)) ro->min_samples = k;
+                    break;
+                case G_AGREEMENT:
+                    if (want_number(c, g[i].val, g[i].key_at, &x)) {
+                        if (!(x > 0 && x <= 1)) yerr(c, at, "%g is out of range (0..1]", x);
+                        else ro->agreement = x;
+                    }
+                    break;
+                }
+                path_pop(c, o2);
+            }
+        }
+        path_pop(c, old);
+    }
+    /* The versions' roles must be distinct, and this descriptor's version
+     * must have one: it is the primary unless it is the canary or shadow. */
+    yloc here = node_loc(n, key_at);
+    const char *mine = d->version ? d->version : "";
+    if (ro->canary[0] && ro->shadow[0] && !strcmp(ro->canary, ro->shadow))
+        yerr(c, here, "version %s cannot be both the canary and the shadow", ro->canary);
+    if (ro->primary[0] && (!strcmp(ro->primary, ro->canary) || !strcmp(ro->primary, ro->shadow)))
+        yerr(c, here, "version %s cannot be both the primary and the %s", ro->primary,
+             !strcmp(ro->primary, ro->canary) ? "canary" : "shadow");
+    if (ro->primary[0] && strcmp(ro->primary, mine) != 0 && strcmp(ro->canary, mine) != 0 && strcmp(ro->shadow, mine) != 0)
+        yerr(c, here, "this descriptor's version %s has no role in the rollout (primary %s%s%s%s%s)", mine, ro->primary,
+             ro->canary[0] ? ", canary " : "", ro->canary, ro->shadow[0] ? ", shadow " : "", ro->shadow);
+}
+
 /* ---- the root ---- */
 
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
-    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_COUNT
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
-    "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",
+    "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",     "rollout",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1325,6 +1482,11 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         yval v = node_val(c, f[R_WARMUP].val);
         if (v.kind == YK_BOOL) d->warmup_runs = v.b ? 1 : 0;
         else want_int(c, f[R_WARMUP].val, f[R_WARMUP].key_at, 0, MCP__DESC_MAX_WARMUP, &d->warmup_runs);
+        path_pop(c, old);
+    }
+    if (f[R_ROLLOUT].present) {
+        old = path_push(c, "rollout");
+        parse_rollout(c, f[R_ROLLOUT].val, f[R_ROLLOUT].key_at, d, &d->rollout);
         path_pop(c, old);
     }
     if (f[R_PRE].present) {

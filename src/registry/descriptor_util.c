@@ -44,6 +44,7 @@ mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
     d->instance_count = dflt.instance_count;
     d->instance_threads = dflt.instance_threads;
     d->warmup_runs = 1;
+    d->rollout = mcp_rollout_spec_default();
     return d;
 }
 

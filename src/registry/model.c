@@ -1,4 +1,5 @@
 /* Loading one model version: session, protocol metadata, warm-up. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -248,4 +249,61 @@ void mcp_model_version_release(mcp_model_version *v)
     mcp_free(v->outputs);
     mcp_descriptor_free(v->desc);
     mcp_free(v);
+}
+
+/* ---- the clients' contract between versions ---- */
+
+static void why_add(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_add(char *why, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(why);
+    if (n + 3 >= cap) return;
+    if (n) {
+        snprintf(why + n, cap - n, "; ");
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+static int meta_find(const mcp_tensor_meta *m, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(m[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* One side's tensors against the other's; extra_ok: b may have more. */
+static void io_compare(const char *kind, const mcp_tensor_meta *a, int na, const mcp_tensor_meta *b, int nb, bool extra_ok,
+                       const char *va, const char *vb, char *why, size_t cap)
+{
+    char sa[128], sb[128];
+    for (int i = 0; i < na; i++) {
+        int j = meta_find(b, nb, a[i].name);
+        if (j < 0) {
+            why_add(why, cap, "%s '%s' of %s is missing in %s", kind, a[i].name, va, vb);
+            continue;
+        }
+        const mcp_tensor_meta *x = &a[i], *y = &b[j];
+        bool same = x->dtype == y->dtype && x->rank == y->rank;
+        for (int d = 0; same && d < x->rank; d++)
+            if (x->dims[d] >= 0 && y->dims[d] >= 0 && x->dims[d] != y->dims[d]) same = false;
+        if (!same)
+            why_add(why, cap, "%s '%s': %s %s in %s, %s %s in %s", kind, x->name, mcp_dtype_name(x->dtype),
+                    mcp_shape_str(x->rank < 0 ? 0 : x->rank, x->dims, sa, sizeof sa), va, mcp_dtype_name(y->dtype),
+                    mcp_shape_str(y->rank < 0 ? 0 : y->rank, y->dims, sb, sizeof sb), vb);
+    }
+    if (extra_ok) return;
+    for (int j = 0; j < nb; j++)
+        if (meta_find(a, na, b[j].name) < 0) why_add(why, cap, "%s '%s' of %s is not in %s", kind, b[j].name, vb, va);
+}
+
+bool mcp_model_io_compatible(const mcp_model_version *a, const mcp_model_version *b, char *why, size_t cap)
+{
+    why[0] = '\0';
+    io_compare("input", a->inputs, a->n_inputs, b->inputs, b->n_inputs, false, a->version, b->version, why, cap);
+    io_compare("output", a->outputs, a->n_outputs, b->outputs, b->n_outputs, true, a->version, b->version, why, cap);
+    return why[0] == '\0';
 }

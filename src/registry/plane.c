@@ -48,17 +48,19 @@ void mcp_plane_close(mcp_plane *p)
 mcp_store *mcp_plane_store(mcp_plane *p) { return p->store; }
 mcp_catalog *mcp_plane_catalog(mcp_plane *p) { return p->catalog; }
 
-mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, const char *actor,
-                             mcp_err *err)
+mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, bool current,
+                             const char *actor, mcp_err *err)
 {
     mcp_store_manifest *m = NULL;
     mcp_status st = mcp_store_add_version(p->store, v, text, len, &m, err);
     char target[512];
     snprintf(target, sizeof target, "%s:%s", v->name, m ? m->version : v->version ? v->version : "");
-    mcp_catalog_event e = {.actor = actor, .action = "apply", .target = target, .outcome = "ok"};
+    mcp_catalog_event e = {.actor = actor, .action = "apply", .target = target, .outcome = "ok",
+                           .reason = current ? NULL : "beside the primary (canary or shadow)"};
     if (st == MCP_STATUS_OK) st = mcp_catalog_record_version(p->catalog, v->name, m->version, m->manifest.digest, NULL, err);
-    if (st == MCP_STATUS_OK) st = mcp_catalog_set_state(p->catalog, v->name, m->version, MCP_VERSION_READY, NULL, NULL, err);
-    if (st == MCP_STATUS_OK) st = mcp_catalog_set_desired(p->catalog, v->name, true, m->version, &e, err);
+    if (st == MCP_STATUS_OK)
+        st = mcp_catalog_set_state(p->catalog, v->name, m->version, MCP_VERSION_READY, NULL, current ? NULL : &e, err);
+    if (st == MCP_STATUS_OK && current) st = mcp_catalog_set_desired(p->catalog, v->name, true, m->version, &e, err);
     mcp_store_manifest_free(m);
     return st;
 }
@@ -81,12 +83,12 @@ mcp_status mcp_plane_unloaded(mcp_plane *p, const char *name, const char *actor,
 /* The version's descriptor from the store, its files pointed at the
  * checkout: the model first, then each new labels file in step order (as
  * mcp_store_add_version titled them). */
-static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_catalog_model *cm, mcp_err *err)
+static mcp_status load_manifest(mcp_plane *p, mcp_repository *repo, const char *name, const char *digest, mcp_err *err)
 {
     mcp_store_manifest *m = NULL;
-    mcp_status st = mcp_store_read_manifest(p->store, cm->manifest, &m, err);
-    if (st == MCP_STATUS_OK && strcmp(m->name, cm->name))
-        st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "manifest %s holds model '%s', not '%s'", cm->manifest, m->name, cm->name);
+    mcp_status st = mcp_store_read_manifest(p->store, digest, &m, err);
+    if (st == MCP_STATUS_OK && strcmp(m->name, name))
+        st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "manifest %s holds model '%s', not '%s'", digest, m->name, name);
     if (st == MCP_STATUS_OK && (m->n_files < 1 || strcmp(m->config_media_type, MCP_STORE_DESCRIPTOR_TYPE)))
         st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "version %s of '%s' was not applied from a YAML descriptor", m->version,
                          m->name);
@@ -163,6 +165,8 @@ static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_cata
         if (!d->path) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st == MCP_STATUS_OK) {
+        /* It comes back as the primary, whatever role it had. */
+        d->rollout = mcp_rollout_spec_default();
         st = mcp_repository_apply_from(repo, d, MCP_SOURCE_YAML_TEXT, desc_path, text, err);
         d = NULL; /* taken */
     }
@@ -170,6 +174,20 @@ static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_cata
     mcp_free(text);
     mcp_store_manifest_free(m);
     return st;
+}
+
+static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_catalog_model *cm, mcp_err *err)
+{
+    return load_manifest(p, repo, cm->name, cm->manifest, err);
+}
+
+mcp_status mcp_plane_load_version(mcp_plane *p, mcp_repository *repo, const char *name, const char *version, mcp_err *err)
+{
+    char ref[512];
+    snprintf(ref, sizeof ref, "%s:%s", name, version);
+    mcp_store_blob manifest;
+    mcp_status st = mcp_store_resolve(p->store, ref, &manifest, err);
+    return st == MCP_STATUS_OK ? load_manifest(p, repo, name, manifest.digest, err) : st;
 }
 
 int mcp_plane_restore(mcp_plane *p, mcp_repository *repo, FILE *log)

@@ -253,6 +253,41 @@ typedef struct mcp_batching {
     bool enable_tensor_cache;     /* default true */
 } mcp_batching;
 
+/* A rollout: which versions answer and which get copies (descriptor
+ * section `rollout`, and the rollout API). */
+typedef enum mcp_validator_kind {
+    MCP_VALIDATOR_MAX_ABS,  /* diff-threshold@T: every element within T */
+    MCP_VALIDATOR_MAX_REL,  /* max-rel@T: |a-b| <= T * max(|a|,|b|) (absolute near 0) */
+    MCP_VALIDATOR_TOP1,     /* top1-agreement@R: the same class in a share R of requests */
+} mcp_validator_kind;
+
+#define MCP_ROLLOUT_VERSION_LEN 64
+
+typedef struct mcp_rollout_spec {
+    bool present;
+    char primary[MCP_ROLLOUT_VERSION_LEN]; /* "" = the current version */
+    char canary[MCP_ROLLOUT_VERSION_LEN];  /* "" = none */
+    double canary_weight;                  /* percent of requests, 0..100 */
+    char shadow[MCP_ROLLOUT_VERSION_LEN];  /* "" = none */
+    double shadow_sample;                  /* share of requests copied, 0..1 */
+    mcp_validator_kind validator;
+    double threshold;       /* the validator's T, or its R for top1 */
+    double agreement;       /* share of compared requests that must agree (threshold validators) */
+    int64_t window_ms;      /* the gates' sliding window */
+    double error_rate_margin; /* canary errors above the primary's by more: off; < 0 = no gate */
+    int64_t p99_budget_us;  /* canary p99 above: off; 0 = no gate */
+    int64_t min_samples;    /* requests in the window before a gate judges */
+} mcp_rollout_spec;
+
+/* Validators, windows and gates as a new rollout starts: diff-threshold@0.01,
+ * agreement 0.99, window 60 s, error margin 0.01, no p99 budget, 20 samples. */
+mcp_rollout_spec mcp_rollout_spec_default(void);
+/* "diff-threshold@0.02", "max-rel@1e-3", "top1-agreement@0.99". */
+bool mcp_validator_parse(const char *s, mcp_validator_kind *kind, double *threshold, char *why, size_t cap);
+void mcp_validator_format(mcp_validator_kind kind, double threshold, char *out, size_t cap);
+/* "60s", "800ms", "2m", "1.5s", "250us" into microseconds (> 0). */
+bool mcp_duration_parse(const char *s, int64_t *us, char *why, size_t cap);
+
 typedef struct mcp_descriptor {
     char *source;   /* file it came from (for messages) */
     char *name;
@@ -275,6 +310,7 @@ typedef struct mcp_descriptor {
      * `version` (the highest), highest first. */
     int n_also;
     int64_t also[64];
+    mcp_rollout_spec rollout;
 } mcp_descriptor;
 
 /* Server-wide defaults a descriptor starts from (the quickstart table). */
@@ -402,10 +438,15 @@ mcp_status mcp_plane_open(const char *dir, mcp_plane **out, mcp_err *err);
 void mcp_plane_close(mcp_plane *p);
 mcp_store *mcp_plane_store(mcp_plane *p);
 mcp_catalog *mcp_plane_catalog(mcp_plane *p);
-/* A version loaded from descriptor text: stored, recorded Ready and
- * current, desired loaded, event "apply" by actor. */
-mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, const char *actor,
-                             mcp_err *err);
+/* A version loaded from descriptor text: stored, recorded Ready (and
+ * with `current`, the model's current version, desired loaded), event
+ * "apply" by actor. */
+mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, bool current,
+                             const char *actor, mcp_err *err);
+/* Loads name:version from the store as the model's primary (undo of a
+ * version no longer kept warm). */
+mcp_status mcp_plane_load_version(mcp_plane *p, struct mcp_repository *repo, const char *name, const char *version,
+                                  mcp_err *err);
 /* The model's desired state is unloaded; event "unload". */
 mcp_status mcp_plane_unloaded(mcp_plane *p, const char *name, const char *actor, mcp_err *err);
 /* An event only (a failed apply, ...); failures to record go to stderr. */
@@ -447,9 +488,26 @@ mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults);
 void mcp_repository_destroy(mcp_repository *r);
 /* Called (under no lock) when a version becomes current or stops being so;
  * the serve layer attaches and drains its scheduler here. */
+/* What the serving layer watches while a canary or shadow runs (its
+ * windows and gates live behind this): created by on_route when a route
+ * table gains a canary or shadow, kept while those stay the same versions.
+ * Setting canary_off / shadow_off takes that version out of routing at
+ * once, before the control plane records the change. */
+typedef struct mcp_route_watch {
+    atomic_int refs;
+    atomic_bool canary_off, shadow_off;
+    void (*destroy)(struct mcp_route_watch *w);
+} mcp_route_watch;
+mcp_route_watch *mcp_route_watch_retain(mcp_route_watch *w);
+void mcp_route_watch_release(mcp_route_watch *w);
+
 typedef struct mcp_repository_hooks {
     mcp_status (*on_ready)(mcp_model_version *v, void *user, mcp_err *err);
     void (*on_retire)(mcp_model_version *v, void *user);
+    /* A new canary or shadow (either may be NULL); called with the
+     * repository's lock held: allocate, do not call back. */
+    mcp_route_watch *(*on_route)(const char *model, const mcp_rollout_spec *spec, const mcp_model_version *primary,
+                                 const mcp_model_version *canary, const mcp_model_version *shadow, void *user);
     void *user;
 } mcp_repository_hooks;
 void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks);
@@ -477,9 +535,68 @@ mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc /* 
 /* Loads a known entry by name (model repository extension). */
 mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err);
 mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err);
-/* Current version of a model (NULL version = current), retained for the
- * caller; NULL when unknown or not ready. */
+/* Current version of a model (NULL version = current; or any version it
+ * has loaded: canary, shadow, the previous one kept warm, a Triton
+ * policy's), retained for the caller; NULL when unknown or not ready.
+ * Reads the published route table without taking a lock. */
 mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version);
+
+/* ---- routes: which version answers a request, and who gets a copy ----
+ * Each model has an immutable route table (primary, canary and weight,
+ * shadow and sample, the other loaded versions); every change publishes a
+ * new one with one atomic exchange, and readers never lock. */
+typedef enum mcp_route_role { MCP_ROUTE_PRIMARY, MCP_ROUTE_CANARY } mcp_route_role;
+typedef struct mcp_route {
+    mcp_model_version *v;      /* retained: the version that answers */
+    mcp_route_role role;
+    mcp_model_version *shadow; /* retained: gets a copy; NULL = none */
+    mcp_route_watch *watch;    /* retained; NULL when no canary or shadow */
+} mcp_route;
+/* Routes an unpinned request. key (the request id; NULL = none) makes the
+ * canary and shadow choices deterministic; without one, requests split by
+ * a low-discrepancy sequence, so any run of them matches the weights
+ * closely. False when the model serves nothing. */
+bool mcp_repository_route(mcp_repository *r, const char *name, const char *key, mcp_route *out);
+void mcp_route_release(mcp_route *rt);
+
+/* The rollout state of a model. */
+typedef struct mcp_rollout_state {
+    char primary[MCP_ROLLOUT_VERSION_LEN], canary[MCP_ROLLOUT_VERSION_LEN], shadow[MCP_ROLLOUT_VERSION_LEN];
+    char previous[MCP_ROLLOUT_VERSION_LEN]; /* kept warm for undo ("" = none) */
+    char previous_cold[MCP_ROLLOUT_VERSION_LEN]; /* the one before, no longer loaded ("" = none) */
+    double canary_weight, shadow_sample;
+    mcp_rollout_spec spec; /* validator, window and gates in force */
+    mcp_route_watch *watch; /* retained; NULL when no canary or shadow */
+} mcp_rollout_state;
+mcp_status mcp_repository_rollout(mcp_repository *r, const char *name, mcp_rollout_state *out, mcp_err *err);
+/* Weights over at most two loaded versions, in percent; a primary left
+ * out gets what the others leave of 100. The primary stays primary while
+ * it has weight; the other version becomes the canary. A version at 100
+ * alone is promoted. */
+mcp_status mcp_repository_set_weights(mcp_repository *r, const char *name, int n, const char *const *versions,
+                                      const double *percent, mcp_err *err);
+/* A loaded version becomes the shadow at `sample` (0 = shadow off);
+ * spec (may be NULL) replaces the validator, window and gates. */
+mcp_status mcp_repository_set_shadow(mcp_repository *r, const char *name, const char *version, double sample,
+                                     const mcp_rollout_spec *spec, mcp_err *err);
+/* A loaded version (canary, shadow, previous) takes all traffic; the old
+ * primary is kept warm as the previous one. */
+mcp_status mcp_repository_promote(mcp_repository *r, const char *name, const char *version, mcp_err *err);
+/* The previous version takes all traffic at once; canary and shadow stop.
+ * NOT_FOUND when none is kept warm (previous_cold in the rollout state
+ * names the one to reload). */
+mcp_status mcp_repository_undo(mcp_repository *r, const char *name, mcp_err *err);
+/* A gate failed: the canary (or the shadow) of the experiment `watch`
+ * watches stops, if it still runs; false when it had already stopped. */
+bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *watch, bool canary, const char *reason);
+/* Whether a replaced primary is kept warm for undo: always (budget 0), or
+ * while every loaded version's bytes stay within budget. */
+void mcp_repository_set_keep_previous(mcp_repository *r, bool keep, size_t memory_budget);
+
+/* Whether version b can serve the clients of version a: the same input
+ * and output names, dtypes and ranks, and no fixed dimension changed.
+ * false with every difference in why (both sides named). */
+bool mcp_model_io_compatible(const mcp_model_version *a, const mcp_model_version *b, char *why, size_t cap);
 
 /* A version's lifecycle transitions (Registered, Loading, Ready, Draining,
  * Unloaded; Failed with its reason), the latest MCP_LIFECYCLE_KEPT of a
@@ -495,8 +612,9 @@ typedef struct mcp_lifecycle_step {
 int mcp_repository_lifecycle(mcp_repository *r, const char *name, mcp_lifecycle_step *out, int cap);
 /* A retired version has drained and is gone (the serving layer says so). */
 void mcp_repository_note_unloaded(mcp_repository *r, const char *name, const char *version);
-/* The versions a model serves, current first (at most cap; a model serves
- * at most 65). */
+/* The versions a model serves, current first, then a Triton policy's,
+ * then the canary (at most cap; a model serves at most MCP_MAX_SERVED). */
+#define MCP_MAX_SERVED 66
 int mcp_repository_versions(mcp_repository *r, const char *name, char (*out)[64], int cap);
 /* Snapshot of all entries; caller frees with mcp_repository_entries_free. */
 int mcp_repository_index(mcp_repository *r, mcp_repository_entry **out);

@@ -5,9 +5,11 @@
  * reference) while new ones see the new version.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <sys/stat.h>
 
@@ -20,10 +22,20 @@ typedef struct repo_entry {
     char *source; /* descriptor file, Triton folder or model file; where a sent descriptor said it lives */
     char *text;   /* MCP_SOURCE_YAML_TEXT: the descriptor as sent */
     char *version; /* of the current version, or the one that failed */
-    mcp_model_version *current;
+    mcp_model_version *current; /* the primary */
     /* Other versions a Triton folder's policy serves (current is the highest). */
     mcp_model_version *also[64];
     int n_also;
+    /* The rollout: a canary taking canary_weight percent, a shadow getting
+     * copies of shadow_sample of requests, the replaced primary kept warm
+     * for undo, and the name of the one before it once it is gone. */
+    mcp_model_version *canary, *shadow, *previous;
+    double canary_weight, shadow_sample;
+    char previous_cold[MCP_ROLLOUT_VERSION_LEN];
+    mcp_rollout_spec spec;
+    mcp_route_watch *watch; /* of this canary and shadow */
+    const mcp_model_version *watch_canary, *watch_shadow;
+    struct route_table *table; /* published; the entry's reference */
     mcp_model_state state;
     char reason[512];
     bool loading; /* one load per model at a time; other models load meanwhile */
@@ -47,6 +59,11 @@ static void note(repo_entry *e, const char *version, mcp_version_state state, co
     if (e->n_history < MCP_LIFECYCLE_KEPT) e->n_history++;
 }
 
+struct route_table;
+struct route_map;
+static void table_release(struct route_table *t);
+static void map_free(struct route_map *m);
+
 struct mcp_repository {
     pthread_mutex_t mu;      /* guards entries and the index */
     pthread_cond_t load_cv;  /* an entry's load finished (with mu) */
@@ -59,6 +76,13 @@ struct mcp_repository {
     int n_slots;
     mcp_descriptor_defaults defaults;
     mcp_repository_hooks hooks;
+    bool keep_previous;
+    size_t memory_budget;
+    /* The published route map and its readers (see "routes" below). */
+    _Atomic(struct route_map *) map;
+    atomic_uint epoch;
+    atomic_int active[2];
+    pthread_mutex_t grace_mu; /* one grace period at a time */
 };
 
 mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults)
@@ -67,8 +91,18 @@ mcp_repository *mcp_repository_create(const mcp_descriptor_defaults *defaults)
     if (!r) return NULL;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->load_cv, NULL);
+    pthread_mutex_init(&r->grace_mu, NULL);
     r->defaults = defaults ? *defaults : mcp_descriptor_defaults_default();
+    r->keep_previous = true;
     return r;
+}
+
+void mcp_repository_set_keep_previous(mcp_repository *r, bool keep, size_t memory_budget)
+{
+    pthread_mutex_lock(&r->mu);
+    r->keep_previous = keep;
+    r->memory_budget = memory_budget;
+    pthread_mutex_unlock(&r->mu);
 }
 
 void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks) { r->hooks = hooks; }
@@ -85,8 +119,15 @@ static void retire(mcp_repository *r, mcp_model_version *v)
 void mcp_repository_destroy(mcp_repository *r)
 {
     if (!r) return;
+    map_free(atomic_exchange(&r->map, NULL));
     for (int i = 0; i < r->n; i++) {
-        retire(r, r->entries[i].current);
+        repo_entry *e = &r->entries[i];
+        table_release(e->table);
+        mcp_route_watch_release(e->watch);
+        retire(r, e->current);
+        retire(r, e->canary);
+        retire(r, e->shadow);
+        retire(r, e->previous);
         for (int k = 0; k < r->entries[i].n_also; k++) retire(r, r->entries[i].also[k]);
         mcp_free(r->entries[i].name);
         mcp_free(r->entries[i].source);
@@ -97,6 +138,7 @@ void mcp_repository_destroy(mcp_repository *r)
     mcp_free(r->slots);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->load_cv);
+    pthread_mutex_destroy(&r->grace_mu);
     mcp_free(r);
 }
 
@@ -163,7 +205,8 @@ static repo_entry *entry_get(mcp_repository *r, const char *name, bool create)
  * held. The last entry takes its place. */
 static void entry_remove(mcp_repository *r, repo_entry *e)
 {
-    MCP_ASSERT(!e->current);
+    MCP_ASSERT(!e->current && !e->table);
+    mcp_route_watch_release(e->watch);
     mcp_free(e->name);
     mcp_free(e->source);
     mcp_free(e->text);
@@ -186,6 +229,243 @@ static void set_str(char **dst, const char *src)
     *dst = c;
 }
 
+/* ---- routes: published tables that readers use without a lock ----
+ *
+ * Each entry's serving state is copied into an immutable route_table;
+ * all of them form a route_map, published with one atomic exchange.
+ * Readers announce themselves in one of two counters (by the parity of
+ * the epoch), read the map, retain what they route to, and leave. A
+ * writer that replaced the map moves the epoch on and waits until the old
+ * parity's readers have left before it drops the old map: no reader can
+ * still be looking at it then. Writers wait; readers never do. */
+
+typedef struct route_table {
+    atomic_int refs;
+    char name[256];
+    mcp_model_version *primary, *canary, *shadow, *previous;
+    mcp_model_version *also[64];
+    int n_also;
+    uint64_t canary_below, shadow_below; /* of 2^53: the shares routed */
+    mcp_route_watch *watch;
+    atomic_uint_fast64_t seq; /* unkeyed requests routed */
+} route_table;
+
+typedef struct route_map {
+    int n_slots; /* a power of two, at least twice the tables */
+    route_table *slots[];
+} route_map;
+
+mcp_route_watch *mcp_route_watch_retain(mcp_route_watch *w)
+{
+    if (w) atomic_fetch_add(&w->refs, 1);
+    return w;
+}
+
+void mcp_route_watch_release(mcp_route_watch *w)
+{
+    if (w && atomic_fetch_sub(&w->refs, 1) == 1) w->destroy(w);
+}
+
+static void table_release(route_table *t)
+{
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    mcp_model_version_release(t->primary);
+    mcp_model_version_release(t->canary);
+    mcp_model_version_release(t->shadow);
+    mcp_model_version_release(t->previous);
+    for (int i = 0; i < t->n_also; i++) mcp_model_version_release(t->also[i]);
+    mcp_route_watch_release(t->watch);
+    mcp_free(t);
+}
+
+static mcp_model_version *keep(mcp_model_version *v) { return v ? mcp_model_version_retain(v) : NULL; }
+
+static uint64_t share_below(double fraction)
+{
+    if (!(fraction > 0)) return 0;
+    if (fraction >= 1) return (uint64_t)1 << 53;
+    return (uint64_t)(fraction * 9007199254740992.0);
+}
+
+/* The entry's table as it stands now (mu held); NULL when it serves
+ * nothing (or out of memory: requests then see the model as not ready
+ * rather than a stale version). */
+static route_table *table_build(mcp_repository *r, repo_entry *e)
+{
+    if (!e->current) return NULL;
+    route_table *t = mcp_calloc(1, sizeof *t);
+    if (!t) return NULL;
+    atomic_init(&t->refs, 1);
+    snprintf(t->name, sizeof t->name, "%s", e->name);
+    t->primary = keep(e->current);
+    t->canary = keep(e->canary);
+    t->shadow = keep(e->shadow);
+    t->previous = keep(e->previous);
+    for (int i = 0; i < e->n_also; i++) t->also[t->n_also++] = keep(e->also[i]);
+    t->canary_below = e->canary ? share_below(e->canary_weight / 100.0) : 0;
+    t->shadow_below = e->shadow ? share_below(e->shadow_sample) : 0;
+    /* One watch per experiment: kept while its canary and shadow stay. */
+    if ((e->canary || e->shadow) && (e->watch_canary != e->canary || e->watch_shadow != e->shadow || !e->watch)) {
+        mcp_route_watch_release(e->watch);
+        e->watch = r->hooks.on_route ? r->hooks.on_route(e->name, &e->spec, e->current, e->canary, e->shadow, r->hooks.user)
+                                     : NULL;
+        e->watch_canary = e->canary;
+        e->watch_shadow = e->shadow;
+    } else if (!e->canary && !e->shadow) {
+        mcp_route_watch_release(e->watch);
+        e->watch = NULL;
+        e->watch_canary = e->watch_shadow = NULL;
+    }
+    t->watch = mcp_route_watch_retain(e->watch);
+    return t;
+}
+
+static route_map *map_build(mcp_repository *r)
+{
+    int n = 16;
+    while (n < 2 * r->n) n *= 2;
+    route_map *m = mcp_calloc(1, sizeof *m + (size_t)n * sizeof m->slots[0]);
+    if (!m) return NULL;
+    m->n_slots = n;
+    for (int i = 0; i < r->n; i++) {
+        route_table *t = r->entries[i].table;
+        if (!t) continue;
+        int k = (int)(name_hash(t->name) & (uint64_t)(n - 1));
+        while (m->slots[k]) k = (k + 1) & (n - 1);
+        atomic_fetch_add(&t->refs, 1);
+        m->slots[k] = t;
+    }
+    return m;
+}
+
+static void map_free(route_map *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_slots; i++) table_release(m->slots[i]);
+    mcp_free(m);
+}
+
+/* Publishes the entry's new state (mu held); returns the map replaced,
+ * for unpublished() once mu is released. e may be NULL (an entry went). */
+static route_map *publish(mcp_repository *r, repo_entry *e)
+{
+    if (e) {
+        route_table *t = table_build(r, e);
+        table_release(e->table);
+        e->table = t;
+    }
+    route_map *m = map_build(r);
+    if (!m) {
+        fprintf(stderr, "mcp2026: out of memory publishing the route table%s%s\n", e ? " of " : "", e ? e->name : "");
+        return NULL;
+    }
+    return atomic_exchange(&r->map, m);
+}
+
+/* Waits out the readers that may hold the old map, then frees it. */
+static void unpublished(mcp_repository *r, route_map *old)
+{
+    if (!old) return;
+    pthread_mutex_lock(&r->grace_mu);
+    unsigned e = atomic_fetch_add(&r->epoch, 1);
+    for (int spins = 0; atomic_load(&r->active[e & 1]) != 0; spins++) {
+        if (spins < 100) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_mutex_unlock(&r->grace_mu);
+    map_free(old);
+}
+
+static unsigned read_enter(mcp_repository *r)
+{
+    for (;;) {
+        unsigned e = atomic_load(&r->epoch);
+        atomic_fetch_add(&r->active[e & 1], 1);
+        if (atomic_load(&r->epoch) == e) return e;
+        atomic_fetch_sub(&r->active[e & 1], 1);
+    }
+}
+
+static void read_leave(mcp_repository *r, unsigned e) { atomic_fetch_sub(&r->active[e & 1], 1); }
+
+static route_table *map_find(route_map *m, const char *name)
+{
+    if (!m) return NULL;
+    int mask = m->n_slots - 1;
+    for (int k = (int)(name_hash(name) & (uint64_t)mask);; k = (k + 1) & mask) {
+        route_table *t = m->slots[k];
+        if (!t) return NULL;
+        if (strcmp(t->name, name) == 0) return t;
+    }
+}
+
+static mcp_model_version *table_version(route_table *t, const char *version)
+{
+    if (!version || !*version || strcmp(version, t->primary->version) == 0) return t->primary;
+    mcp_model_version *const roles[] = {t->canary, t->shadow, t->previous};
+    for (int i = 0; i < 3; i++)
+        if (roles[i] && strcmp(version, roles[i]->version) == 0) return roles[i];
+    for (int i = 0; i < t->n_also; i++)
+        if (strcmp(version, t->also[i]->version) == 0) return t->also[i];
+    return NULL;
+}
+
+/* A well-mixed 64-bit value of a key (FNV-1a, then a finalizer). */
+static uint64_t key_mix(const char *key, uint64_t salt)
+{
+    uint64_t h = name_hash(key) ^ salt;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+bool mcp_repository_route(mcp_repository *r, const char *name, const char *key, mcp_route *out)
+{
+    memset(out, 0, sizeof *out);
+    unsigned e = read_enter(r);
+    route_table *t = map_find(atomic_load(&r->map), name);
+    if (t) {
+        uint64_t pick, copy;
+        if (key && *key) {
+            pick = key_mix(key, 0) >> 11;
+            copy = key_mix(key, 0x5bd1e995u) >> 11;
+        } else {
+            /* Weyl sequences: n * phi and n * sqrt(2) (mod 1) spread any
+             * run of requests evenly over [0, 1). */
+            uint64_t n = atomic_fetch_add(&t->seq, 1);
+            pick = (n * 0x9e3779b97f4a7c15ull) >> 11;
+            copy = (n * 0x6a09e667f3bcc909ull) >> 11;
+        }
+        mcp_route_watch *w = t->watch;
+        if (t->canary && pick < t->canary_below && !(w && atomic_load(&w->canary_off))) {
+            out->v = mcp_model_version_retain(t->canary);
+            out->role = MCP_ROUTE_CANARY;
+        } else {
+            out->v = mcp_model_version_retain(t->primary);
+        }
+        if (t->shadow && copy < t->shadow_below && !(w && atomic_load(&w->shadow_off)))
+            out->shadow = mcp_model_version_retain(t->shadow);
+        out->watch = mcp_route_watch_retain(w);
+    }
+    read_leave(r, e);
+    return out->v != NULL;
+}
+
+void mcp_route_release(mcp_route *rt)
+{
+    mcp_model_version_release(rt->v);
+    mcp_model_version_release(rt->shadow);
+    mcp_route_watch_release(rt->watch);
+    memset(rt, 0, sizeof *rt);
+}
+
 typedef struct load_phase_ctx {
     mcp_repository *r;
     const char *name;
@@ -204,12 +484,150 @@ static void load_phase(void *user, const char *phase)
     pthread_mutex_unlock(&pc->r->mu);
 }
 
+/* Versions leaving every role, retired once mu is released. */
+typedef struct gone_list {
+    mcp_model_version *v[72];
+    int n;
+} gone_list;
+
+static void gone_add(gone_list *g, mcp_model_version *v)
+{
+    if (v && g->n < (int)(sizeof g->v / sizeof g->v[0])) g->v[g->n++] = v;
+}
+
+static void gone_retire(mcp_repository *r, gone_list *g)
+{
+    for (int i = 0; i < g->n; i++) retire(r, g->v[i]);
+    g->n = 0;
+}
+
+static size_t entry_bytes(const repo_entry *e)
+{
+    size_t b = 0;
+    const mcp_model_version *const roles[] = {e->current, e->canary, e->shadow, e->previous};
+    for (int i = 0; i < 4; i++) b += roles[i] ? roles[i]->memory_bytes : 0;
+    for (int i = 0; i < e->n_also; i++) b += e->also[i]->memory_bytes;
+    return b;
+}
+
+static size_t loaded_bytes(const mcp_repository *r)
+{
+    size_t b = 0;
+    for (int i = 0; i < r->n; i++) b += entry_bytes(&r->entries[i]);
+    return b;
+}
+
+/* The primary is replaced by v (mu held): the old one is kept warm for
+ * undo while the policy allows, and the one before it goes. */
+static void replace_primary(mcp_repository *r, repo_entry *e, mcp_model_version *v, const char *why, gone_list *gone)
+{
+    mcp_model_version *old = e->current;
+    e->current = v;
+    if (!old || old == v) return;
+    /* (The same version loaded again is no previous one.) */
+    bool warm = r->keep_previous && strcmp(old->version, v->version) != 0 &&
+                (!r->memory_budget || loaded_bytes(r) <= r->memory_budget);
+    if (e->previous && e->previous != v) {
+        snprintf(e->previous_cold, sizeof e->previous_cold, "%s", e->previous->version);
+        note(e, e->previous->version, MCP_VERSION_DRAINING, "replaced");
+        gone_add(gone, e->previous);
+    }
+    e->previous = NULL;
+    if (warm) {
+        (void)why; /* it stays Ready, out of the routes */
+        e->previous = old;
+        e->previous_cold[0] = '\0';
+    } else {
+        snprintf(e->previous_cold, sizeof e->previous_cold, "%s", old->version);
+        note(e, old->version, MCP_VERSION_DRAINING, "replaced");
+        gone_add(gone, old);
+    }
+}
+
+/* Takes v out of whichever role it has (mu held); true if it had one. */
+static bool take_role(repo_entry *e, const mcp_model_version *v)
+{
+    mcp_model_version **const roles[] = {&e->canary, &e->shadow, &e->previous};
+    for (int i = 0; i < 3; i++)
+        if (*roles[i] == v) {
+            *roles[i] = NULL;
+            if (i == 0) e->canary_weight = 0;
+            if (i == 1) e->shadow_sample = 0;
+            return true;
+        }
+    return false;
+}
+
+/* The loaded version of the entry called `version` outside the primary
+ * (mu held). */
+static mcp_model_version *entry_loaded(repo_entry *e, const char *version)
+{
+    mcp_model_version *const roles[] = {e->canary, e->shadow, e->previous};
+    for (int i = 0; i < 3; i++)
+        if (roles[i] && strcmp(roles[i]->version, version) == 0) return roles[i];
+    return NULL;
+}
+
+typedef enum load_role { ROLE_PRIMARY, ROLE_CANARY, ROLE_SHADOW } load_role;
+
+/* What a descriptor's rollout section makes of its version, checked
+ * against the entry before anything loads (mu held). */
+static mcp_status role_check(const repo_entry *e, const mcp_descriptor *d, load_role *role, mcp_err *err)
+{
+    const mcp_rollout_spec *ro = &d->rollout;
+    *role = ROLE_PRIMARY;
+    if (!ro->present) return MCP_STATUS_OK;
+    if (!strcmp(ro->canary, d->version)) *role = ROLE_CANARY;
+    else if (!strcmp(ro->shadow, d->version)) *role = ROLE_SHADOW;
+    const char *what = *role == ROLE_CANARY ? "canary" : "shadow";
+    if (*role != ROLE_PRIMARY) {
+        if (!e->current)
+            return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                               "rollout: model '%s' serves no version yet, so %s cannot be its %s; apply a primary first",
+                               e->name, d->version, what);
+        if (ro->primary[0] && strcmp(ro->primary, e->current->version) != 0)
+            return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                               "rollout.primary is %s but model '%s' serves %s", ro->primary, e->name, e->current->version);
+        if (!strcmp(d->version, e->current->version))
+            return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                               "rollout: %s is the primary of model '%s'; a %s needs a version of its own", d->version,
+                               e->name, what);
+    }
+    /* The other role the section names must be a version loaded already. */
+    const char *other = *role == ROLE_SHADOW ? ro->canary : ro->shadow;
+    const char *other_what = *role == ROLE_SHADOW ? "canary" : "shadow";
+    if (*role == ROLE_PRIMARY && ro->canary[0] && (!e->canary || strcmp(e->canary->version, ro->canary)))
+        return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                           "rollout.canary %s is not the canary of model '%s' (%s); apply it as the canary first",
+                           ro->canary, e->name, e->canary ? e->canary->version : "none");
+    if (other[0] && !(*role == ROLE_PRIMARY && other == ro->canary)) {
+        const mcp_model_version *have = *role == ROLE_SHADOW ? e->canary : e->shadow;
+        if (!have || strcmp(have->version, other))
+            return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                               "rollout.%s %s is not the %s of model '%s' (%s); apply it as the %s first", other_what,
+                               other, other_what, e->name, have ? have->version : "none", other_what);
+    }
+    return MCP_STATUS_OK;
+}
+
+/* Whether the new primary must keep the clients' contract: a canary or
+ * shadow always; a primary unless its major version changed (v1.x -> v2.0
+ * may change inputs and outputs) or versions are folder numbers. */
+static bool must_match(const mcp_model_version *cur, const mcp_model_version *v, load_role role)
+{
+    if (role != ROLE_PRIMARY) return true;
+    if (!cur || !cur->desc || !v->desc || !cur->version || cur->version[0] != 'v' || v->version[0] != 'v') return false;
+    return cur->desc->semver[0] == v->desc->semver[0];
+}
+
 static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_source_kind kind, const char *source,
-                                    const char *text, mcp_err *err)
+                                const char *text, mcp_err *err)
 {
     char name[256], version[64];
     snprintf(name, sizeof name, "%s", desc->name);
     snprintf(version, sizeof version, "%s", desc->version);
+    load_role role = ROLE_PRIMARY;
+    mcp_status pre = MCP_STATUS_OK;
     pthread_mutex_lock(&r->mu);
     /* The model's own lock: a second load of this name waits for the first;
      * loads of other models do not. (Looked up again after each wait: a
@@ -217,28 +635,36 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
     repo_entry *e;
     while ((e = entry_get(r, name, true)) && e->loading) pthread_cond_wait(&r->load_cv, &r->mu);
     if (e) {
-        e->loading = true;
-        if (!e->current) e->state = MCP_MODEL_LOADING;
-        note(e, version, MCP_VERSION_REGISTERED, NULL);
-        note(e, version, MCP_VERSION_LOADING, NULL);
-        /* Files on the server's disk stay known even when they fail to
-         * load (a load by name retries them); what came over the network
-         * is remembered only once it loads. */
-        if (kind == MCP_SOURCE_YAML_FILE || kind == MCP_SOURCE_TRITON) {
-            set_str(&e->source, source);
-            set_str(&e->text, NULL);
-            e->kind = kind;
+        pre = role_check(e, desc, &role, err);
+        if (pre == MCP_STATUS_OK) {
+            e->loading = true;
+            if (!e->current) e->state = MCP_MODEL_LOADING;
+            note(e, version, MCP_VERSION_REGISTERED, NULL);
+            note(e, version, MCP_VERSION_LOADING, NULL);
+            /* Files on the server's disk stay known even when they fail to
+             * load (a load by name retries them); what came over the
+             * network is remembered only once it loads. */
+            if (role == ROLE_PRIMARY && (kind == MCP_SOURCE_YAML_FILE || kind == MCP_SOURCE_TRITON)) {
+                set_str(&e->source, source);
+                set_str(&e->text, NULL);
+                e->kind = kind;
+            }
+        } else if (!e->current && e->kind == MCP_SOURCE_NONE) {
+            entry_remove(r, e);
         }
     }
+    route_map *old_map = pre != MCP_STATUS_OK && e ? publish(r, NULL) : NULL;
     pthread_mutex_unlock(&r->mu);
-    if (!e) {
+    unpublished(r, old_map);
+    if (!e || pre != MCP_STATUS_OK) {
         mcp_descriptor_free(desc);
-        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        return e ? pre : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
+    mcp_rollout_spec spec = desc->rollout;
 
     mcp_model_version *v = NULL;
     load_phase_ctx pc = {r, name};
-    int n_also = kind == MCP_SOURCE_TRITON ? desc->n_also : 0;
+    int n_also = kind == MCP_SOURCE_TRITON && role == ROLE_PRIMARY ? desc->n_also : 0;
     int64_t also_versions[64];
     if (n_also) memcpy(also_versions, desc->also, sizeof(int64_t) * (size_t)n_also);
     mcp_status st = mcp_model_version_load_phased(desc, &r->defaults, load_phase, &pc, &v, err);
@@ -271,36 +697,81 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         else if (st == MCP_STATUS_OK)
             got++;
     }
+    gone_list gone = {0};
     if (st != MCP_STATUS_OK) {
-        for (int i = 0; i < got; i++) retire(r, also[i]);
+        for (int i = 0; i < got; i++) gone_add(&gone, also[i]);
+        gone_add(&gone, v);
         got = 0;
-        if (v) retire(r, v);
         v = NULL;
     }
-    mcp_model_version *old = NULL, *old_also[64];
-    int n_old_also = 0;
     pthread_mutex_lock(&r->mu);
     e = entry_get(r, name, false); /* the array may have moved */
     e->phase = NULL;
     e->load_start_us = 0;
     e->loading = false;
     pthread_cond_broadcast(&r->load_cv);
+    /* Verify: the new version must serve the current one's clients. */
+    char why[900];
+    if (st == MCP_STATUS_OK && e->current && must_match(e->current, v, role) &&
+        !mcp_model_io_compatible(e->current, v, why, sizeof why)) {
+        st = mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                         "version %s cannot %s %s: its inputs and outputs differ (%s)%s", version,
+                         role == ROLE_PRIMARY ? "replace" : role == ROLE_CANARY ? "be the canary of" : "shadow",
+                         e->current->version, why,
+                         role == ROLE_PRIMARY ? "; a new major version may change them" : "");
+        for (int i = 0; i < got; i++) gone_add(&gone, also[i]);
+        gone_add(&gone, v);
+        got = 0;
+        v = NULL;
+    }
     if (st == MCP_STATUS_OK) {
-        old = e->current;
-        n_old_also = e->n_also;
-        memcpy(old_also, e->also, sizeof(e->also[0]) * (size_t)e->n_also);
-        memcpy(e->also, also, sizeof(also[0]) * (size_t)got);
-        e->n_also = got;
-        e->current = v;
+        if (role == ROLE_PRIMARY) {
+            for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);
+            memcpy(e->also, also, sizeof(also[0]) * (size_t)got);
+            e->n_also = got;
+            /* A plain apply is a whole rollout: canary and shadow stop,
+             * unless the section keeps them. */
+            bool keep_canary = spec.present && spec.canary[0] && e->canary && !strcmp(spec.canary, e->canary->version);
+            bool keep_shadow = spec.present && spec.shadow[0] && e->shadow && !strcmp(spec.shadow, e->shadow->version);
+            if (!keep_canary && e->canary) {
+                note(e, e->canary->version, MCP_VERSION_DRAINING, "rollout replaced");
+                gone_add(&gone, e->canary);
+                e->canary = NULL;
+            }
+            if (!keep_shadow && e->shadow) {
+                note(e, e->shadow->version, MCP_VERSION_DRAINING, "rollout replaced");
+                gone_add(&gone, e->shadow);
+                e->shadow = NULL;
+            }
+            if (keep_canary) e->canary_weight = spec.canary_weight;
+            if (keep_shadow) e->shadow_sample = spec.shadow_sample;
+            replace_primary(r, e, v, "previous: kept warm for undo", &gone);
+            note(e, version, MCP_VERSION_READY, NULL);
+        } else {
+            mcp_model_version **slot = role == ROLE_CANARY ? &e->canary : &e->shadow;
+            if (*slot) {
+                note(e, (*slot)->version, MCP_VERSION_DRAINING, "rollout replaced");
+                gone_add(&gone, *slot);
+            }
+            *slot = v;
+            if (role == ROLE_CANARY) e->canary_weight = spec.canary_weight;
+            else e->shadow_sample = spec.shadow_sample;
+            /* Named beside it: the other role's amount. */
+            if (role == ROLE_CANARY && spec.shadow[0] && e->shadow) e->shadow_sample = spec.shadow_sample;
+            if (role == ROLE_SHADOW && spec.canary[0] && e->canary) e->canary_weight = spec.canary_weight;
+            note(e, version, MCP_VERSION_READY, role == ROLE_CANARY ? "canary" : "shadow");
+        }
+        if (spec.present) e->spec = spec;
+        else if (role == ROLE_PRIMARY) e->spec = mcp_rollout_spec_default();
         e->state = MCP_MODEL_READY;
         e->reason[0] = '\0';
-        note(e, version, MCP_VERSION_READY, NULL);
-        if (old && old != v) note(e, old->version, MCP_VERSION_DRAINING, "replaced");
-        set_str(&e->version, version);
-        if (kind != MCP_SOURCE_NONE) {
-            set_str(&e->source, source);
-            set_str(&e->text, text);
-            e->kind = kind;
+        if (role == ROLE_PRIMARY) {
+            set_str(&e->version, version);
+            if (kind != MCP_SOURCE_NONE) {
+                set_str(&e->source, source);
+                set_str(&e->text, text);
+                e->kind = kind;
+            }
         }
     } else {
         /* A failed reload leaves the current version serving. A failed
@@ -308,19 +779,21 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
          * no entry: the caller got the reason in its answer. */
         if (!e->current && e->kind == MCP_SOURCE_NONE) {
             entry_remove(r, e);
+            e = NULL;
         } else {
             if (!e->current) e->state = MCP_MODEL_UNAVAILABLE;
             /* The reason is shown to every caller: no host paths in it. */
-            char why[sizeof e->reason - 16];
-            mcp_model_roots_redact(r->defaults.roots, err && err->buf ? err->buf : mcp_status_str(st), why, sizeof why);
-            snprintf(e->reason, sizeof e->reason, "load failed: %s", why);
-            note(e, version, MCP_VERSION_FAILED, why);
+            char shown[sizeof e->reason - 16];
+            mcp_model_roots_redact(r->defaults.roots, err && err->buf ? err->buf : mcp_status_str(st), shown, sizeof shown);
+            snprintf(e->reason, sizeof e->reason, "load failed: %s", shown);
+            note(e, version, MCP_VERSION_FAILED, shown);
             if (!e->current) set_str(&e->version, version);
         }
     }
+    old_map = publish(r, e);
     pthread_mutex_unlock(&r->mu);
-    retire(r, old);
-    for (int i = 0; i < n_old_also; i++) retire(r, old_also[i]);
+    unpublished(r, old_map);
+    gone_retire(r, &gone);
     return st;
 }
 
@@ -496,24 +969,30 @@ mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err
 
 mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err)
 {
+    gone_list gone = {0};
+    route_map *old_map = NULL;
     pthread_mutex_lock(&r->mu);
     repo_entry *e = entry_get(r, name, false);
-    mcp_model_version *old = NULL, *old_also[64];
-    int n_old_also = 0;
     if (e) {
-        old = e->current;
-        n_old_also = e->n_also;
-        memcpy(old_also, e->also, sizeof(e->also[0]) * (size_t)e->n_also);
+        mcp_model_version **const roles[] = {&e->current, &e->canary, &e->shadow, &e->previous};
+        for (int i = 0; i < 4; i++) {
+            if (!*roles[i]) continue;
+            note(e, (*roles[i])->version, MCP_VERSION_DRAINING, "unloaded");
+            gone_add(&gone, *roles[i]);
+            *roles[i] = NULL;
+        }
+        for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);
         e->n_also = 0;
-        e->current = NULL;
+        e->canary_weight = e->shadow_sample = 0;
+        e->previous_cold[0] = '\0';
         e->state = MCP_MODEL_UNAVAILABLE;
         snprintf(e->reason, sizeof e->reason, "unloaded");
-        if (old) note(e, old->version, MCP_VERSION_DRAINING, "unloaded");
+        old_map = publish(r, e);
     }
     pthread_mutex_unlock(&r->mu);
     if (!e) return mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
-    retire(r, old);
-    for (int i = 0; i < n_old_also; i++) retire(r, old_also[i]);
+    unpublished(r, old_map);
+    gone_retire(r, &gone);
     return MCP_STATUS_OK;
 }
 
@@ -547,14 +1026,11 @@ int mcp_repository_lifecycle(mcp_repository *r, const char *name, mcp_lifecycle_
 
 mcp_model_version *mcp_repository_get(mcp_repository *r, const char *name, const char *version)
 {
-    mcp_model_version *v = NULL;
-    pthread_mutex_lock(&r->mu);
-    repo_entry *e = entry_get(r, name, false);
-    if (e && e->current && (!version || !*version || strcmp(version, e->current->version) == 0))
-        v = mcp_model_version_retain(e->current);
-    for (int i = 0; e && !v && version && *version && i < e->n_also; i++)
-        if (strcmp(version, e->also[i]->version) == 0) v = mcp_model_version_retain(e->also[i]);
-    pthread_mutex_unlock(&r->mu);
+    unsigned e = read_enter(r);
+    route_table *t = map_find(atomic_load(&r->map), name);
+    mcp_model_version *v = t ? table_version(t, version) : NULL;
+    if (v) mcp_model_version_retain(v);
+    read_leave(r, e);
     return v;
 }
 
@@ -565,6 +1041,7 @@ int mcp_repository_versions(mcp_repository *r, const char *name, char (*out)[64]
     repo_entry *e = entry_get(r, name, false);
     if (e && e->current && n < cap) snprintf(out[n++], 64, "%s", e->current->version);
     for (int i = 0; e && e->current && i < e->n_also && n < cap; i++) snprintf(out[n++], 64, "%s", e->also[i]->version);
+    if (e && e->canary && n < cap) snprintf(out[n++], 64, "%s", e->canary->version);
     pthread_mutex_unlock(&r->mu);
     return n;
 }
@@ -611,8 +1088,231 @@ void mcp_repository_totals(mcp_repository *r, int *ready, size_t *bytes)
     for (int i = 0; i < r->n; i++)
         if (r->entries[i].current) {
             (*ready)++;
-            *bytes += r->entries[i].current->memory_bytes;
-            for (int k = 0; k < r->entries[i].n_also; k++) *bytes += r->entries[i].also[k]->memory_bytes;
+            *bytes += entry_bytes(&r->entries[i]);
         }
     pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- rollout operations: each one change of the route table ---- */
+
+/* The entry of a model that serves (mu held), or NULL with err set. */
+static repo_entry *serving_entry(mcp_repository *r, const char *name, mcp_status *st, mcp_err *err)
+{
+    repo_entry *e = entry_get(r, name, false);
+    if (!e) *st = mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", name);
+    else if (!e->current) *st = mcp_err_set(err, MCP_STATUS_UNAVAILABLE, "model '%s' serves no version (%s)", name, e->reason);
+    return e && e->current ? e : NULL;
+}
+
+static mcp_status not_loaded(const repo_entry *e, const char *version, mcp_err *err)
+{
+    return mcp_err_set(err, MCP_STATUS_NOT_FOUND,
+                       "model '%s' has no loaded version '%s' (primary %s%s%s%s%s%s%s); apply it first", e->name, version,
+                       e->current->version, e->canary ? ", canary " : "", e->canary ? e->canary->version : "",
+                       e->shadow ? ", shadow " : "", e->shadow ? e->shadow->version : "",
+                       e->previous ? ", previous " : "", e->previous ? e->previous->version : "");
+}
+
+/* Ends a rollout operation: publish, then retire what left (mu held on
+ * entry, released here). */
+static mcp_status finish(mcp_repository *r, repo_entry *e, gone_list *gone, mcp_status st)
+{
+    route_map *old = st == MCP_STATUS_OK ? publish(r, e) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    unpublished(r, old);
+    gone_retire(r, gone);
+    return st;
+}
+
+mcp_status mcp_repository_rollout(mcp_repository *r, const char *name, mcp_rollout_state *out, mcp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    mcp_status st = MCP_STATUS_OK;
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = serving_entry(r, name, &st, err);
+    if (e) {
+        snprintf(out->primary, sizeof out->primary, "%s", e->current->version);
+        if (e->canary) snprintf(out->canary, sizeof out->canary, "%s", e->canary->version);
+        if (e->shadow) snprintf(out->shadow, sizeof out->shadow, "%s", e->shadow->version);
+        if (e->previous) snprintf(out->previous, sizeof out->previous, "%s", e->previous->version);
+        snprintf(out->previous_cold, sizeof out->previous_cold, "%s", e->previous_cold);
+        out->canary_weight = e->canary ? e->canary_weight : 0;
+        out->shadow_sample = e->shadow ? e->shadow_sample : 0;
+        out->spec = e->spec;
+        out->watch = mcp_route_watch_retain(e->watch);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+/* Makes the loaded version v the primary (mu held). */
+static void promote_locked(mcp_repository *r, repo_entry *e, mcp_model_version *v, const char *why, gone_list *gone)
+{
+    take_role(e, v);
+    replace_primary(r, e, v, "previous: kept warm for undo", gone);
+    note(e, v->version, MCP_VERSION_READY, why);
+    set_str(&e->version, v->version);
+}
+
+mcp_status mcp_repository_set_weights(mcp_repository *r, const char *name, int n, const char *const *versions,
+                                      const double *percent, mcp_err *err)
+{
+    if (n < 1 || n > 2)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "weights name %d versions; name one or two", n);
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(percent[i] >= 0 && percent[i] <= 100))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "weight %g of %s is not a percent from 0 to 100",
+                               percent[i], versions[i]);
+        sum += percent[i];
+    }
+    if (n == 2 && !strcmp(versions[0], versions[1]))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "version %s is given twice", versions[0]);
+    gone_list gone = {0};
+    pthread_mutex_lock(&r->mu);
+    mcp_status st = MCP_STATUS_OK;
+    repo_entry *e = serving_entry(r, name, &st, err);
+    if (!e) return finish(r, NULL, &gone, st);
+    int p = -1; /* which of the versions is the primary */
+    for (int i = 0; i < n; i++)
+        if (!strcmp(versions[i], e->current->version)) p = i;
+    if (p < 0 ? sum > 100.0001 : fabs(sum - 100) > 0.0001)
+        return finish(r, e, &gone,
+                      mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "weights add up to %g; they must make 100%s", sum,
+                                  p < 0 ? " (the primary takes what is left)" : ""));
+    int o = n == 2 ? 1 - p : p < 0 ? 0 : -1; /* the other version */
+    if (p < 0 && n == 2)
+        return finish(r, e, &gone,
+                      mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                                  "neither %s nor %s is the primary (%s) of model '%s'; promote one first", versions[0],
+                                  versions[1], e->current->version, name));
+    mcp_model_version *other = NULL;
+    if (o >= 0 && !(other = entry_loaded(e, versions[o])))
+        return finish(r, e, &gone, not_loaded(e, versions[o], err));
+    double w = o >= 0 ? percent[o] : 0;
+    if (other && w >= 100) {
+        /* All of it to the other version: that is a promotion. */
+        promote_locked(r, e, other, "promoted by weight", &gone);
+    } else if (!other || w <= 0) {
+        if (e->canary) {
+            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary weight 0");
+            gone_add(&gone, e->canary);
+            e->canary = NULL;
+        }
+        e->canary_weight = 0;
+    } else {
+        if (e->canary && e->canary != other) {
+            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary replaced");
+            gone_add(&gone, e->canary);
+            e->canary = NULL;
+        }
+        take_role(e, other);
+        e->canary = other;
+        e->canary_weight = w;
+        note(e, other->version, MCP_VERSION_READY, "canary");
+    }
+    return finish(r, e, &gone, MCP_STATUS_OK);
+}
+
+mcp_status mcp_repository_set_shadow(mcp_repository *r, const char *name, const char *version, double sample,
+                                     const mcp_rollout_spec *spec, mcp_err *err)
+{
+    if (!(sample >= 0 && sample <= 1))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "sample %g is not a share from 0 to 1", sample);
+    gone_list gone = {0};
+    pthread_mutex_lock(&r->mu);
+    mcp_status st = MCP_STATUS_OK;
+    repo_entry *e = serving_entry(r, name, &st, err);
+    if (!e) return finish(r, NULL, &gone, st);
+    if (!strcmp(version, e->current->version))
+        return finish(r, e, &gone,
+                      mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s is the primary of model '%s'; it cannot shadow itself",
+                                  version, name));
+    mcp_model_version *v = entry_loaded(e, version);
+    if (!v) return finish(r, e, &gone, not_loaded(e, version, err));
+    if (sample <= 0) {
+        if (e->shadow == v) {
+            note(e, v->version, MCP_VERSION_DRAINING, "shadow off");
+            gone_add(&gone, v);
+            e->shadow = NULL;
+            e->shadow_sample = 0;
+        }
+    } else {
+        if (e->shadow && e->shadow != v) {
+            note(e, e->shadow->version, MCP_VERSION_DRAINING, "shadow replaced");
+            gone_add(&gone, e->shadow);
+            e->shadow = NULL;
+        }
+        take_role(e, v);
+        e->shadow = v;
+        e->shadow_sample = sample;
+        note(e, v->version, MCP_VERSION_READY, "shadow");
+    }
+    if (spec) {
+        e->spec = *spec;
+        e->watch_shadow = NULL; /* a new experiment: new windows */
+    }
+    return finish(r, e, &gone, MCP_STATUS_OK);
+}
+
+mcp_status mcp_repository_promote(mcp_repository *r, const char *name, const char *version, mcp_err *err)
+{
+    gone_list gone = {0};
+    pthread_mutex_lock(&r->mu);
+    mcp_status st = MCP_STATUS_OK;
+    repo_entry *e = serving_entry(r, name, &st, err);
+    if (!e) return finish(r, NULL, &gone, st);
+    if (!strcmp(version, e->current->version)) return finish(r, e, &gone, MCP_STATUS_OK);
+    mcp_model_version *v = entry_loaded(e, version);
+    if (!v) return finish(r, e, &gone, not_loaded(e, version, err));
+    promote_locked(r, e, v, "promoted", &gone);
+    return finish(r, e, &gone, MCP_STATUS_OK);
+}
+
+mcp_status mcp_repository_undo(mcp_repository *r, const char *name, mcp_err *err)
+{
+    gone_list gone = {0};
+    pthread_mutex_lock(&r->mu);
+    mcp_status st = MCP_STATUS_OK;
+    repo_entry *e = serving_entry(r, name, &st, err);
+    if (!e) return finish(r, NULL, &gone, st);
+    if (!e->previous) {
+        st = e->previous_cold[0]
+                            ? mcp_err_set(err, MCP_STATUS_NOT_FOUND,
+                                          "the previous version of model '%s' (%s) is no longer loaded", name, e->previous_cold)
+                            : mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model '%s' has no previous version to go back to", name);
+        return finish(r, e, &gone, st);
+    }
+    mcp_model_version *const roles[] = {e->canary, e->shadow};
+    for (int i = 0; i < 2; i++)
+        if (roles[i]) {
+            note(e, roles[i]->version, MCP_VERSION_DRAINING, "undo");
+            gone_add(&gone, roles[i]);
+        }
+    e->canary = e->shadow = NULL;
+    e->canary_weight = e->shadow_sample = 0;
+    promote_locked(r, e, e->previous, "undo", &gone);
+    return finish(r, e, &gone, MCP_STATUS_OK);
+}
+
+bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *watch, bool canary, const char *reason)
+{
+    gone_list gone = {0};
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    mcp_model_version **slot = e ? (canary ? &e->canary : &e->shadow) : NULL;
+    if (!e || e->watch != watch || !*slot) {
+        pthread_mutex_unlock(&r->mu);
+        return false;
+    }
+    note(e, (*slot)->version, MCP_VERSION_DRAINING, reason);
+    gone_add(&gone, *slot);
+    *slot = NULL;
+    if (canary) e->canary_weight = 0;
+    else e->shadow_sample = 0;
+    /* The watch stays with what is left of the experiment. */
+    e->watch_canary = e->canary;
+    e->watch_shadow = e->shadow;
+    finish(r, e, &gone, MCP_STATUS_OK);
+    return true;
 }

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "serve/frontend.h"
+#include "serve/rollout.h"
 
 /* Model control jobs waiting for a loader thread. */
 #define MAX_CONTROL_JOBS 64
@@ -282,9 +283,155 @@ static void complete_request(mcp_request *r, void *user)
 {
     mcp_call *c = user;
     mcp_frontend *fe = c->frontend;
+    if (r->watch) mcp_rollout_record(r->watch, r->route_role, r->status, mcp_now_ns() - r->t_arrival_ns);
     encode_response(c, r);
     observe(fe, MCP_OBS_COMPLETED, c, r->model, r->status);
     c->respond(c);
+}
+
+/* ---- shadows: a copy of the request for a version whose answer is only
+ * compared ---- */
+
+typedef struct shadow_pair {
+    atomic_int pending; /* the primary and the copy */
+    mcp_call *call;
+    mcp_request *primary, *copy; /* retained */
+    mcp_route_watch *watch;      /* retained */
+} shadow_pair;
+
+static void pair_arrive(shadow_pair *p)
+{
+    if (atomic_fetch_sub(&p->pending, 1) != 1) return;
+    if (p->copy) mcp_rollout_compare(p->watch, p->primary, p->copy);
+    mcp_request_release(p->primary);
+    mcp_request_release(p->copy);
+    mcp_route_watch_release(p->watch);
+    mcp_free(p);
+}
+
+/* The primary's answer goes to its client first; then it waits for (or
+ * meets) the shadow's. */
+static void complete_paired(mcp_request *r, void *user)
+{
+    shadow_pair *p = user;
+    complete_request(r, p->call);
+    pair_arrive(p);
+}
+
+static void shadow_done(mcp_request *r, void *user)
+{
+    (void)r;
+    pair_arrive(user);
+}
+
+/* The request's inputs, copied into a new request for `to` (before any
+ * preprocessing rewrites them); NULL when out of memory. */
+static mcp_request *request_copy(const mcp_request *r, mcp_model_version *to)
+{
+    mcp_request *c = mcp_request_create(r->protocol);
+    if (!c) return NULL;
+    c->model = mcp_model_version_retain(to);
+    c->model_name = mcp_pool_strndup(c->pool, to->name, strlen(to->name));
+    c->model_version = mcp_pool_strndup(c->pool, to->version, strlen(to->version));
+    c->id = r->id ? mcp_pool_strndup(c->pool, r->id, strlen(r->id)) : NULL;
+    c->priority = r->priority;
+    c->timeout_us = r->timeout_us;
+    c->deadline_ns = r->deadline_ns;
+    c->n_inputs = r->n_inputs;
+    c->inputs = mcp_pool_calloc(c->pool, sizeof *c->inputs * (size_t)(r->n_inputs ? r->n_inputs : 1));
+    bool ok = c->model_name && c->model_version && c->inputs;
+    for (int i = 0; ok && i < r->n_inputs; i++) {
+        const mcp_tensor *t = &r->inputs[i].t;
+        mcp_req_tensor *d = &c->inputs[i];
+        d->name = mcp_pool_strndup(c->pool, r->inputs[i].name, strlen(r->inputs[i].name));
+        d->t = *t;
+        d->t.owns_data = false;
+        size_t nbytes = mcp_tensor_nbytes(t);
+        d->t.data = mcp_pool_alloc(c->pool, nbytes ? nbytes : 1);
+        ok = d->name && d->t.data && !t->format;
+        if (!ok) break;
+        if (t->dtype == MCP_DTYPE_STRING) {
+            const char *const *from = t->data;
+            char **into = d->t.data;
+            for (int64_t k = 0; ok && k < mcp_tensor_numel(t); k++)
+                ok = (into[k] = mcp_pool_strndup(c->pool, from[k], strlen(from[k]))) != NULL;
+        } else if (nbytes) {
+            memcpy(d->t.data, t->data, nbytes);
+        }
+    }
+    if (!ok) {
+        mcp_request_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Makes the pair for a shadowed request (before it is submitted); NULL
+ * when the copy cannot be made or is not valid for the shadow. */
+static shadow_pair *shadow_start(mcp_call *c, mcp_request *r, mcp_model_version *shadow, mcp_route_watch *watch)
+{
+    mcp_request *copy = request_copy(r, shadow);
+    char msg[256];
+    mcp_err err = {msg, sizeof msg};
+    if (!copy || mcp_request_validate(copy, shadow, &err) != MCP_STATUS_OK) {
+        mcp_request_release(copy);
+        return NULL;
+    }
+    shadow_pair *p = mcp_calloc(1, sizeof *p);
+    if (!p) {
+        mcp_request_release(copy);
+        return NULL;
+    }
+    atomic_init(&p->pending, 2);
+    p->call = c;
+    p->primary = mcp_request_retain(r);
+    p->copy = copy;
+    p->watch = mcp_route_watch_retain(watch);
+    return p;
+}
+
+/* The copy goes to the shadow's queue once the primary is queued; a full
+ * queue drops it (counted), and a primary refused at once takes no copy. */
+static void shadow_submit(shadow_pair *p, bool primary_queued)
+{
+    mcp_request *copy = p->copy;
+    copy->done = shadow_done;
+    copy->done_user = p;
+    mcp_model_version *v = copy->model;
+    mcp_status st = primary_queued && v->serving ? mcp_scheduler_submit(v->serving, copy) : MCP_STATUS_UNAVAILABLE;
+    if (st == MCP_STATUS_OK) return;
+    if (primary_queued) mcp_rollout_dropped(p->watch);
+    p->copy = NULL;
+    mcp_request_release(copy);
+    pair_arrive(p);
+}
+
+/* route_rollout: an unpinned request, once decoded (its id known), goes
+ * to the canary by weight, and a sampled share is copied to the shadow. */
+static shadow_pair *route_rollout(mcp_frontend *fe, mcp_call *c, mcp_request *r)
+{
+    mcp_route rt;
+    if (!mcp_repository_route(fe->repo, r->model->name, r->id, &rt)) return NULL;
+    if (rt.v != r->model) {
+        char msg[256];
+        mcp_err err = {msg, sizeof msg};
+        if (mcp_request_validate(r, rt.v, &err) == MCP_STATUS_OK) {
+            mcp_model_version_release(r->model);
+            r->model = rt.v;
+            rt.v = NULL;
+            r->model_version = mcp_pool_strndup(r->pool, r->model->version, strlen(r->model->version));
+            r->route_role = rt.role;
+        } else {
+            /* Not valid for the other version: it stays where it was
+             * (put back in that version's input order). */
+            mcp_request_validate(r, r->model, &err);
+        }
+    }
+    r->watch = rt.watch;
+    rt.watch = NULL;
+    shadow_pair *pair = rt.shadow && r->watch ? shadow_start(c, r, rt.shadow, r->watch) : NULL;
+    mcp_route_release(&rt);
+    return pair;
 }
 
 /* submit_request: onto the model version's scheduler; a full queue or a
@@ -315,10 +462,11 @@ static mcp_status submit_to_current(mcp_frontend *fe, mcp_request *r, mcp_model_
     return st;
 }
 
-static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, mcp_model_version *v, bool pinned)
+static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, mcp_model_version *v, bool pinned,
+                                 shadow_pair *pair)
 {
-    r->done = complete_request;
-    r->done_user = c;
+    r->done = pair ? complete_paired : complete_request;
+    r->done_user = pair ? (void *)pair : (void *)c;
     /* A deadline the transport knows (gRPC's) bounds the request too. */
     if (c->deadline_ns > 0) {
         int64_t own = r->timeout_us > 0 && r->timeout_us < INT64_MAX / 1000 ? mcp_now_ns() + r->timeout_us * 1000 : 0;
@@ -332,7 +480,8 @@ static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, 
         mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
                                                                        : "model '%s' is not accepting requests",
                          v->name);
-    return MCP_STATUS_OK;
+    if (pair) shadow_submit(pair, st == MCP_STATUS_OK);
+    return st;
 }
 
 void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
@@ -370,7 +519,9 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
         mcp_request_release(r);
         return;
     }
-    submit_request(fe, c, r, v, version[0] != '\0');
+    bool pinned = version[0] != '\0';
+    shadow_pair *pair = pinned ? NULL : route_rollout(fe, c, r);
+    submit_request(fe, c, r, r->model, pinned, pair);
     mcp_request_release(r); /* the scheduler and the call hold theirs */
 }
 
@@ -389,6 +540,41 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
     v->serving_free = serving_free;
     mcp_metrics_declare_model(fe->metrics, v->name, v->version);
     return MCP_STATUS_OK;
+}
+
+static void free_control(mcp_control *ctl) { mcp_free(ctl); }
+
+/* A gate failed (on a worker, with the monitor's lock held): the version
+ * is out of routing already; a control job makes it so in the route
+ * table and records why. */
+static void on_trip(void *user, mcp_rollout_monitor *m, bool canary, const char *reason)
+{
+    mcp_frontend *fe = user;
+    mcp_route_watch *w = (mcp_route_watch *)m;
+    mcp_control *ctl = mcp_calloc(1, sizeof *ctl);
+    if (ctl) {
+        ctl->op = MCP_CONTROL_ROLLOUT;
+        ctl->action = MCP_ROLLOUT_TRIP;
+        snprintf(ctl->name, sizeof ctl->name, "%s", mcp_rollout_model(w));
+        snprintf(ctl->reason, sizeof ctl->reason, "%s", reason);
+        ctl->watch = mcp_route_watch_retain(w);
+        ctl->trip_canary = canary;
+        ctl->done = free_control;
+    }
+    if (!ctl || mcp_frontend_control(fe, ctl) != MCP_STATUS_OK) {
+        /* Routing keeps it off; the table keeps it until the next change. */
+        fprintf(stderr, "mcp2026-server: %s: %s (could not queue the rollout change)\n", mcp_rollout_model(w), reason);
+        if (ctl) mcp_route_watch_release(ctl->watch);
+        mcp_free(ctl);
+    }
+}
+
+static mcp_route_watch *hook_route(const char *model, const mcp_rollout_spec *spec, const mcp_model_version *primary,
+                                   const mcp_model_version *canary, const mcp_model_version *shadow, void *user)
+{
+    mcp_frontend *fe = user;
+    return mcp_rollout_monitor_create(model, spec, primary->version, canary ? canary->version : NULL,
+                                      shadow ? shadow->version : NULL, fe->metrics, on_trip, fe);
 }
 
 /* Unloading and reloading never wait on the caller's thread: the retired
@@ -451,6 +637,7 @@ static void retire_wait(mcp_frontend *fe)
 /* ---- model control: the loader thread ---- */
 
 static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *err);
+static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *action);
 
 /* A JSON object without "path" is Triton's ModelConfig for the model's
  * folder in the roots; anything else is our YAML descriptor (YAML reads
@@ -478,7 +665,14 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
     char msg[600];
     mcp_err err = {msg, sizeof msg};
     mcp_status st = MCP_STATUS_OK;
-    const char *action = ctl->op == MCP_CONTROL_UNLOAD ? "unload" : ctl->descriptor ? "apply" : "load";
+    const char *action = ctl->op == MCP_CONTROL_UNLOAD    ? "unload"
+                         : ctl->op == MCP_CONTROL_ROLLOUT ? mcp_rollout_action_name(ctl->action)
+                         : ctl->descriptor                ? "apply"
+                                                          : "load";
+    if (ctl->op == MCP_CONTROL_ROLLOUT) {
+        rollout_record(fe, ctl, action);
+        return;
+    }
     if (ctl->status != MCP_STATUS_OK) {
         char why[sizeof ctl->message];
         mcp_model_roots_redact(mcp_repository_defaults(fe->repo)->roots, ctl->message, why, sizeof why);
@@ -490,8 +684,8 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
     } else if (ctl->descriptor && is_triton_json(ctl->descriptor)) {
         mcp_plane_note(p, action, ctl->name, "ok", "a Triton configuration: not kept in the store yet", actor);
     } else if (ctl->descriptor) {
-        mcp_model_version *v = mcp_repository_get(fe->repo, ctl->name, NULL);
-        st = v ? mcp_plane_applied(p, v, ctl->descriptor, strlen(ctl->descriptor), actor, &err)
+        mcp_model_version *v = mcp_repository_get(fe->repo, ctl->name, ctl->applied_version);
+        st = v ? mcp_plane_applied(p, v, ctl->descriptor, strlen(ctl->descriptor), ctl->applied_primary, actor, &err)
                : mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "model '%s' is not loaded", ctl->name);
         mcp_model_version_release(v);
     } else {
@@ -504,14 +698,167 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
     }
 }
 
+static void control_rollout(mcp_frontend *fe, mcp_control *ctl, mcp_err *err);
+
 static void control_run(mcp_frontend *fe, mcp_control *ctl)
 {
     mcp_err err = {ctl->message, sizeof ctl->message};
     ctl->message[0] = '\0';
     if (ctl->op == MCP_CONTROL_UNLOAD) ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
+    else if (ctl->op == MCP_CONTROL_ROLLOUT) control_rollout(fe, ctl, &err);
     else if (!ctl->descriptor) ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
     else control_apply(fe, ctl, &err);
     control_record(fe, ctl);
+}
+
+/* ---- rollout calls ---- */
+
+const char *mcp_rollout_action_name(mcp_rollout_action a)
+{
+    static const char *const names[] = {
+        [MCP_ROLLOUT_SET_WEIGHTS] = "rollout.set-weight", [MCP_ROLLOUT_SHADOW] = "rollout.shadow",
+        [MCP_ROLLOUT_PROMOTE] = "rollout.promote",        [MCP_ROLLOUT_UNDO] = "rollout.undo",
+        [MCP_ROLLOUT_TRIP] = "rollout.gate",
+    };
+    return (int)a >= 0 && a <= MCP_ROLLOUT_TRIP ? names[a] : "rollout";
+}
+
+static void control_rollout(mcp_frontend *fe, mcp_control *ctl, mcp_err *err)
+{
+    mcp_repository *r = fe->repo;
+    const char *vs[2] = {ctl->versions[0], ctl->versions[1]};
+    switch (ctl->action) {
+    case MCP_ROLLOUT_SET_WEIGHTS:
+        ctl->status = mcp_repository_set_weights(r, ctl->name, ctl->n_versions, vs, ctl->amounts, err);
+        break;
+    case MCP_ROLLOUT_SHADOW:
+        ctl->status = mcp_repository_set_shadow(r, ctl->name, vs[0], ctl->amounts[0], ctl->has_spec ? &ctl->spec : NULL, err);
+        break;
+    case MCP_ROLLOUT_PROMOTE: ctl->status = mcp_repository_promote(r, ctl->name, vs[0], err); break;
+    case MCP_ROLLOUT_UNDO: {
+        ctl->status = mcp_repository_undo(r, ctl->name, err);
+        mcp_rollout_state rs;
+        char m2[256];
+        mcp_err e2 = {m2, sizeof m2};
+        /* Not kept warm: loaded again from the store by its digest. */
+        if (ctl->status == MCP_STATUS_NOT_FOUND && fe->plane &&
+            mcp_repository_rollout(r, ctl->name, &rs, &e2) == MCP_STATUS_OK && rs.previous_cold[0]) {
+            mcp_route_watch_release(rs.watch);
+            err->buf[0] = '\0';
+            ctl->status = mcp_plane_load_version(fe->plane, r, ctl->name, rs.previous_cold, err);
+            if (ctl->status == MCP_STATUS_OK)
+                snprintf(ctl->reason, sizeof ctl->reason, "%s loaded again from the store", rs.previous_cold);
+        }
+        break;
+    }
+    case MCP_ROLLOUT_TRIP:
+        ctl->status = mcp_repository_trip(r, ctl->name, ctl->watch, ctl->trip_canary, ctl->reason)
+                          ? MCP_STATUS_OK
+                          : mcp_err_set(err, MCP_STATUS_NOT_FOUND, "that rollout had ended already");
+        mcp_route_watch_release(ctl->watch);
+        ctl->watch = NULL;
+        if (ctl->status == MCP_STATUS_OK) fprintf(stderr, "mcp2026-server: %s: %s\n", ctl->name, ctl->reason);
+        break;
+    }
+    if (ctl->status == MCP_STATUS_OK && ctl->action != MCP_ROLLOUT_TRIP) {
+        mcp_buf b = {0};
+        char m2[256];
+        mcp_err e2 = {m2, sizeof m2};
+        if (mcp_frontend_rollout_json(fe, ctl->name, &b, &e2) == MCP_STATUS_OK && !b.failed) {
+            mcp_buf_append(&b, "", 1);
+            ctl->answer = (char *)b.data;
+            b.data = NULL;
+        }
+        mcp_buf_free(&b);
+    }
+}
+
+/* A rollout call as an event (actor: the API, or the gate itself), and a
+ * new primary as the model's desired version. */
+static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *action)
+{
+    mcp_plane *p = fe->plane;
+    if (!p || (ctl->action == MCP_ROLLOUT_TRIP && ctl->status != MCP_STATUS_OK)) return;
+    const char *actor = ctl->action == MCP_ROLLOUT_TRIP ? "gate" : "api";
+    char what[400] = "";
+    for (int i = 0; i < ctl->n_versions; i++)
+        snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s=%g", i ? " " : "", ctl->versions[i],
+                 ctl->amounts[i]);
+    if (ctl->action == MCP_ROLLOUT_PROMOTE) snprintf(what, sizeof what, "%s", ctl->versions[0]);
+    if (ctl->action == MCP_ROLLOUT_TRIP || (ctl->action == MCP_ROLLOUT_UNDO && ctl->reason[0]))
+        snprintf(what, sizeof what, "%s", ctl->reason);
+    if (ctl->status != MCP_STATUS_OK) {
+        mcp_plane_note(p, action, ctl->name, "failed", ctl->message, actor);
+        return;
+    }
+    mcp_rollout_state rs;
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_repository_rollout(fe->repo, ctl->name, &rs, &err) != MCP_STATUS_OK) return;
+    mcp_route_watch_release(rs.watch);
+    mcp_catalog_event e = {.actor = actor, .action = action, .target = ctl->name, .outcome = "ok", .reason = what};
+    if (mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, rs.primary, &e, &err) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
+        snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
+    }
+}
+
+static void put_spec(mcp_buf *b, const mcp_rollout_spec *sp)
+{
+    char v[64];
+    mcp_validator_format(sp->validator, sp->threshold, v, sizeof v);
+    mcp_buf_puts(b, ",\"validator\":");
+    mcp_buf_json_string(b, v);
+    mcp_buf_printf(b, ",\"window_ms\":%lld,\"gates\":{\"error_rate_margin\":", (long long)sp->window_ms);
+    if (sp->error_rate_margin >= 0) mcp_buf_printf(b, "%g", sp->error_rate_margin);
+    else mcp_buf_puts(b, "null");
+    mcp_buf_puts(b, ",\"p99_budget_us\":");
+    if (sp->p99_budget_us > 0) mcp_buf_printf(b, "%lld", (long long)sp->p99_budget_us);
+    else mcp_buf_puts(b, "null");
+    mcp_buf_printf(b, ",\"min_samples\":%lld,\"agreement\":%g}", (long long)sp->min_samples, sp->agreement);
+}
+
+static void put_version_or_null(mcp_buf *b, const char *key, const char *v)
+{
+    mcp_buf_printf(b, ",\"%s\":", key);
+    if (v[0]) mcp_buf_json_string(b, v);
+    else mcp_buf_puts(b, "null");
+}
+
+mcp_status mcp_frontend_rollout_json(mcp_frontend *fe, const char *name, mcp_buf *out, mcp_err *err)
+{
+    mcp_rollout_state rs;
+    mcp_status st = mcp_repository_rollout(fe->repo, name, &rs, err);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_buf_puts(out, "{\"model\":");
+    mcp_buf_json_string(out, name);
+    mcp_buf_puts(out, ",\"primary\":");
+    mcp_buf_json_string(out, rs.primary);
+    mcp_buf_puts(out, ",\"canary\":");
+    if (rs.canary[0]) {
+        mcp_buf_puts(out, "{\"version\":");
+        mcp_buf_json_string(out, rs.canary);
+        mcp_buf_printf(out, ",\"weight\":%g}", rs.canary_weight);
+    } else {
+        mcp_buf_puts(out, "null");
+    }
+    mcp_buf_puts(out, ",\"shadow\":");
+    if (rs.shadow[0]) {
+        mcp_buf_puts(out, "{\"version\":");
+        mcp_buf_json_string(out, rs.shadow);
+        mcp_buf_printf(out, ",\"sample\":%g}", rs.shadow_sample);
+    } else {
+        mcp_buf_puts(out, "null");
+    }
+    put_version_or_null(out, "previous", rs.previous);
+    put_version_or_null(out, "previous_unloaded", rs.previous_cold);
+    put_spec(out, &rs.spec);
+    mcp_buf_puts(out, ",\"window\":");
+    if (rs.watch) mcp_rollout_window_json(rs.watch, out);
+    else mcp_buf_puts(out, "null");
+    mcp_buf_puts(out, "}");
+    mcp_route_watch_release(rs.watch);
+    return MCP_STATUS_OK;
 }
 
 static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *errp)
@@ -550,6 +897,9 @@ static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *errp)
         mcp_descriptor_free(desc);
         return;
     }
+    snprintf(ctl->applied_version, sizeof ctl->applied_version, "%s", desc->version);
+    ctl->applied_primary = !desc->rollout.present || (strcmp(desc->rollout.canary, desc->version) != 0 &&
+                                                      strcmp(desc->rollout.shadow, desc->version) != 0);
     ctl->status = mcp_repository_apply_from(fe->repo, desc, triton_json ? MCP_SOURCE_TRITON_JSON : MCP_SOURCE_YAML_TEXT,
                                             ctl->source, ctl->descriptor, &err);
 }
@@ -739,7 +1089,8 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     if (pthread_create(&fe->retirer, NULL, retire_main, fe) == 0) fe->retirer_running = true;
     for (int i = 0; i < LOADER_THREADS; i++)
         if (pthread_create(&fe->loaders[fe->n_loaders], NULL, loader_main, fe) == 0) fe->n_loaders++;
-    mcp_repository_set_hooks(repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .user = fe});
+    mcp_repository_set_hooks(
+        repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .on_route = hook_route, .user = fe});
     mcp_metrics_set_sampler(metrics, sample_gauges, fe);
     *out = fe;
     return MCP_STATUS_OK;

@@ -151,7 +151,17 @@ int mcp_frontend_open_requests(const mcp_frontend *fe);
  * PERMISSION_DENIED (control off) / UNAUTHENTICATED with a message. */
 mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err);
 
-typedef enum mcp_control_op { MCP_CONTROL_LOAD, MCP_CONTROL_UNLOAD } mcp_control_op;
+typedef enum mcp_control_op { MCP_CONTROL_LOAD, MCP_CONTROL_UNLOAD, MCP_CONTROL_ROLLOUT } mcp_control_op;
+
+/* What a rollout call does (MCP_CONTROL_ROLLOUT). */
+typedef enum mcp_rollout_action {
+    MCP_ROLLOUT_SET_WEIGHTS, /* versions[] at amounts[] percent */
+    MCP_ROLLOUT_SHADOW,      /* versions[0] at amounts[0] sample; spec when has_spec */
+    MCP_ROLLOUT_PROMOTE,     /* versions[0] */
+    MCP_ROLLOUT_UNDO,
+    MCP_ROLLOUT_TRIP,        /* a gate failed: watch, trip_canary, reason */
+} mcp_rollout_action;
+const char *mcp_rollout_action_name(mcp_rollout_action a); /* "set-weight", ... */
 
 typedef struct mcp_control mcp_control;
 /*
@@ -165,6 +175,21 @@ struct mcp_control {
     char name[256];
     char *descriptor;
     char *source;
+    /* MCP_CONTROL_ROLLOUT */
+    mcp_rollout_action action;
+    int n_versions;
+    char versions[2][MCP_ROLLOUT_VERSION_LEN];
+    double amounts[2];
+    bool has_spec;
+    mcp_rollout_spec spec;
+    mcp_route_watch *watch; /* TRIP: retained, released when run */
+    bool trip_canary;
+    char reason[320];
+    /* Set when run: what an apply loaded (its role in a rollout), and
+     * for a rollout call its state afterwards as JSON (mcp_free). */
+    char applied_version[MCP_ROLLOUT_VERSION_LEN];
+    bool applied_primary;
+    char *answer;
     void (*done)(mcp_control *ctl);
     void *user;
     mcp_status status;
@@ -173,5 +198,9 @@ struct mcp_control {
 /* Queues ctl (the caller keeps it alive until done). UNAVAILABLE when
  * stopping; then done is not called. */
 mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl);
+
+/* A model's rollout as JSON: versions and their roles, weights, the
+ * validator and gates, the window's figures, and what a gate stopped. */
+mcp_status mcp_frontend_rollout_json(mcp_frontend *fe, const char *name, mcp_buf *out, mcp_err *err);
 
 #endif

@@ -193,6 +193,7 @@ static grpc_status_code grpc_code(mcp_status st)
     case MCP_STATUS_CANCELLED: return GRPC_STATUS_CANCELLED;
     case MCP_STATUS_PERMISSION_DENIED: return GRPC_STATUS_PERMISSION_DENIED;
     case MCP_STATUS_UNAUTHENTICATED: return GRPC_STATUS_UNAUTHENTICATED;
+    case MCP_STATUS_FAILED_PRECONDITION: return GRPC_STATUS_FAILED_PRECONDITION;
     default: return GRPC_STATUS_INTERNAL;
     }
 }
@@ -432,8 +433,8 @@ static void do_model_metadata(rpc_call *rc)
             p[i] = &t[i];
         }
         Inference__ModelMetadataResponse m = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
-        char names[65][64], *versions[65];
-        int nv = mcp_repository_versions(mcp_frontend_repository(rc->s->fe), v->name, names, 65);
+        char names[MCP_MAX_SERVED][64], *versions[MCP_MAX_SERVED];
+        int nv = mcp_repository_versions(mcp_frontend_repository(rc->s->fe), v->name, names, MCP_MAX_SERVED);
         for (int i = 0; i < nv; i++) versions[i] = names[i];
         if (nv == 0) versions[nv++] = v->version;
         m.name = v->name;

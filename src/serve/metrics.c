@@ -61,6 +61,7 @@ typedef enum series_kind {
     SERIES_MODEL = 0, /* {model, version}: the histograms */
     SERIES_REQUESTS,  /* {model, version, protocol, code}: mcp_requests_total */
     SERIES_ERRORS,    /* {model, reason}: mcp_inference_errors_total */
+    SERIES_ROLLOUT,   /* {model, version, event}: shadow comparisons and gate trips */
     SERIES_KIND_COUNT,
 } series_kind;
 
@@ -297,6 +298,47 @@ void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *ve
     for (size_t i = 0; i < N_REASONS; i++) series_get(m, SERIES_ERRORS, model, reasons[i].reason, 0, 0);
 }
 
+static const char *const rollout_events[MCP_ROLLOUT_EVENT_COUNT] = {
+    [MCP_SHADOW_AGREED] = "agreed",           [MCP_SHADOW_DISAGREED] = "disagreed",
+    [MCP_SHADOW_FAILED] = "failed",           [MCP_SHADOW_DROPPED] = "dropped",
+    [MCP_GATE_CANARY_ERRORS] = "error_rate", [MCP_GATE_CANARY_P99] = "p99",
+    [MCP_GATE_SHADOW_DEVIATION] = "deviation",
+};
+
+void mcp_metrics_rollout(mcp_metrics *m, const char *model, const char *version, mcp_rollout_event ev)
+{
+    if (!m || (int)ev < 0 || ev >= MCP_ROLLOUT_EVENT_COUNT) return;
+    metrics_series *s = series_get(m, SERIES_ROLLOUT, model, version, (int)ev, 0);
+    if (s) counter_add(&s->count, 1);
+}
+
+void mcp_metrics_declare_rollout(mcp_metrics *m, const char *model, const char *version, bool shadow)
+{
+    if (!m) return;
+    if (shadow) {
+        for (int e = MCP_SHADOW_AGREED; e <= MCP_SHADOW_DROPPED; e++) series_get(m, SERIES_ROLLOUT, model, version, e, 0);
+        series_get(m, SERIES_ROLLOUT, model, version, MCP_GATE_SHADOW_DEVIATION, 0);
+    } else {
+        series_get(m, SERIES_ROLLOUT, model, version, MCP_GATE_CANARY_ERRORS, 0);
+        series_get(m, SERIES_ROLLOUT, model, version, MCP_GATE_CANARY_P99, 0);
+    }
+}
+
+static void put_model_labels(mcp_buf *out, const metrics_series *s);
+
+static void render_rollout(mcp_buf *out, metrics_series **list, int n, bool trips)
+{
+    for (int i = 0; i < n; i++) {
+        const metrics_series *s = list[i];
+        bool is_trip = s->protocol >= MCP_GATE_CANARY_ERRORS;
+        if (is_trip != trips) continue;
+        mcp_buf_puts(out, trips ? "mcp_rollout_gate_trips_total{" : "mcp_shadow_comparisons_total{");
+        put_model_labels(out, s);
+        mcp_buf_printf(out, ",%s=\"%s\"} %llu\n", trips ? "gate" : "outcome", rollout_events[s->protocol],
+                       (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
+    }
+}
+
 void mcp_metrics_inflight_add(mcp_metrics *m, int delta)
 {
     if (m) atomic_fetch_add_explicit(&m->inflight, delta, memory_order_relaxed);
@@ -495,7 +537,9 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     metrics_series **req = series_sorted(m, SERIES_REQUESTS, &n_req);
     metrics_series **err = series_sorted(m, SERIES_ERRORS, &n_err);
     metrics_series **model = series_sorted(m, SERIES_MODEL, &n_model);
-    if (!req || !err || !model) {
+    int n_ro;
+    metrics_series **ro = series_sorted(m, SERIES_ROLLOUT, &n_ro);
+    if (!req || !err || !model || !ro) {
         out->failed = true;
     } else {
         put_family(out, "mcp_requests_total", "counter",
@@ -503,6 +547,12 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         render_counters(out, req, n_req, SERIES_REQUESTS);
         put_family(out, "mcp_inference_errors_total", "counter", "Failed inference requests, by model and reason.");
         render_counters(out, err, n_err, SERIES_ERRORS);
+        put_family(out, "mcp_shadow_comparisons_total", "counter",
+                   "Shadow copies of requests, by the shadow version and how its answer compared with the primary's.");
+        render_rollout(out, ro, n_ro, false);
+        put_family(out, "mcp_rollout_gate_trips_total", "counter",
+                   "Canaries and shadows turned off by an analysis gate, by version and gate.");
+        render_rollout(out, ro, n_ro, true);
         put_family(out, "mcp_queue_duration_seconds", "histogram",
                    "Time requests waited in the scheduler queue before their batch started.");
         render_histogram(out, model, n_model, METRICS_HIST_QUEUE, "mcp_queue_duration_seconds");
@@ -532,4 +582,5 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     mcp_free(req);
     mcp_free(err);
     mcp_free(model);
+    mcp_free(ro);
 }

@@ -109,6 +109,7 @@ void mcp_request_release(mcp_request *r)
     for (int i = 0; i < r->n_inputs; i++)
         if (r->inputs[i].t.owns_data) mcp_tensor_release(&r->inputs[i].t);
     if (r->model) mcp_model_version_release(r->model);
+    mcp_route_watch_release(r->watch);
     mcp_pool_destroy(r->pool);
     mcp_free(r);
 }
@@ -341,6 +342,7 @@ int mcp_status_http_code(mcp_status s)
     case MCP_STATUS_NOT_FOUND: return 404;
     case MCP_STATUS_TOO_LARGE: return 413;
     case MCP_STATUS_UNAUTHENTICATED: return 401;
+    case MCP_STATUS_FAILED_PRECONDITION: return 409;
     case MCP_STATUS_PERMISSION_DENIED: return 403;
     case MCP_STATUS_RESOURCE_EXHAUSTED: return 429;
     case MCP_STATUS_CANCELLED: return 499;

@@ -88,6 +88,10 @@ struct mcp_request {
     /* Timing (mcp_now_ns): arrival, compute start and end; batch it ran in. */
     int64_t t_arrival_ns, t_start_ns, t_end_ns;
     int batch_size;
+    /* The rollout it was routed under (retained; NULL = none) and its role
+     * there, so its outcome counts in the right window. */
+    mcp_route_watch *watch;
+    mcp_route_role route_role;
     /* Completion: called exactly once, from whichever thread finishes it. */
     mcp_request_done_fn done;
     void *done_user;
@@ -133,6 +137,21 @@ void mcp_metrics_latency(mcp_metrics *m, const char *model, const char *version,
                          int64_t compute_ns, int64_t total_ns);
 void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, int batch_size);
 void mcp_metrics_inflight_add(mcp_metrics *m, int delta);
+/* mcp_shadow_comparisons_total{model,version,outcome} and
+ * mcp_rollout_gate_trips_total{model,version,gate}. */
+typedef enum mcp_rollout_event {
+    MCP_SHADOW_AGREED,
+    MCP_SHADOW_DISAGREED,
+    MCP_SHADOW_FAILED,  /* the shadow's answer was an error */
+    MCP_SHADOW_DROPPED, /* its queue was full: no copy ran */
+    MCP_GATE_CANARY_ERRORS,
+    MCP_GATE_CANARY_P99,
+    MCP_GATE_SHADOW_DEVIATION,
+    MCP_ROLLOUT_EVENT_COUNT,
+} mcp_rollout_event;
+void mcp_metrics_rollout(mcp_metrics *m, const char *model, const char *version, mcp_rollout_event ev);
+/* The series of a new canary (shadow false) or shadow, at 0. */
+void mcp_metrics_declare_rollout(mcp_metrics *m, const char *model, const char *version, bool shadow);
 /* Creates a ready model's series at 0: requests per protocol (code 200),
  * errors per reason, and its histograms. */
 void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version);

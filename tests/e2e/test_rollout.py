@@ -178,3 +178,336 @@ class LifecycleTests(ts.TempModelsTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def rollout_descriptor(model, version, **rollout):
+    """A digits descriptor of `version` at `model` with a rollout section
+    (values as YAML text)."""
+    text = ts.digits_descriptor("digits", model, version=version) + "rollout:\n"
+    for key, value in rollout.items():
+        text += f"  {key}: {value}\n"
+    return text
+
+
+class RolloutTestCase(ts.TempModelsTestCase):
+    """A server with digits v1.0.0 as primary, the e2e models beside it."""
+
+    STORE = False
+
+    def setUp(self):
+        super().setUp()
+        for name in ("digits_other.onnx", "digits_slow.onnx"):
+            ts.shutil.copy(os.path.join(ts.MODELS_DIR, name), os.path.join(self.models, name))
+        args = ["--model-root", self.models, "--max-queue-size", 4096]
+        if self.STORE:
+            self.store = os.path.join(self.tmp, "store")
+            args += ["--store", self.store]
+        self.server = self.start(*args)
+        self.ok(self.apply(self.server, "digits", ts.digits_descriptor("digits", self.model, version="v1.0.0")))
+
+    def ok(self, r):
+        self.assertEqual(r.status_code, 200, r.text)
+        return r
+
+    def rollout(self, **body):
+        return ts.http(self.server, "POST", "/v2/models/digits/rollout", json_body=body)
+
+    def status(self):
+        return self.ok(ts.http(self.server, "GET", "/v2/models/digits/rollout")).json()
+
+    def infer(self, n, ids=None, sample=0):
+        """n requests, one after another; the versions that answered."""
+        s = requests.Session()
+        body = ts.digits_v2_body(sample)
+        out = []
+        for i in range(n):
+            b = dict(body, id=ids[i]) if ids else body
+            r = s.post(self.server.url + "/v2/models/digits/infer", json=b, timeout=60)
+            out.append((r.status_code, r.json().get("model_version") if r.status_code == 200 else r.text))
+        return out
+
+
+class CanaryTests(RolloutTestCase):
+    def test_split_within_5_percent_over_2000_requests(self):
+        self.ok(self.apply(self.server, "digits", rollout_descriptor(
+            self.model, "v1.1.0", primary="v1.0.0", canary="{version: v1.1.0, weight: 30}")))
+        st = self.status()
+        self.assertEqual(st["primary"], "v1.0.0")
+        self.assertEqual(st["canary"], {"version": "v1.1.0", "weight": 30})
+        got = self.infer(2000)
+        self.assertTrue(all(code == 200 for code, _ in got), got[:5])
+        share = sum(1 for _, v in got if v == "v1.1.0") / len(got)
+        self.assertLess(abs(share - 0.30), 0.05, share)
+        # With request ids the split is a function of the id.
+        ids = [f"req-{i}" for i in range(2000)]
+        first = self.infer(2000, ids)
+        share = sum(1 for _, v in first if v == "v1.1.0") / len(first)
+        self.assertLess(abs(share - 0.30), 0.05, share)
+        again = self.infer(200, ids[:200])
+        self.assertEqual([v for _, v in again], [v for _, v in first[:200]], "the same id, the same version")
+        # The window saw both.
+        w = self.status()["window"]
+        self.assertGreater(w["canary"]["requests"], 0)
+        self.assertGreater(w["primary"]["requests"], 0)
+
+    def test_set_weight_promote_and_pinning(self):
+        self.ok(self.apply(self.server, "digits", rollout_descriptor(
+            self.model, "v1.1.0", canary="{version: v1.1.0, weight: 10}")))
+        st = self.ok(self.rollout(action="set-weight", weights={"v1.1.0": 50})).json()
+        self.assertEqual(st["canary"]["weight"], 50)
+        got = self.infer(200)
+        share = sum(1 for _, v in got if v == "v1.1.0") / len(got)
+        self.assertLess(abs(share - 0.5), 0.05)
+        # Either version may be pinned.
+        for v in ("v1.0.0", "v1.1.0"):
+            r = ts.http(self.server, "POST", f"/v2/models/digits/versions/{v}/infer", json_body=ts.digits_v2_body())
+            self.assertEqual(self.ok(r).json()["model_version"], v)
+        st = self.ok(self.rollout(action="promote", version="v1.1.0")).json()
+        self.assertEqual((st["primary"], st["canary"], st["previous"]), ("v1.1.0", None, "v1.0.0"))
+        self.assertEqual({v for _, v in self.infer(50)}, {"v1.1.0"})
+        # Weight 0 ends a canary; the primary alone at 100 is the same.
+        self.ok(self.rollout(action="set-weight", weights={"v1.0.0": 20}))
+        self.assertEqual(self.status()["canary"], {"version": "v1.0.0", "weight": 20})
+        st = self.ok(self.rollout(action="set-weight", weights={"v1.1.0": 100})).json()
+        self.assertIsNone(st["canary"])
+
+    def test_refusals_name_what_is_wrong(self):
+        cases = [
+            (dict(action="set-weight", weights={"v9.9.9": 10}), 404, "no loaded version 'v9.9.9'"),
+            (dict(action="set-weight", weights={"v1.0.0": 60}), 400, "must make 100"),
+            (dict(action="set-weight", weights={"a": 10, "b": 10}), 400, "neither a nor b is the primary"),
+            (dict(action="set-weight", weights={}), 400, "'weights'"),
+            (dict(action="set-weight", weights={"v1.0.0": "x"}), 400, "percent"),
+            (dict(action="set-weight", weights={"v1.0.0": 101}), 400, "percent"),
+            (dict(action="shadow", version="v1.0.0", sample=0.5), 400, "cannot shadow itself"),
+            (dict(action="shadow", version="v1.0.0", sample=2), 400, "sample"),
+            (dict(action="shadow", version="v1.0.0"), 400, "'sample'"),
+            (dict(action="shadow", version="v2", sample=0.5, validator="rm -rf@1"), 400, "unknown validator"),
+            (dict(action="shadow", version="v2", sample=0.5, window="forever"), 400, "'window'"),
+            (dict(action="shadow", version="v2", sample=0.5, gates={"policy": 1}), 400, "gates.'policy'"),
+            (dict(action="promote", version="x" * 500), 400, "version string"),
+            (dict(action="promote"), 400, "version string"),
+            (dict(action="undo"), 404, "no previous version"),
+            (dict(action="launch"), 400, "unknown action"),
+            (dict(), 400, "'action'"),
+        ]
+        for body, code, text in cases:
+            r = self.rollout(**body)
+            self.assertEqual(r.status_code, code, (body, r.text))
+            self.assertIn(text, r.json()["error"], body)
+        r = ts.http(self.server, "POST", "/v2/models/nosuch/rollout", json_body={"action": "undo"})
+        self.assertEqual(r.status_code, 404)
+        r = ts.http(self.server, "GET", "/v2/models/nosuch/rollout")
+        self.assertEqual(r.status_code, 404)
+        r = ts.http(self.server, "POST", "/v2/models/digits/rollout", body=b"[1,2]",
+                    headers={"Content-Type": "application/json"})
+        self.assertEqual(r.status_code, 400)
+        r = ts.http(self.server, "POST", "/v2/models/digits/rollout", body=b"{" + b" " * 70000 + b"}",
+                    headers={"Content-Type": "application/json"})
+        self.assertEqual(r.status_code, 413)
+        r = ts.http(self.server, "POST", "/v2/models/digits/rollout", json_body={"action": "undo"},
+                    headers={"Origin": "http://evil.example"})
+        self.assertEqual(r.status_code, 403)
+        # A canary whose inputs differ is refused at apply, naming both sides.
+        other = os.path.join(self.models, "ident.onnx")
+        ts.shutil.copy(os.path.join(ts.MODELS_DIR, "identity_fp32.onnx"), other)
+        text = (f"name: digits\nversion: v1.2.0\npath: {other}\n"
+                "rollout:\n  canary: {version: v1.2.0, weight: 10}\n")
+        r = self.apply(self.server, "digits", text)
+        self.assertEqual(r.status_code, 409, r.text)
+        self.assertIn("input 'input' of v1.0.0 is missing in v1.2.0", r.text)
+        self.assertEqual(self.status()["canary"], None)
+        self.assertEqual({v for _, v in self.infer(5)}, {"v1.0.0"})
+        # A descriptor whose version has no role in its own rollout.
+        r = self.apply(self.server, "digits", rollout_descriptor(self.model, "v1.3.0", primary="v1.0.0"))
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("has no role in the rollout", r.text)
+
+
+class ShadowTests(RolloutTestCase):
+    STORE = True
+
+    def shadow_descriptor(self, path, version, **extra):
+        return rollout_descriptor(path, version, shadow=f"{{version: {version}, sample: 1.0}}", **extra)
+
+    def test_agreeing_shadow_stays_and_answers_nothing(self):
+        self.ok(self.apply(self.server, "digits", self.shadow_descriptor(
+            self.model, "v1.1.0", validator="top1-agreement@0.99", window="30s")))
+        got = self.infer(100)
+        self.assertEqual({v for _, v in got}, {"v1.0.0"}, "a shadow never answers")
+        ts.wait_for(lambda: self.status()["window"]["shadow"]["compared"] >= 100, "shadow comparisons")
+        st = self.status()
+        self.assertEqual(st["shadow"], {"version": "v1.1.0", "sample": 1})
+        self.assertEqual(st["window"]["shadow"]["agreed"], st["window"]["shadow"]["compared"])
+        self.assertEqual(st["window"]["tripped"], [])
+        metrics = ts.http(self.server, "GET", "/metrics").text
+        self.assertRegex(metrics, r'mcp_shadow_comparisons_total\{model="digits",version="v1.1.0",outcome="agreed"\} '
+                                  r'(\d{3,})')
+
+    def test_disagreeing_shadow_is_switched_off_within_its_window(self):
+        other = os.path.join(self.models, "digits_other.onnx")
+        self.ok(self.apply(self.server, "digits", self.shadow_descriptor(
+            other, "v1.1.0", validator="diff-threshold@0.02", window="10s")))
+        t0 = time.monotonic()
+        answered = self.infer(60)
+        self.assertEqual({v for _, v in answered}, {"v1.0.0"})
+        ts.wait_for(lambda: self.status()["shadow"] is None, "the validator to turn the shadow off")
+        self.assertLess(time.monotonic() - t0, 10 + 5, "off within its window")
+        tripped = self.status()["window"]
+        events = ts.subprocess.run([ts.MCPCTL_BIN, "events", "digits", "--server", self.server.url], capture_output=True,
+                                   timeout=60)
+        self.assertEqual(events.returncode, 0, events.stderr.decode())
+        out = events.stdout.decode()
+        self.assertIn("rollout.gate", out)
+        self.assertIn("gate deviation: shadow v1.1.0", out)
+        self.assertIsNone(tripped)  # the experiment ended with the shadow
+        metrics = ts.http(self.server, "GET", "/metrics").text
+        self.assertIn('mcp_rollout_gate_trips_total{model="digits",version="v1.1.0",gate="deviation"} 1', metrics)
+        self.assertRegex(metrics, r'outcome="disagreed"\} [1-9]')
+        # Lifecycle says why it drained.
+        life = self.ok(ts.http(self.server, "GET", "/v2/repository/models/digits")).json()["lifecycle"]
+        self.assertTrue(any(x["version"] == "v1.1.0" and x["state"] == "draining" and "gate deviation" in x["reason"]
+                            for x in life), life)
+        # Serving goes on, on the primary.
+        self.assertEqual({v for _, v in self.infer(10)}, {"v1.0.0"})
+
+
+class GateTests(RolloutTestCase):
+    STORE = True
+
+    def test_slow_canary_is_rolled_back_by_p99_gate(self):
+        slow = os.path.join(self.models, "digits_slow.onnx")
+        self.ok(self.apply(self.server, "digits", rollout_descriptor(
+            slow, "v1.1.0", canary="{version: v1.1.0, weight: 50}", window="30s",
+            gates="{p99_budget: 2ms, min_samples: 10, error_rate_margin: 0.5}")))
+        got = self.infer(100)
+        self.assertTrue(all(code == 200 for code, _ in got))
+        ts.wait_for(lambda: self.status()["canary"] is None, "the p99 gate to stop the canary")
+        self.assertEqual({v for _, v in self.infer(20)}, {"v1.0.0"}, "the primary takes all traffic")
+        out = ts.subprocess.run([ts.MCPCTL_BIN, "events", "digits", "--server", self.server.url], capture_output=True,
+                                timeout=60).stdout.decode()
+        self.assertIn("gate p99: canary v1.1.0", out)
+
+    def test_failing_canary_is_rolled_back_by_error_gate(self):
+        slow = os.path.join(self.models, "digits_slow.onnx")
+        # Every canary request outlives its 1 ms timeout: errors.
+        text = rollout_descriptor(slow, "v1.1.0", canary="{version: v1.1.0, weight: 50}", window="30s",
+                                  gates="{min_samples: 10, error_rate_margin: 0.05}")
+        text += "batching: {timeout_us: 1000}\nmax_batch_size: 8\n"
+        self.ok(self.apply(self.server, "digits", text))
+        stop = threading.Event()
+        codes = []
+
+        def client():
+            s = requests.Session()
+            for _ in range(400):  # bounded
+                if stop.is_set():
+                    break
+                r = s.post(self.server.url + "/v2/models/digits/infer", json=ts.digits_v2_body(), timeout=60)
+                codes.append(r.status_code)
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(8)]
+        for t in threads:
+            t.start()
+        try:
+            ts.wait_for(lambda: self.status()["canary"] is None, "the error gate to stop the canary")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        self.assertIn(504, codes, "the canary did fail")
+        self.assertEqual({v for _, v in self.infer(20)}, {"v1.0.0"})
+        out = ts.subprocess.run([ts.MCPCTL_BIN, "events", "digits", "--server", self.server.url], capture_output=True,
+                                timeout=60).stdout.decode()
+        self.assertIn("gate error_rate: canary v1.1.0", out)
+
+
+class RollbackTests(RolloutTestCase):
+    CLIENTS = 50
+    UNDOS = 20
+
+    def test_undo_under_50_clients(self):
+        self.ok(self.apply(self.server, "digits", ts.digits_descriptor("digits", self.model, version="v1.1.0")))
+        st = self.status()
+        self.assertEqual((st["primary"], st["previous"]), ("v1.1.0", "v1.0.0"))
+        stop = threading.Event()
+        failures, answers = [], []
+
+        def client():
+            s = requests.Session()
+            n = 0
+            while not stop.is_set() and n < 100000:  # bounded
+                n += 1
+                try:
+                    r = s.post(self.server.url + "/v2/models/digits/infer", json=ts.digits_v2_body(), timeout=60)
+                except requests.RequestException as e:
+                    failures.append(repr(e))
+                    continue
+                if r.status_code != 200:
+                    failures.append(f"{r.status_code}: {r.text[:200]}")
+                else:
+                    answers.append(r.json()["model_version"])
+
+        threads = [threading.Thread(target=client, daemon=True) for _ in range(self.CLIENTS)]
+        for t in threads:
+            t.start()
+        try:
+            time.sleep(0.3)
+            expect = "v1.1.0"
+            for _ in range(self.UNDOS):
+                st = self.ok(self.rollout(action="undo")).json()
+                expect = "v1.0.0" if expect == "v1.1.0" else "v1.1.0"
+                self.assertEqual(st["primary"], expect)
+                time.sleep(0.02)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(120)
+        self.assertEqual(failures[:5], [], f"{len(failures)} requests failed during {self.UNDOS} rollbacks")
+        self.assertEqual(set(answers), {"v1.0.0", "v1.1.0"})
+
+    def test_undo_of_an_unloaded_previous_reloads_it_from_the_store(self):
+        store = os.path.join(self.tmp, "store2")
+        server = self.start("--model-root", self.models, "--store", store, "--keep-previous", "false")
+        for v in ("v1.0.0", "v1.1.0"):
+            self.ok(self.apply(server, "digits", ts.digits_descriptor("digits", self.model, version=v)))
+        st = self.ok(ts.http(server, "GET", "/v2/models/digits/rollout")).json()
+        self.assertEqual((st["previous"], st["previous_unloaded"]), (None, "v1.0.0"))
+        st = self.ok(ts.http(server, "POST", "/v2/models/digits/rollout", json_body={"action": "undo"})).json()
+        self.assertEqual(st["primary"], "v1.0.0")
+        r = self.ok(ts.http(server, "POST", "/v2/models/digits/infer", json_body=ts.digits_v2_body()))
+        self.assertEqual(r.json()["model_version"], "v1.0.0")
+
+
+class RolloutCliTests(RolloutTestCase):
+    """mcpctl rollout drives every call, in words and in --json."""
+
+    def mcpctl(self, *args, code=0):
+        p = ts.subprocess.run([ts.MCPCTL_BIN, "rollout", *args, "--server", self.server.url], capture_output=True,
+                              timeout=60)
+        self.assertEqual(p.returncode, code, p.stderr.decode())
+        return p.stdout.decode(), p.stderr.decode()
+
+    def test_every_command(self):
+        self.ok(self.apply(self.server, "digits", ts.digits_descriptor("digits", self.model, version="v1.1.0")))
+        out, _ = self.mcpctl("status", "digits")
+        self.assertIn("primary   v1.1.0", out)
+        self.assertIn("previous  v1.0.0 (loaded", out)
+        out, _ = self.mcpctl("set-weight", "digits", "v1.0.0=25", "--json")
+        st = ts.json.loads(out)
+        self.assertEqual(st["canary"], {"version": "v1.0.0", "weight": 25})
+        out, _ = self.mcpctl("shadow", "digits", "v1.0.0", "--sample", "0.5", "--validator", "max-rel@1e-3",
+                             "--window", "5s", "--json")
+        st = ts.json.loads(out)
+        self.assertEqual((st["shadow"], st["canary"], st["validator"], st["window_ms"]),
+                         ({"version": "v1.0.0", "sample": 0.5}, None, "max-rel@0.001", 5000))
+        out, _ = self.mcpctl("promote", "digits", "v1.0.0")
+        self.assertIn("primary   v1.0.0", out)
+        out, _ = self.mcpctl("undo", "digits", "--json")
+        self.assertEqual(ts.json.loads(out)["primary"], "v1.1.0")
+        _, err = self.mcpctl("promote", "digits", "v7.7.7", code=1)
+        self.assertIn("no loaded version 'v7.7.7'", err)
+        _, err = self.mcpctl("set-weight", "digits", "v1.0.0", code=2)
+        self.assertIn("usage", err)
+        _, err = self.mcpctl("launch", "digits", code=2)
+        self.assertIn("usage", err)
