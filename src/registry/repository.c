@@ -664,6 +664,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
 
     mcp_model_version *v = NULL;
     load_phase_ctx pc = {r, name};
+    int64_t t_load = mcp_now_ns();
     int n_also = kind == MCP_SOURCE_TRITON && role == ROLE_PRIMARY ? desc->n_also : 0;
     int64_t also_versions[64];
     if (n_also) memcpy(also_versions, desc->also, sizeof(int64_t) * (size_t)n_also);
@@ -704,6 +705,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         got = 0;
         v = NULL;
     }
+    int64_t t_verify = mcp_now_ns();
     pthread_mutex_lock(&r->mu);
     e = entry_get(r, name, false); /* the array may have moved */
     e->phase = NULL;
@@ -724,6 +726,10 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         got = 0;
         v = NULL;
     }
+    int64_t t_swap = mcp_now_ns();
+    char timing[160];
+    snprintf(timing, sizeof timing, "loaded and warmed in %.1f ms, verified in %.0f us", (double)(t_verify - t_load) / 1e6,
+             (double)(t_swap - t_verify) / 1e3);
     if (st == MCP_STATUS_OK) {
         if (role == ROLE_PRIMARY) {
             for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);
@@ -746,7 +752,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             if (keep_canary) e->canary_weight = spec.canary_weight;
             if (keep_shadow) e->shadow_sample = spec.shadow_sample;
             replace_primary(r, e, v, "previous: kept warm for undo", &gone);
-            note(e, version, MCP_VERSION_READY, NULL);
+            note(e, version, MCP_VERSION_READY, timing);
         } else {
             mcp_model_version **slot = role == ROLE_CANARY ? &e->canary : &e->shadow;
             if (*slot) {
@@ -759,7 +765,9 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             /* Named beside it: the other role's amount. */
             if (role == ROLE_CANARY && spec.shadow[0] && e->shadow) e->shadow_sample = spec.shadow_sample;
             if (role == ROLE_SHADOW && spec.canary[0] && e->canary) e->canary_weight = spec.canary_weight;
-            note(e, version, MCP_VERSION_READY, role == ROLE_CANARY ? "canary" : "shadow");
+            char role_why[200];
+            snprintf(role_why, sizeof role_why, "%s; %s", role == ROLE_CANARY ? "canary" : "shadow", timing);
+            note(e, version, MCP_VERSION_READY, role_why);
         }
         if (spec.present) e->spec = spec;
         else if (role == ROLE_PRIMARY) e->spec = mcp_rollout_spec_default();
@@ -793,6 +801,18 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
     old_map = publish(r, e);
     pthread_mutex_unlock(&r->mu);
     unpublished(r, old_map);
+    if (st == MCP_STATUS_OK) {
+        /* The swap: publishing the table and waiting out its readers. */
+        double us = (double)(mcp_now_ns() - t_swap) / 1e3;
+        pthread_mutex_lock(&r->mu);
+        e = entry_get(r, name, false);
+        int last = e ? (e->history_next + MCP_LIFECYCLE_KEPT - 1) % MCP_LIFECYCLE_KEPT : 0;
+        if (e && e->history[last].state == MCP_VERSION_READY && !strcmp(e->history[last].version, version)) {
+            size_t n = strlen(e->history[last].reason);
+            snprintf(e->history[last].reason + n, sizeof e->history[last].reason - n, ", swapped in %.0f us", us);
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
     gone_retire(r, &gone);
     return st;
 }

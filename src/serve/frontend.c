@@ -4,6 +4,7 @@
  * loader thread, and the shutdown drain. See frontend.h for the chain.
  */
 #include <jansson.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -617,6 +618,10 @@ static void *retire_main(void *arg)
         snprintf(name, sizeof name, "%s", item->v->name);
         snprintf(version, sizeof version, "%s", item->v->version ? item->v->version : "");
         mcp_model_version_release(item->v);
+        /* Its memory goes back to the system: the free pages of every
+         * malloc arena (its workers' arenas included), not only the heap
+         * top. */
+        malloc_trim(0);
         mcp_repository_note_unloaded(fe->repo, name, version);
         mcp_free(item);
         pthread_mutex_lock(&fe->retire_mu);
