@@ -342,9 +342,14 @@ static int diff_versions(const store_args *a)
         else printf("%-8s %s %s\n", "added", mb->files[i].title, mb->files[i].blob.digest);
     }
     diff_io(ma->io_signature, mb->io_signature, io, a->json);
+    /* The topology fingerprints (versions stored before they existed have none). */
+    const char *fa = ma->fingerprint, *fb = mb->fingerprint;
+    const char *topology = !fa || !fb ? "unknown" : strcmp(fa, fb) ? "changed" : "same";
+    if (!a->json) printf("topology %s%s%s%s%s\n", topology, fa && fb ? " " : "", fa && fb ? fa : "",
+                         fa && fb && strcmp(fa, fb) ? " -> " : "", fa && fb && strcmp(fa, fb) ? fb : "");
     if (a->json) {
-        print_json(json_pack("{s:s, s:s, s:b, s:o, s:o}", "from", ra, "to", rb, "descriptor_changed", !same_config, "files", files,
-                             "io", io));
+        print_json(json_pack("{s:s, s:s, s:b, s:o, s:o, s:s}", "from", ra, "to", rb, "descriptor_changed", !same_config, "files",
+                             files, "io", io, "topology", topology));
     }
     mcp_store_manifest_free(ma);
     mcp_store_manifest_free(mb);

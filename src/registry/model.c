@@ -26,6 +26,55 @@ static const mcp_io_spec *find_spec(const mcp_io_spec *specs, int n, const char 
     return NULL;
 }
 
+static void why_add(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void why_add(char *why, size_t cap, const char *fmt, ...)
+{
+    size_t n = strlen(why);
+    if (n + 3 >= cap) return;
+    if (n) {
+        snprintf(why + n, cap - n, "; ");
+        n += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why + n, cap - n, fmt, ap);
+    va_end(ap);
+}
+
+/* A Triton folder's config.pbtxt against the graph: every input and
+ * output it declares exists, with its dtype and shape (both sides named). */
+static void config_vs_graph(const mcp_descriptor *cfg, const mcp_session *s, char *why, size_t cap, mcp_status *st)
+{
+    char a[128], b[128];
+    for (int side = 0; side < 2; side++) {
+        const mcp_io_spec *specs = side ? cfg->outputs : cfg->inputs;
+        int n = side ? cfg->n_outputs : cfg->n_inputs;
+        const mcp_io_info *io = side ? s->outputs : s->inputs;
+        int n_io = side ? s->graph->n_outputs : s->graph->n_inputs;
+        const char *kind = side ? "output" : "input";
+        for (int i = 0; i < n; i++) {
+            const char *gname = specs[i].graph_name ? specs[i].graph_name : specs[i].name;
+            const mcp_io_info *x = NULL;
+            for (int k = 0; k < n_io && !x; k++)
+                if (!strcmp(io[k].name, gname)) x = &io[k];
+            if (!x) {
+                why_add(why, cap, "config.pbtxt %s '%s' is not an %s of the model", kind, gname, kind);
+                *st = MCP_STATUS_INVALID_ARGUMENT;
+                continue;
+            }
+            bool dtype_ok = specs[i].dtype == MCP_DTYPE_UNDEFINED || x->dtype == MCP_DTYPE_UNDEFINED || specs[i].dtype == x->dtype;
+            bool shape_ok = specs[i].rank < 0 || x->rank < 0 || specs[i].rank == x->rank;
+            for (int d = 0; shape_ok && specs[i].rank >= 0 && d < specs[i].rank; d++)
+                shape_ok = specs[i].dims[d] < 0 || x->dims[d] < 0 || specs[i].dims[d] == x->dims[d];
+            if (dtype_ok && shape_ok) continue;
+            why_add(why, cap, "%s '%s': config.pbtxt says %s %s, the model has %s %s", kind, gname,
+                    mcp_dtype_name(specs[i].dtype), mcp_shape_str(specs[i].rank < 0 ? 0 : specs[i].rank, specs[i].dims, a, sizeof a),
+                    mcp_dtype_name(x->dtype), mcp_shape_str(x->rank < 0 ? 0 : x->rank, x->dims, b, sizeof b));
+            *st = MCP_STATUS_INVALID_ARGUMENT;
+        }
+    }
+}
+
 /* Fills protocol metadata for one graph input/output, applying the
  * descriptor's mapping and checking what it declares. */
 static mcp_status fill_meta(mcp_tensor_meta *m, const mcp_io_info *io, const mcp_io_spec *spec, bool casted,
@@ -155,6 +204,7 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     char model_path[4096];
     snprintf(model_path, sizeof model_path, "%s", desc->path);
     struct stat sb;
+    mcp_descriptor *triton_config = NULL; /* the folder's config.pbtxt, checked against the graph too */
     if (desc->format && strcmp(desc->format, "triton") == 0 && stat(desc->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         mcp_diags diags = {0};
         mcp_descriptor *t = NULL;
@@ -169,12 +219,13 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
         }
         mcp_diags_clear(&diags);
         snprintf(model_path, sizeof model_path, "%s", t->path);
-        mcp_descriptor_free(t);
+        triton_config = t;
     }
     if (phase) phase(phase_user, "importing and preparing");
     mcp_status st = mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
     if (st != MCP_STATUS_OK) {
         mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
+        mcp_descriptor_free(triton_config);
         mcp_model_version_release(v);
         return st;
     }
@@ -184,32 +235,56 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     v->inputs = mcp_calloc((size_t)v->n_inputs + 1, sizeof *v->inputs);
     v->outputs = mcp_calloc((size_t)v->n_outputs + 1, sizeof *v->outputs);
     if (!v->inputs || !v->outputs) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs; i++) {
-        const mcp_io_spec *spec = find_spec(desc->inputs, desc->n_inputs, v->session->inputs[i].name);
+    /* The topology check: the descriptor (and a Triton folder's
+     * config.pbtxt) against the graph, every mismatch reported with both
+     * sides, not only the first. */
+    char topo[1500] = "";
+    mcp_status topo_st = MCP_STATUS_OK;
+    for (int i = 0; st == MCP_STATUS_OK && i < v->n_inputs + v->n_outputs; i++) {
+        bool is_in = i < v->n_inputs;
+        int j = is_in ? i : i - v->n_inputs;
+        const mcp_io_info *io = is_in ? &v->session->inputs[j] : &v->session->outputs[j];
+        const mcp_io_spec *spec = is_in ? find_spec(desc->inputs, desc->n_inputs, io->name)
+                                        : find_spec(desc->outputs, desc->n_outputs, io->name);
         /* A preprocess cast lets clients send another dtype than the graph's. */
         bool casted = false;
-        for (int k = 0; k < desc->n_pre; k++)
+        for (int k = 0; is_in && k < desc->n_pre; k++)
             casted |= desc->pre[k].kind == MCP_STEP_CAST &&
                       (!desc->pre[k].tensor || (spec && !strcmp(desc->pre[k].tensor, spec->name)) ||
-                       !strcmp(desc->pre[k].tensor, v->session->inputs[i].name));
-        st = fill_meta(&v->inputs[i], &v->session->inputs[i], spec, casted, "input", err);
+                       !strcmp(desc->pre[k].tensor, io->name));
+        char one[400];
+        mcp_err e1 = {one, sizeof one};
+        mcp_status s1 = fill_meta(is_in ? &v->inputs[j] : &v->outputs[j], io, spec, casted, is_in ? "input" : "output", &e1);
+        if (s1 == MCP_STATUS_OUT_OF_MEMORY) st = mcp_err_set(err, s1, "%s", one);
+        else if (s1 != MCP_STATUS_OK) {
+            if (topo_st == MCP_STATUS_OK) topo_st = s1;
+            why_add(topo, sizeof topo, "%s", one);
+        }
     }
-    for (int i = 0; st == MCP_STATUS_OK && i < v->n_outputs; i++)
-        st = fill_meta(&v->outputs[i], &v->session->outputs[i],
-                       find_spec(desc->outputs, desc->n_outputs, v->session->outputs[i].name), false, "output", err);
     /* Every tensor the descriptor names must exist in the model. */
-    for (int i = 0; st == MCP_STATUS_OK && i < desc->n_inputs; i++) {
-        const char *gname = desc->inputs[i].graph_name ? desc->inputs[i].graph_name : desc->inputs[i].name;
-        bool found = false;
-        for (int k = 0; k < v->n_inputs; k++) found |= strcmp(v->inputs[k].graph_name, gname) == 0;
-        if (!found) st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "descriptor input '%s' is not an input of the model", gname);
+    for (int side = 0; st == MCP_STATUS_OK && side < 2; side++) {
+        const mcp_io_spec *specs = side ? desc->outputs : desc->inputs;
+        int n = side ? desc->n_outputs : desc->n_inputs;
+        const mcp_tensor_meta *have = side ? v->outputs : v->inputs;
+        int n_have = side ? v->n_outputs : v->n_inputs;
+        for (int i = 0; i < n; i++) {
+            const char *gname = specs[i].graph_name ? specs[i].graph_name : specs[i].name;
+            bool found = false;
+            for (int k = 0; k < n_have; k++) found |= have[k].graph_name && strcmp(have[k].graph_name, gname) == 0;
+            if (found) continue;
+            char names[300] = "";
+            for (int k = 0; k < n_have; k++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s'%s'", k ? ", " : "",
+                         side ? v->session->outputs[k].name : v->session->inputs[k].name);
+            if (topo_st == MCP_STATUS_OK) topo_st = MCP_STATUS_INVALID_ARGUMENT;
+            why_add(topo, sizeof topo, "descriptor %s '%s' is not an %s of the model (it has %s)", side ? "output" : "input",
+                    gname, side ? "output" : "input", names);
+        }
     }
-    for (int i = 0; st == MCP_STATUS_OK && i < desc->n_outputs; i++) {
-        const char *gname = desc->outputs[i].graph_name ? desc->outputs[i].graph_name : desc->outputs[i].name;
-        bool found = false;
-        for (int k = 0; k < v->n_outputs; k++) found |= strcmp(v->outputs[k].graph_name, gname) == 0;
-        if (!found) st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "descriptor output '%s' is not an output of the model", gname);
-    }
+    if (st == MCP_STATUS_OK && triton_config) config_vs_graph(triton_config, v->session, topo, sizeof topo, &topo_st);
+    mcp_descriptor_free(triton_config);
+    triton_config = NULL;
+    if (st == MCP_STATUS_OK && topo_st != MCP_STATUS_OK) st = mcp_err_set(err, topo_st, "%s", topo);
     /* Batching needs a variable first dimension on every input and output. */
     if (st == MCP_STATUS_OK && desc->max_batch_size > 0) {
         bool batchable = true;
@@ -223,6 +298,7 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     /* After the warm-up (which feeds the graph's own view): what clients
      * send and receive once the descriptor's steps apply. */
     if (st == MCP_STATUS_OK) st = mcp_steps_adjust_meta(v, err);
+    if (st == MCP_STATUS_OK) st = mcp_model_fingerprint(v, err);
     if (st == MCP_STATUS_OK)
         for (int i = 0; i < g->n_initializers; i++) v->memory_bytes += mcp_tensor_nbytes(&g->initializers[i]);
     if (st != MCP_STATUS_OK) {
@@ -252,21 +328,6 @@ void mcp_model_version_release(mcp_model_version *v)
 }
 
 /* ---- the clients' contract between versions ---- */
-
-static void why_add(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void why_add(char *why, size_t cap, const char *fmt, ...)
-{
-    size_t n = strlen(why);
-    if (n + 3 >= cap) return;
-    if (n) {
-        snprintf(why + n, cap - n, "; ");
-        n += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why + n, cap - n, fmt, ap);
-    va_end(ap);
-}
 
 static int meta_find(const mcp_tensor_meta *m, int n, const char *name)
 {

@@ -403,6 +403,10 @@ typedef struct mcp_model_version {
     mcp_tensor_meta *inputs, *outputs;
     size_t memory_bytes;   /* weights held */
     int64_t loaded_at_us;
+    /* sha256 over the canonical I/O signature and the graph's structure
+     * (ops, wiring, weight types and shapes; not their values): two
+     * versions with the same one serve the same computation shape. */
+    char fingerprint[MCP_DIGEST_LEN + 1];
     void *serving;         /* scheduler state owned by the serve layer */
     void (*serving_free)(void *serving);
 } mcp_model_version;
@@ -424,6 +428,8 @@ void mcp_model_version_release(mcp_model_version *v);
 /* The inputs and outputs a version serves, as canonical JSON
  * ({"inputs":[{"name","datatype","shape"}...],"outputs":[...]}); mcp_free. */
 char *mcp_model_io_signature(const mcp_model_version *v);
+/* Computes v->fingerprint (after the load, when its metadata is final). */
+mcp_status mcp_model_fingerprint(mcp_model_version *v, mcp_err *err);
 /* Stores a loaded version (store_model.c): the descriptor's bytes, its
  * model file and its steps' labels files (titled relative to the model
  * file's folder), and its I/O signature; named name:version. */

@@ -727,9 +727,15 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         v = NULL;
     }
     int64_t t_swap = mcp_now_ns();
-    char timing[160];
+    char timing[240];
     snprintf(timing, sizeof timing, "loaded and warmed in %.1f ms, verified in %.0f us", (double)(t_verify - t_load) / 1e6,
              (double)(t_swap - t_verify) / 1e3);
+    /* The topology against the version it joins. */
+    if (st == MCP_STATUS_OK && e->current && e->current->fingerprint[0] && v->fingerprint[0]) {
+        size_t n = strlen(timing);
+        bool same = !strcmp(e->current->fingerprint, v->fingerprint);
+        snprintf(timing + n, sizeof timing - n, "; topology %s %s", same ? "same as" : "changed from", e->current->version);
+    }
     if (st == MCP_STATUS_OK) {
         if (role == ROLE_PRIMARY) {
             for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);

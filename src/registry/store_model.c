@@ -23,6 +23,72 @@ static json_t *io_list(const mcp_tensor_meta *m, int n)
     return list;
 }
 
+/* The graph's structure, canonically: every node's op, domain, opset and
+ * attribute names, its inputs and outputs as value numbers (graph inputs,
+ * initializers and node outputs are numbered in graph order), and each
+ * initializer's dtype and shape. Subgraphs count by their own structure. */
+static void graph_structure(mcp_sha256 *h, const mcp_graph *g, int depth)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "graph %d: %d values, %d nodes, %d inputs, %d outputs, %d initializers\n", depth,
+                     g->n_values, g->n_nodes, g->n_inputs, g->n_outputs, g->n_initializers);
+    mcp_sha256_update(h, line, (size_t)n);
+    for (int i = 0; i < g->n_initializers; i++) {
+        const mcp_tensor *t = &g->initializers[i];
+        n = snprintf(line, sizeof line, "init %d %s [", g->initializer_values[i], mcp_dtype_name(t->dtype));
+        for (int d = 0; d < t->rank && n < (int)sizeof line - 24; d++)
+            n += snprintf(line + n, sizeof line - (size_t)n, "%s%lld", d ? "," : "", (long long)t->dims[d]);
+        n += snprintf(line + n, sizeof line - (size_t)n, "]\n");
+        mcp_sha256_update(h, line, (size_t)n);
+    }
+    for (int i = 0; i < g->n_inputs; i++) {
+        n = snprintf(line, sizeof line, "in %d\n", g->inputs[i]);
+        mcp_sha256_update(h, line, (size_t)n);
+    }
+    for (int i = 0; i < g->n_outputs; i++) {
+        n = snprintf(line, sizeof line, "out %d\n", g->outputs[i]);
+        mcp_sha256_update(h, line, (size_t)n);
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        const mcp_node *nd = &g->nodes[i];
+        n = snprintf(line, sizeof line, "node %s:%s:%d (", nd->domain ? nd->domain : "", nd->op_type, nd->opset);
+        mcp_sha256_update(h, line, (size_t)n);
+        for (int k = 0; k < nd->n_inputs; k++) {
+            n = snprintf(line, sizeof line, "%s%d", k ? "," : "", nd->inputs[k]);
+            mcp_sha256_update(h, line, (size_t)n);
+        }
+        mcp_sha256_update(h, ") -> (", 6);
+        for (int k = 0; k < nd->n_outputs; k++) {
+            n = snprintf(line, sizeof line, "%s%d", k ? "," : "", nd->outputs[k]);
+            mcp_sha256_update(h, line, (size_t)n);
+        }
+        mcp_sha256_update(h, ")", 1);
+        for (int k = 0; k < nd->n_attrs; k++) {
+            const mcp_attr *a = &nd->attrs[k];
+            mcp_sha256_update(h, " ", 1);
+            mcp_sha256_update(h, a->name, strlen(a->name));
+            if (a->type == MCP_ATTR_GRAPH && a->g) graph_structure(h, a->g, depth + 1);
+        }
+        mcp_sha256_update(h, "\n", 1);
+    }
+}
+
+mcp_status mcp_model_fingerprint(mcp_model_version *v, mcp_err *err)
+{
+    char *sig = mcp_model_io_signature(v);
+    if (!sig) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_sha256 h;
+    mcp_status st = mcp_sha256_begin(&h, err);
+    if (st == MCP_STATUS_OK) {
+        mcp_sha256_update(&h, sig, strlen(sig));
+        mcp_sha256_update(&h, "\n", 1);
+        if (v->session && v->session->graph) graph_structure(&h, v->session->graph, 0);
+        mcp_sha256_end(&h, v->fingerprint);
+    }
+    mcp_free(sig);
+    return st;
+}
+
 char *mcp_model_io_signature(const mcp_model_version *v)
 {
     json_t *sig = json_pack("{s:o, s:o}", "inputs", io_list(v->inputs, v->n_inputs), "outputs", io_list(v->outputs, v->n_outputs));
@@ -75,6 +141,7 @@ mcp_status mcp_store_add_version(mcp_store *s, const mcp_model_version *v, const
         .files = files,
         .n_files = n,
         .io_signature = sig,
+        .fingerprint = v->fingerprint[0] ? v->fingerprint : NULL,
     };
     mcp_status st = sig ? mcp_store_put_version(s, &in, out, err) : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     mcp_free(sig);

@@ -583,6 +583,12 @@ static void h_repo_describe(conn *k, const char *name)
     mcp_buf_json_string(b, mcp_model_state_name(e->state));
     mcp_buf_puts(b, ",\"reason\":");
     mcp_buf_json_string(b, e->reason);
+    mcp_model_version *cur = mcp_repository_get(k->srv->repo, name, NULL);
+    if (cur && cur->fingerprint[0]) {
+        mcp_buf_puts(b, ",\"fingerprint\":");
+        mcp_buf_json_string(b, cur->fingerprint);
+    }
+    mcp_model_version_release(cur);
     /* Its versions' lifecycle, oldest first. */
     mcp_lifecycle_step steps[MCP_LIFECYCLE_KEPT];
     int n_steps = mcp_repository_lifecycle(k->srv->repo, name, steps, MCP_LIFECYCLE_KEPT);

@@ -57,8 +57,14 @@ check "diff --json ($(cat err))" $rc
 check "diff: the model file is the same, the labels file added" $?
 [ "$(json_get diff.json '[(c["name"], c["change"], c["to"]) for c in d["io"]]')" = "[('probabilities', 'changed', '[\"string\",[-1,3]]')]" ]
 check "diff: the output's datatype and shape changed ($(json_get diff.json 'd["io"]'))" $?
+[ "$(json_get diff.json 'd["topology"]')" = "changed" ]
+check "diff: the topology fingerprint changed with the output" $?
+"$MCPCTL" diff digits@v1.0.0 digits@v1.0.0 --json > same.json 2> err
+[ "$(json_get same.json 'd["topology"]')" = "same" ]
+check "diff of a version with itself: the same topology" $?
 "$MCPCTL" diff digits@v1.0.0 digits@v1.1.0 > diff.txt
-grep -q "^added    labels.txt sha256:" diff.txt && grep -q "outputs changed probabilities" diff.txt
+grep -q "^added    labels.txt sha256:" diff.txt && grep -q "outputs changed probabilities" diff.txt &&
+  grep -q "^topology changed sha256:[0-9a-f]* -> sha256:" diff.txt
 check "diff in text ($(tr '\n' '|' < diff.txt))" $?
 
 "$MCPCTL" store verify > verify.txt

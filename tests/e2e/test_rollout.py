@@ -592,3 +592,54 @@ class MemoryTests(ts.TempModelsTestCase):
         print(f"\nRSS before load {before / 2**20:.1f} MiB, loaded {loaded / 2**20:.1f} MiB, "
               f"after unload {after / 2**20:.1f} MiB ({100 * (after - before) / before:+.2f}%)")
         self.assertLess(abs(after - before) / before, 0.05, (before, loaded, after))
+
+
+class TopologyTests(RolloutTestCase):
+    """The descriptor, a Triton config.pbtxt and the graph must agree, every
+    mismatch said with both sides; the topology fingerprint tells versions
+    that compute the same thing apart from those that do not."""
+
+    def test_every_mismatch_with_both_sides(self):
+        text = (f"name: wrong\nversion: v1.0.0\npath: {self.model}\n"
+                "inputs:\n  - {name: input, dtype: FP16}\n"
+                "outputs:\n  - {name: probabilities, shape: [-1, 11]}\n  - {name: nosuch}\n")
+        r = self.apply(self.server, "wrong", text)
+        self.assertEqual(r.status_code, 400, r.text)
+        msg = r.json()["error"]
+        self.assertIn("input 'input': the descriptor says float16, the model has float", msg)
+        self.assertIn("dimension 1 is 11 in the descriptor, 10 in the model", msg)
+        self.assertIn("descriptor output 'nosuch' is not an output of the model (it has 'probabilities', 'label')", msg)
+
+    def test_triton_config_against_the_graph(self):
+        folder = os.path.join(self.models, "tri")
+        os.makedirs(os.path.join(folder, "1"))
+        ts.shutil.copy(self.model, os.path.join(folder, "1", "model.onnx"))
+        with open(os.path.join(folder, "config.pbtxt"), "w") as f:
+            f.write('name: "tri"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+                    'input [{ name: "input" data_type: TYPE_FP32 dims: [ 63 ] }]\n'
+                    'output [{ name: "probabilities" data_type: TYPE_INT32 dims: [ 10 ] }]\n')
+        text = f"name: tri\nversion: v1.0.0\nformat: triton\npath: {folder}\n"
+        r = self.apply(self.server, "tri", text)
+        self.assertEqual(r.status_code, 400, r.text)
+        msg = r.json()["error"]
+        self.assertIn("input 'input': config.pbtxt says float32 [-1,63], the model has float32 [-1,64]", msg)
+        self.assertIn("output 'probabilities': config.pbtxt says int32 [-1,10], the model has float32 [-1,10]", msg)
+
+    def test_fingerprint_same_and_changed(self):
+        d = self.ok(ts.http(self.server, "GET", "/v2/repository/models/digits")).json()
+        first = d["fingerprint"]
+        self.assertRegex(first, r"^sha256:[0-9a-f]{64}$")
+        self.ok(self.apply(self.server, "digits", ts.digits_descriptor("digits", self.model, version="v1.1.0")))
+        d = self.ok(ts.http(self.server, "GET", "/v2/repository/models/digits")).json()
+        self.assertEqual(d["fingerprint"], first, "the same graph under another version")
+        ready = [x for x in d["lifecycle"] if x["version"] == "v1.1.0" and x["state"] == "ready"][-1]
+        self.assertIn("topology same as v1.0.0", ready["reason"])
+        other = os.path.join(self.models, "digits_other.onnx")
+        self.ok(self.apply(self.server, "digits", ts.digits_descriptor("digits", other, version="v1.2.0")))
+        d = self.ok(ts.http(self.server, "GET", "/v2/repository/models/digits")).json()
+        self.assertNotEqual(d["fingerprint"], first)
+        ready = [x for x in d["lifecycle"] if x["version"] == "v1.2.0" and x["state"] == "ready"][-1]
+        self.assertIn("topology changed from v1.1.0", ready["reason"])
+        p = ts.subprocess.run([ts.MCPCTL_BIN, "describe", "model", "digits", "--server", self.server.url],
+                              capture_output=True, timeout=60)
+        self.assertIn("fingerprint: " + d["fingerprint"], p.stdout.decode())
