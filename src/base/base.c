@@ -103,6 +103,64 @@ static void advise_huge(void *p, size_t n)
 #endif
 }
 
+/*
+ * Memory accounts: every block carries a 16-byte header naming the account
+ * it was charged to (the one the allocating thread was using, or none) and
+ * its size, so a model's real bytes are what its load and its runs hold
+ * now, wherever they are freed. An account lives while its owner or any
+ * block charged to it does (one reference each).
+ */
+struct mcp_mem_account {
+    atomic_llong bytes;
+    atomic_llong refs;
+};
+
+typedef struct block_hdr {
+    mcp_mem_account *acct;
+    size_t size;
+} block_hdr;
+_Static_assert(sizeof(block_hdr) == 16, "the header keeps malloc's 16-byte alignment");
+
+static _Thread_local mcp_mem_account *tl_account;
+
+mcp_mem_account *mcp_mem_account_create(void)
+{
+    mcp_mem_account *a = malloc(sizeof *a);
+    if (!a) return NULL;
+    atomic_init(&a->bytes, 0);
+    atomic_init(&a->refs, 1);
+    return a;
+}
+
+static void account_unref(mcp_mem_account *a)
+{
+    if (a && atomic_fetch_sub(&a->refs, 1) == 1) free(a);
+}
+
+void mcp_mem_account_release(mcp_mem_account *a) { account_unref(a); }
+
+int64_t mcp_mem_account_bytes(const mcp_mem_account *a) { return a ? atomic_load(&a->bytes) : 0; }
+
+mcp_mem_account *mcp_mem_account_use(mcp_mem_account *a)
+{
+    mcp_mem_account *prev = tl_account;
+    tl_account = a;
+    return prev;
+}
+
+static void *charge(block_hdr *h, size_t n)
+{
+    h->acct = tl_account;
+    h->size = n;
+    if (h->acct) {
+        atomic_fetch_add(&h->acct->refs, 1);
+        atomic_fetch_add(&h->acct->bytes, (long long)n);
+    }
+    atomic_fetch_add(&alloc_live, 1);
+    atomic_fetch_add(&alloc_total, 1);
+    return h + 1;
+}
+
 void *mcp_malloc_load(size_t n)
 {
     void *p = mcp_malloc(n);
@@ -112,37 +170,43 @@ void *mcp_malloc_load(size_t n)
 
 void *mcp_malloc(size_t n)
 {
-    void *p = malloc(n ? n : 1);
-    if (p) {
-        atomic_fetch_add(&alloc_live, 1);
-        atomic_fetch_add(&alloc_total, 1);
-    }
-    return p;
+    if (n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    block_hdr *h = malloc(sizeof *h + n);
+    return h ? charge(h, n) : NULL;
 }
 
 void *mcp_calloc(size_t count, size_t size)
 {
-    void *p = calloc(count ? count : 1, size ? size : 1);
-    if (p) {
-        atomic_fetch_add(&alloc_live, 1);
-        atomic_fetch_add(&alloc_total, 1);
-    }
-    return p;
+    size_t n;
+    if (!mcp_mul_overflow_size(count ? count : 1, size ? size : 1, &n) || n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    block_hdr *h = calloc(1, sizeof *h + n);
+    return h ? charge(h, n) : NULL;
 }
 
 void *mcp_realloc(void *p, size_t n)
 {
-    void *q = realloc(p, n ? n : 1);
-    if (q) atomic_fetch_add(&alloc_total, 1);
-    if (q && !p) atomic_fetch_add(&alloc_live, 1);
-    return q;
+    if (!p) return mcp_malloc(n);
+    if (n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    block_hdr *h = (block_hdr *)p - 1;
+    size_t old = h->size;
+    block_hdr *q = realloc(h, sizeof *q + n);
+    if (!q) return NULL;
+    q->size = n; /* the block stays with the account it was charged to */
+    if (q->acct) atomic_fetch_add(&q->acct->bytes, (long long)n - (long long)old);
+    atomic_fetch_add(&alloc_total, 1);
+    return q + 1;
 }
 
 void mcp_free(void *p)
 {
     if (!p) return;
+    block_hdr *h = (block_hdr *)p - 1;
+    if (h->acct) {
+        atomic_fetch_sub(&h->acct->bytes, (long long)h->size);
+        account_unref(h->acct);
+    }
     atomic_fetch_sub(&alloc_live, 1);
-    free(p);
+    free(h);
 }
 
 char *mcp_strdup(const char *s)

@@ -50,6 +50,17 @@ void *mcp_calloc(size_t count, size_t size);
 void *mcp_realloc(void *p, size_t n);
 void mcp_free(void *p);
 char *mcp_strdup(const char *s);
+/* Memory accounts: while a thread uses an account, the blocks it
+ * allocates through these wrappers are charged to it until they are freed
+ * (on any thread). A model version's account is its real bytes. */
+typedef struct mcp_mem_account mcp_mem_account;
+mcp_mem_account *mcp_mem_account_create(void);
+/* The owner's reference; the account itself goes with its last block. */
+void mcp_mem_account_release(mcp_mem_account *a);
+int64_t mcp_mem_account_bytes(const mcp_mem_account *a);
+/* Charges the calling thread's allocations to a (NULL: none) from now on;
+ * returns the account it used before. */
+mcp_mem_account *mcp_mem_account_use(mcp_mem_account *a);
 /* Number of live allocations made through these wrappers (for tests). */
 int64_t mcp_alloc_live_count(void);
 /* Allocations (and reallocations) made so far, freed or not. */

@@ -169,6 +169,9 @@ mcp_status mcp_model_version_load(mcp_descriptor *desc, const mcp_descriptor_def
     return mcp_model_version_load_phased(desc, server, NULL, NULL, out, err);
 }
 
+static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const mcp_descriptor_defaults *server,
+                               mcp_load_phase_fn phase, void *phase_user, mcp_err *err);
+
 mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descriptor_defaults *server,
                                          mcp_load_phase_fn phase, void *phase_user, mcp_model_version **out, mcp_err *err)
 {
@@ -179,6 +182,23 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     atomic_init(&v->refs, 1);
+    /* Everything the load allocates on this thread is the model's. */
+    v->account = mcp_mem_account_create();
+    mcp_mem_account *prev = mcp_mem_account_use(v->account);
+    mcp_status st = load_charged(v, desc, server, phase, phase_user, err);
+    mcp_mem_account_use(prev);
+    if (st != MCP_STATUS_OK) {
+        mcp_model_version_release(v);
+        return st;
+    }
+    v->memory_bytes = (size_t)mcp_mem_account_bytes(v->account);
+    *out = v;
+    return MCP_STATUS_OK;
+}
+
+static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const mcp_descriptor_defaults *server,
+                               mcp_load_phase_fn phase, void *phase_user, mcp_err *err)
+{
     v->desc = desc;
     v->name = desc->name;
     v->version = desc->version;
@@ -191,7 +211,6 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
         mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
                     "model '%s': %lld instances; this server allows %lld threads per model (--max-model-threads)", desc->name,
                     (long long)desc->instance_count, (long long)limit);
-        mcp_model_version_release(v);
         return MCP_STATUS_INVALID_ARGUMENT;
     }
     if (limit > 0 && desc->instance_count * desc->instance_threads > limit)
@@ -214,7 +233,6 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
             mcp_diags_format(&diags, desc->path, msg, sizeof msg);
             mcp_diags_clear(&diags);
             mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s': Triton folder: %s", desc->name, msg);
-            mcp_model_version_release(v);
             return MCP_STATUS_INVALID_ARGUMENT;
         }
         mcp_diags_clear(&diags);
@@ -226,7 +244,6 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     if (st != MCP_STATUS_OK) {
         mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
         mcp_descriptor_free(triton_config);
-        mcp_model_version_release(v);
         return st;
     }
     const mcp_graph *g = v->session->graph;
@@ -299,15 +316,8 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
      * send and receive once the descriptor's steps apply. */
     if (st == MCP_STATUS_OK) st = mcp_steps_adjust_meta(v, err);
     if (st == MCP_STATUS_OK) st = mcp_model_fingerprint(v, err);
-    if (st == MCP_STATUS_OK)
-        for (int i = 0; i < g->n_initializers; i++) v->memory_bytes += mcp_tensor_nbytes(&g->initializers[i]);
-    if (st != MCP_STATUS_OK) {
-        mcp_err_prefix(err, "model '%s'", desc->name);
-        mcp_model_version_release(v);
-        return st;
-    }
-    *out = v;
-    return MCP_STATUS_OK;
+    if (st != MCP_STATUS_OK) mcp_err_prefix(err, "model '%s'", desc->name);
+    return st;
 }
 
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v)
@@ -324,7 +334,14 @@ void mcp_model_version_release(mcp_model_version *v)
     mcp_free(v->inputs);
     mcp_free(v->outputs);
     mcp_descriptor_free(v->desc);
+    mcp_mem_account_release(v->account);
     mcp_free(v);
+}
+
+size_t mcp_model_version_bytes(const mcp_model_version *v)
+{
+    int64_t b = mcp_mem_account_bytes(v->account);
+    return b > 0 ? (size_t)b : 0;
 }
 
 /* ---- the clients' contract between versions ---- */

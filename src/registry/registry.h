@@ -401,7 +401,8 @@ typedef struct mcp_model_version {
     mcp_session *session;  /* owned */
     int n_inputs, n_outputs;
     mcp_tensor_meta *inputs, *outputs;
-    size_t memory_bytes;   /* weights held */
+    size_t memory_bytes;   /* real bytes held when it became ready (its account then) */
+    mcp_mem_account *account; /* what its load and its runs allocated and still hold */
     int64_t loaded_at_us;
     /* sha256 over the canonical I/O signature and the graph's structure
      * (ops, wiring, weight types and shapes; not their values): two
@@ -424,6 +425,8 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc /* taken */, const
                                          mcp_load_phase_fn phase, void *user, mcp_model_version **out, mcp_err *err);
 mcp_model_version *mcp_model_version_retain(mcp_model_version *v);
 void mcp_model_version_release(mcp_model_version *v);
+/* The real bytes the version holds now (its allocator account). */
+size_t mcp_model_version_bytes(const mcp_model_version *v);
 
 /* The inputs and outputs a version serves, as canonical JSON
  * ({"inputs":[{"name","datatype","shape"}...],"outputs":[...]}); mcp_free. */

@@ -505,8 +505,8 @@ static size_t entry_bytes(const repo_entry *e)
 {
     size_t b = 0;
     const mcp_model_version *const roles[] = {e->current, e->canary, e->shadow, e->previous};
-    for (int i = 0; i < 4; i++) b += roles[i] ? roles[i]->memory_bytes : 0;
-    for (int i = 0; i < e->n_also; i++) b += e->also[i]->memory_bytes;
+    for (int i = 0; i < 4; i++) b += roles[i] ? mcp_model_version_bytes(roles[i]) : 0;
+    for (int i = 0; i < e->n_also; i++) b += mcp_model_version_bytes(e->also[i]);
     return b;
 }
 

@@ -621,7 +621,7 @@ static void h_repo_describe(conn *k, const char *name)
         mcp_buf_json_string(b, v->desc->precision);
         mcp_buf_puts(b, ",\"descriptor\":");
         json_descriptor(b, v->desc);
-        mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", v->memory_bytes);
+        mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", mcp_model_version_bytes(v));
         json_model_config(b, v);
         mcp_buf_puts(b, ",\"stats\":");
         json_model_stats(b, v);

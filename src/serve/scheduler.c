@@ -850,6 +850,8 @@ static void *worker_main(void *arg)
 {
     sched_worker *w = arg;
     mcp_scheduler *s = w->s;
+    /* What the runs allocate counts as the model's memory. */
+    mcp_mem_account_use(s->v->account);
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (!s->ready_head && !s->stop) {
