@@ -60,6 +60,7 @@ typedef struct server_config {
     bool enable_tensor_cache;
     bool keep_previous;
     int64_t memory_budget;
+    int64_t unload_pressure, unload_floor, unload_queue_depth, unload_idle_ms, unload_smoothing_ms;
     const char *model_control;
     const char *log_level;
 } server_config;
@@ -106,7 +107,12 @@ static const opt options[] = {
     {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 0, 1024, "batches formed ahead of busy workers (default 8)"},
     {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, 0, "reuse request and batch tensors from a pool (default true)"},
     {"keep-previous", OPT_BOOL, OFF(keep_previous), 0, 0, 0, "keep a replaced version loaded for an instant undo while --memory-budget allows (default true)"},
-    {"memory-budget", OPT_INT, OFF(memory_budget), 0, 0, INT64_MAX, "bytes all loaded models may hold; a replaced version stays loaded only within it (default 0: no limit)"},
+    {"memory-budget", OPT_INT, OFF(memory_budget), 0, 0, INT64_MAX, "real bytes all loaded models may hold: idle models are unloaded under sustained pressure and load again on their next request; a replaced version stays loaded only within it (default 0: no limit)"},
+    {"unload-pressure", OPT_INT, OFF(unload_pressure), 0, 1, 1000, "percent of --memory-budget the smoothed memory pressure must reach before idle models are unloaded (default 90)"},
+    {"unload-floor", OPT_INT, OFF(unload_floor), 0, 0, 1000, "percent of --memory-budget unloading stops at (default 75)"},
+    {"unload-queue-depth", OPT_INT, OFF(unload_queue_depth), 0, 1, 1 << 20, "a model is idle while its smoothed queue depth stays below this (default 1)"},
+    {"unload-idle-ms", OPT_INT, OFF(unload_idle_ms), 0, 0, 86400000, "and it has had no request for this long (default 5000)"},
+    {"unload-smoothing-ms", OPT_INT, OFF(unload_smoothing_ms), 0, 1, 3600000, "half-life of the smoothed memory pressure and queue depth (default 2000)"},
     {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default) or none"},
     {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn or info (default info)"},
 };
@@ -316,6 +322,7 @@ int main(int argc, char **argv)
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true,
+        .unload_pressure = 90, .unload_floor = 75, .unload_queue_depth = 1, .unload_idle_ms = 5000, .unload_smoothing_ms = 2000,
         .model_control = "explicit", .log_level = "info",
     };
     /* Flags first into their own record, so the config file can be read
@@ -493,6 +500,14 @@ int main(int argc, char **argv)
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
     mcp_frontend_set_plane(fe, plane);
+    mcp_memory_policy mp = mcp_memory_policy_default();
+    mp.budget = (size_t)c.memory_budget;
+    mp.pressure = (double)c.unload_pressure / 100.0;
+    mp.floor = (double)c.unload_floor / 100.0;
+    mp.queue_depth = (double)c.unload_queue_depth;
+    mp.idle_ms = c.unload_idle_ms;
+    mp.smoothing_ms = c.unload_smoothing_ms;
+    mcp_frontend_set_memory_policy(fe, &mp);
     mcp_frontend_set_body_cap(fe, (size_t)c.max_inflight_body_bytes);
     if (mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");

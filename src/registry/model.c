@@ -192,6 +192,7 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
         return st;
     }
     v->memory_bytes = (size_t)mcp_mem_account_bytes(v->account);
+    atomic_store(&v->last_used_ns, mcp_now_ns());
     *out = v;
     return MCP_STATUS_OK;
 }

@@ -403,6 +403,7 @@ typedef struct mcp_model_version {
     mcp_tensor_meta *inputs, *outputs;
     size_t memory_bytes;   /* real bytes held when it became ready (its account then) */
     mcp_mem_account *account; /* what its load and its runs allocated and still hold */
+    _Atomic int64_t last_used_ns; /* the latest request routed to it (mcp_now_ns), or its load */
     int64_t loaded_at_us;
     /* sha256 over the canonical I/O signature and the graph's structure
      * (ops, wiring, weight types and shapes; not their values): two
@@ -601,6 +602,16 @@ bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *w
 /* Whether a replaced primary is kept warm for undo: always (budget 0), or
  * while every loaded version's bytes stay within budget. */
 void mcp_repository_set_keep_previous(mcp_repository *r, bool keep, size_t memory_budget);
+
+/* The memory policy: unloads the model if `expect` is still its primary
+ * and it can be loaded again by name; its entry says why and that its next
+ * request loads it again. */
+mcp_status mcp_repository_evict(mcp_repository *r, const char *name, const mcp_model_version *expect, const char *reason,
+                                mcp_err *err);
+/* Whether the model was evicted and not loaded since. */
+bool mcp_repository_evicted(mcp_repository *r, const char *name);
+/* Loads an evicted model again; *loaded says whether this call did. */
+mcp_status mcp_repository_cold_start(mcp_repository *r, const char *name, bool *loaded, mcp_err *err);
 
 /* Whether version b can serve the clients of version a: the same input
  * and output names, dtypes and ranks, and no fixed dimension changed.

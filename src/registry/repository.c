@@ -36,6 +36,10 @@ typedef struct repo_entry {
     mcp_route_watch *watch; /* of this canary and shadow */
     const mcp_model_version *watch_canary, *watch_shadow;
     struct route_table *table; /* published; the entry's reference */
+    /* Unloaded by the memory policy, not by an operator: its next request
+     * loads it again (a cold start). */
+    bool evicted;
+    int64_t last_used_ns; /* of its primary when it was evicted */
     mcp_model_state state;
     char reason[512];
     bool loading; /* one load per model at a time; other models load meanwhile */
@@ -779,6 +783,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         else if (role == ROLE_PRIMARY) e->spec = mcp_rollout_spec_default();
         e->state = MCP_MODEL_READY;
         e->reason[0] = '\0';
+        e->evicted = false;
         if (role == ROLE_PRIMARY) {
             set_str(&e->version, version);
             if (kind != MCP_SOURCE_NONE) {
@@ -1012,6 +1017,7 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
         e->canary_weight = e->shadow_sample = 0;
         e->previous_cold[0] = '\0';
         e->state = MCP_MODEL_UNAVAILABLE;
+        e->evicted = false;
         snprintf(e->reason, sizeof e->reason, "unloaded");
         old_map = publish(r, e);
     }
@@ -1341,4 +1347,47 @@ bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *w
     e->watch_shadow = e->shadow;
     finish(r, e, &gone, MCP_STATUS_OK);
     return true;
+}
+
+/* ---- the memory policy's side: idle models out, and back on demand ---- */
+
+mcp_status mcp_repository_evict(mcp_repository *r, const char *name, const mcp_model_version *expect, const char *reason,
+                                mcp_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    bool ok = e && e->current == expect && !e->loading && e->kind != MCP_SOURCE_NONE;
+    pthread_mutex_unlock(&r->mu);
+    if (!ok) return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION, "model '%s' changed, or cannot be loaded again", name);
+    mcp_status st = mcp_repository_unload(r, name, err);
+    pthread_mutex_lock(&r->mu);
+    e = entry_get(r, name, false);
+    if (st == MCP_STATUS_OK && e && !e->current) {
+        e->evicted = true;
+        snprintf(e->reason, sizeof e->reason, "unloaded: %s; its next request loads it again", reason);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+bool mcp_repository_evicted(mcp_repository *r, const char *name)
+{
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    bool evicted = e && e->evicted && !e->current;
+    pthread_mutex_unlock(&r->mu);
+    return evicted;
+}
+
+mcp_status mcp_repository_cold_start(mcp_repository *r, const char *name, bool *loaded, mcp_err *err)
+{
+    *loaded = false;
+    if (!mcp_repository_evicted(r, name)) return MCP_STATUS_OK; /* back already (or unloaded by an operator since) */
+    mcp_status st = mcp_repository_load(r, name, err);
+    pthread_mutex_lock(&r->mu);
+    repo_entry *e = entry_get(r, name, false);
+    if (e && e->current) e->evicted = false;
+    pthread_mutex_unlock(&r->mu);
+    *loaded = st == MCP_STATUS_OK;
+    return st;
 }

@@ -5,6 +5,7 @@
  */
 #include <jansson.h>
 #include <malloc.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -59,7 +60,20 @@ struct mcp_frontend {
     mcp_plane *plane;        /* borrowed; NULL = no store */
     size_t body_cap;
     _Atomic size_t body_bytes; /* request data held by every transport */
+    /* Calls waiting for a cold start, and the memory policy's thread. */
+    pthread_mutex_t park_mu;
+    struct parked *parked;
+    int n_parked;
+    mcp_memory_policy policy;
+    pthread_mutex_t policy_mu;
+    pthread_cond_t policy_cv;
+    bool policy_stop;
+    pthread_t policy_thread;
+    bool policy_running;
 };
+
+/* Calls parked at most, all models together; beyond, 503 at once. */
+#define MAX_PARKED 1024
 
 static void sleep_ms(int ms)
 {
@@ -167,6 +181,9 @@ static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const
 mcp_observer mcp_metrics_observer(mcp_metrics *m) { return (mcp_observer){1, metrics_event, m}; }
 
 /* ---- the request path ---- */
+
+static bool park(mcp_frontend *fe, mcp_call *c, const char *name);
+static void unpark(mcp_frontend *fe, const char *name, mcp_status st, const char *why);
 
 static void observe(mcp_frontend *fe, mcp_obs_event ev, const mcp_call *c, const mcp_model_version *v, mcp_status st)
 {
@@ -498,9 +515,13 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
     mcp_model_version *v = st == MCP_STATUS_OK ? route_model(fe, name, version[0] ? version : NULL, &st, &err) : NULL;
     if (!v) {
         if (state) c->codec->release_state(state);
+        /* Unloaded by the memory policy: it loads again, and the call
+         * waits for it off this thread. */
+        if (st == MCP_STATUS_UNAVAILABLE && !version[0] && mcp_repository_evicted(fe->repo, name) && park(fe, c, name)) return;
         reject(fe, c, NULL, st);
         return;
     }
+    atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
     mcp_request *r = mcp_request_create(c->codec->protocol);
     if (!r) {
         if (state) c->codec->release_state(state);
@@ -524,6 +545,86 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
     shadow_pair *pair = pinned ? NULL : route_rollout(fe, c, r);
     submit_request(fe, c, r, r->model, pinned, pair);
     mcp_request_release(r); /* the scheduler and the call hold theirs */
+}
+
+/* ---- cold starts: calls for an evicted model wait for its load ---- */
+
+typedef struct parked {
+    struct parked *next;
+    mcp_call *call;
+    char name[256];
+} parked;
+
+static void free_control(mcp_control *ctl);
+
+/* Parks c for `name`; the first call parked for a name queues its load.
+ * false when it cannot (too many parked, no loader): answer at once. */
+static bool park(mcp_frontend *fe, mcp_call *c, const char *name)
+{
+    parked *p = mcp_calloc(1, sizeof *p);
+    if (!p) return false;
+    p->call = c;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    pthread_mutex_lock(&fe->park_mu);
+    bool first = true;
+    for (parked *q = fe->parked; q; q = q->next) first &= strcmp(q->name, name) != 0;
+    bool room = fe->n_parked < MAX_PARKED;
+    if (room) {
+        p->next = fe->parked;
+        fe->parked = p;
+        fe->n_parked++;
+    }
+    pthread_mutex_unlock(&fe->park_mu);
+    if (!room) {
+        mcp_free(p);
+        return false;
+    }
+    if (c->on_queued) c->on_queued(c); /* the transport waits for the answer */
+    if (!first) return true;
+    mcp_control *ctl = mcp_calloc(1, sizeof *ctl);
+    if (ctl) {
+        ctl->op = MCP_CONTROL_COLD_START;
+        snprintf(ctl->name, sizeof ctl->name, "%s", name);
+        ctl->done = free_control;
+    }
+    if (!ctl || mcp_frontend_control(fe, ctl) != MCP_STATUS_OK) {
+        mcp_free(ctl);
+        /* Nothing will load it: every call parked for it is answered. */
+        unpark(fe, name, MCP_STATUS_UNAVAILABLE, "cannot load it again now (loaders busy or stopping); retry later");
+    }
+    return true;
+}
+
+/* The load of `name` ended: its parked calls run (st OK) or fail. */
+static void unpark(mcp_frontend *fe, const char *name, mcp_status st, const char *why)
+{
+    pthread_mutex_lock(&fe->park_mu);
+    parked *mine = NULL;
+    for (parked **pp = &fe->parked; *pp;) {
+        parked *p = *pp;
+        if (strcmp(p->name, name) == 0) {
+            *pp = p->next;
+            p->next = mine;
+            mine = p;
+            fe->n_parked--;
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&fe->park_mu);
+    while (mine) {
+        parked *p = mine;
+        mine = p->next;
+        mcp_call *c = p->call;
+        if (st == MCP_STATUS_OK) {
+            mcp_frontend_infer(fe, c);
+        } else {
+            snprintf(c->message, sizeof c->message, "model '%s' was unloaded to save memory and did not load again: %s", name,
+                     why);
+            reject(fe, c, NULL, st);
+        }
+        mcp_free(p);
+    }
 }
 
 /* ---- registry hooks: schedulers attach when a version becomes current ---- */
@@ -705,10 +806,32 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
 
 static void control_rollout(mcp_frontend *fe, mcp_control *ctl, mcp_err *err);
 
+/* An evicted model's next request came: load it again, then let its
+ * parked calls through. Counted as a cold start. */
+static void control_cold_start(mcp_frontend *fe, mcp_control *ctl, mcp_err *err)
+{
+    bool loaded = false;
+    int64_t t0 = mcp_now_ns();
+    ctl->status = mcp_repository_cold_start(fe->repo, ctl->name, &loaded, err);
+    if (loaded) {
+        mcp_metrics_cold_start(fe->metrics, ctl->name, mcp_now_ns() - t0);
+        char why[128];
+        snprintf(why, sizeof why, "loaded again for a request in %.1f ms", (double)(mcp_now_ns() - t0) / 1e6);
+        if (fe->plane) mcp_plane_note(fe->plane, "cold-start", ctl->name, "ok", why, "memory");
+    } else if (ctl->status != MCP_STATUS_OK && fe->plane) {
+        mcp_plane_note(fe->plane, "cold-start", ctl->name, "failed", ctl->message, "memory");
+    }
+    unpark(fe, ctl->name, ctl->status, ctl->message);
+}
+
 static void control_run(mcp_frontend *fe, mcp_control *ctl)
 {
     mcp_err err = {ctl->message, sizeof ctl->message};
     ctl->message[0] = '\0';
+    if (ctl->op == MCP_CONTROL_COLD_START) {
+        control_cold_start(fe, ctl, &err);
+        return;
+    }
     if (ctl->op == MCP_CONTROL_UNLOAD) ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
     else if (ctl->op == MCP_CONTROL_ROLLOUT) control_rollout(fe, ctl, &err);
     else if (!ctl->descriptor) ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
@@ -1031,9 +1154,12 @@ void mcp_frontend_count_connections(mcp_frontend *fe, int delta) { atomic_fetch_
 
 int mcp_frontend_open_requests(const mcp_frontend *fe) { return atomic_load(&fe->open_requests); }
 
+static void stop_policy(mcp_frontend *fe);
+
 void mcp_frontend_drain(mcp_frontend *fe)
 {
     atomic_store(&fe->stopping, true);
+    stop_policy(fe); /* nothing is evicted while the server drains */
     /* Requests admitted before the stop reach their scheduler first (their
      * bodies arriving or being decoded; bounded here by 10 s and by each
      * transport's body deadline), so the drain below covers them too. */
@@ -1051,6 +1177,139 @@ void mcp_frontend_drain(mcp_frontend *fe)
     }
     mcp_repository_entries_free(list, n);
     retire_wait(fe); /* versions unloaded or replaced before the stop, too */
+}
+
+/* ---- the memory policy ---- */
+
+mcp_memory_policy mcp_memory_policy_default(void)
+{
+    return (mcp_memory_policy){.budget = 0, .pressure = 0.9, .floor = 0.75, .queue_depth = 1, .idle_ms = 5000,
+                               .smoothing_ms = 2000, .tick_ms = 100};
+}
+
+void mcp_frontend_set_memory_policy(mcp_frontend *fe, const mcp_memory_policy *p)
+{
+    pthread_mutex_lock(&fe->policy_mu);
+    fe->policy = *p;
+    if (fe->policy.tick_ms < 1) fe->policy.tick_ms = 100;
+    if (fe->policy.smoothing_ms < fe->policy.tick_ms) fe->policy.smoothing_ms = fe->policy.tick_ms;
+    pthread_cond_broadcast(&fe->policy_cv);
+    pthread_mutex_unlock(&fe->policy_mu);
+}
+
+typedef struct model_signal {
+    char name[256];
+    double queue;   /* smoothed queue depth */
+    int64_t tick;   /* last tick it was seen loaded */
+} model_signal;
+
+typedef struct policy_state {
+    double pressure; /* smoothed bytes / budget */
+    model_signal *models;
+    int n, cap;
+    int64_t tick;
+} policy_state;
+
+static model_signal *signal_of(policy_state *ps, const char *name)
+{
+    for (int i = 0; i < ps->n; i++)
+        if (!strcmp(ps->models[i].name, name)) return &ps->models[i];
+    if (ps->n == ps->cap) {
+        int cap = ps->cap ? 2 * ps->cap : 16;
+        model_signal *m = mcp_realloc(ps->models, (size_t)cap * sizeof *m);
+        if (!m) return NULL;
+        ps->models = m;
+        ps->cap = cap;
+    }
+    model_signal *m = &ps->models[ps->n++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", name);
+    return m;
+}
+
+/* One tick: both signals smoothed; an idle model out when they agree. */
+static void policy_tick(mcp_frontend *fe, policy_state *ps, const mcp_memory_policy *p)
+{
+    double alpha = 1.0 - exp2(-(double)p->tick_ms / (double)p->smoothing_ms);
+    int ready;
+    size_t bytes;
+    mcp_repository_totals(fe->repo, &ready, &bytes);
+    double raw = (double)bytes / (double)p->budget;
+    ps->pressure += alpha * (raw - ps->pressure);
+    ps->tick++;
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    int64_t now = mcp_now_ns();
+    const char *victim = NULL;
+    mcp_model_version *victim_v = NULL;
+    int64_t victim_used = INT64_MAX;
+    double victim_queue = 0;
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = list[i].state == MCP_MODEL_READY ? mcp_repository_get(fe->repo, list[i].name, NULL) : NULL;
+        model_signal *sg = v ? signal_of(ps, list[i].name) : NULL;
+        if (!sg) {
+            mcp_model_version_release(v);
+            continue;
+        }
+        mcp_scheduler_stats st = {0};
+        if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
+        if (sg->tick != ps->tick - 1) sg->queue = (double)st.queue_depth; /* newly seen */
+        else sg->queue += alpha * ((double)st.queue_depth - sg->queue);
+        sg->tick = ps->tick;
+        int64_t used = atomic_load_explicit(&v->last_used_ns, memory_order_relaxed);
+        bool idle = sg->queue < p->queue_depth && now - used >= p->idle_ms * 1000000;
+        if (idle && used < victim_used) {
+            mcp_model_version_release(victim_v);
+            victim = list[i].name;
+            victim_v = v;
+            victim_used = used;
+            victim_queue = sg->queue;
+        } else {
+            mcp_model_version_release(v);
+        }
+    }
+    if (victim && ps->pressure >= p->pressure && raw > p->floor) {
+        char why[300], msg[300];
+        mcp_err err = {msg, sizeof msg};
+        snprintf(why, sizeof why,
+                 "idle %.1f s (queue %.2f) under memory pressure %.0f%% (smoothed %.0f%%) of a %zu-byte budget",
+                 (double)(now - victim_used) / 1e9, victim_queue, 100 * raw, 100 * ps->pressure, p->budget);
+        if (mcp_repository_evict(fe->repo, victim, victim_v, why, &err) == MCP_STATUS_OK) {
+            mcp_metrics_evicted(fe->metrics, victim);
+            if (fe->plane) mcp_plane_note(fe->plane, "evict", victim, "ok", why, "memory");
+            fprintf(stderr, "mcp2026-server: %s: unloaded, %s\n", victim, why);
+        }
+    }
+    mcp_model_version_release(victim_v);
+    mcp_repository_entries_free(list, n);
+}
+
+static void *policy_main(void *arg)
+{
+    mcp_frontend *fe = arg;
+    policy_state ps = {0};
+    pthread_mutex_lock(&fe->policy_mu);
+    while (!fe->policy_stop) {
+        mcp_memory_policy p = fe->policy;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        int64_t ns = until.tv_nsec + (p.tick_ms > 0 ? p.tick_ms : 100) * 1000000;
+        until.tv_sec += ns / 1000000000;
+        until.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&fe->policy_cv, &fe->policy_mu, &until);
+        if (fe->policy_stop) break;
+        p = fe->policy;
+        if (!p.budget) {
+            ps.pressure = 0;
+            continue;
+        }
+        pthread_mutex_unlock(&fe->policy_mu);
+        policy_tick(fe, &ps, &p);
+        pthread_mutex_lock(&fe->policy_mu);
+    }
+    pthread_mutex_unlock(&fe->policy_mu);
+    mcp_free(ps.models);
+    return NULL;
 }
 
 /* ---- gauges sampled at /metrics ---- */
@@ -1091,7 +1350,12 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     pthread_cond_init(&fe->retire_cv, NULL);
     pthread_mutex_init(&fe->control_mu, NULL);
     pthread_cond_init(&fe->control_cv, NULL);
+    pthread_mutex_init(&fe->park_mu, NULL);
+    pthread_mutex_init(&fe->policy_mu, NULL);
+    pthread_cond_init(&fe->policy_cv, NULL);
+    fe->policy = mcp_memory_policy_default();
     if (pthread_create(&fe->retirer, NULL, retire_main, fe) == 0) fe->retirer_running = true;
+    if (pthread_create(&fe->policy_thread, NULL, policy_main, fe) == 0) fe->policy_running = true;
     for (int i = 0; i < LOADER_THREADS; i++)
         if (pthread_create(&fe->loaders[fe->n_loaders], NULL, loader_main, fe) == 0) fe->n_loaders++;
     mcp_repository_set_hooks(
@@ -1101,9 +1365,21 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     return MCP_STATUS_OK;
 }
 
+static void stop_policy(mcp_frontend *fe)
+{
+    if (!fe->policy_running) return;
+    pthread_mutex_lock(&fe->policy_mu);
+    fe->policy_stop = true;
+    pthread_cond_broadcast(&fe->policy_cv);
+    pthread_mutex_unlock(&fe->policy_mu);
+    pthread_join(fe->policy_thread, NULL);
+    fe->policy_running = false;
+}
+
 void mcp_frontend_destroy(mcp_frontend *fe)
 {
     if (!fe) return;
+    stop_policy(fe);
     stop_loaders(fe);
     /* The repository may outlive the frontend: it retires its versions
      * itself from here on. */
@@ -1120,6 +1396,9 @@ void mcp_frontend_destroy(mcp_frontend *fe)
     pthread_cond_destroy(&fe->retire_cv);
     pthread_mutex_destroy(&fe->control_mu);
     pthread_cond_destroy(&fe->control_cv);
+    pthread_mutex_destroy(&fe->park_mu);
+    pthread_mutex_destroy(&fe->policy_mu);
+    pthread_cond_destroy(&fe->policy_cv);
     mcp_free(fe);
 }
 

@@ -151,7 +151,12 @@ int mcp_frontend_open_requests(const mcp_frontend *fe);
  * PERMISSION_DENIED (control off) / UNAUTHENTICATED with a message. */
 mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err);
 
-typedef enum mcp_control_op { MCP_CONTROL_LOAD, MCP_CONTROL_UNLOAD, MCP_CONTROL_ROLLOUT } mcp_control_op;
+typedef enum mcp_control_op {
+    MCP_CONTROL_LOAD,
+    MCP_CONTROL_UNLOAD,
+    MCP_CONTROL_ROLLOUT,
+    MCP_CONTROL_COLD_START, /* an evicted model's next request: load it again */
+} mcp_control_op;
 
 /* What a rollout call does (MCP_CONTROL_ROLLOUT). */
 typedef enum mcp_rollout_action {

@@ -1042,7 +1042,13 @@ static void http_respond(mcp_call *c)
     if (k->suspended) resume_answered(k);
 }
 
-static void http_on_queued(mcp_call *c) { suspend(c->user); }
+/* Once per answer, however often it is told (a call parked for a cold
+ * start is told when parked and again when queued). */
+static void http_on_queued(mcp_call *c)
+{
+    conn *k = c->user;
+    if (!k->suspended) suspend(k);
+}
 
 static void start_inference(conn *k, mcp_protocol proto, const char *model, const char *version)
 {

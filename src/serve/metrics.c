@@ -302,8 +302,22 @@ static const char *const rollout_events[MCP_ROLLOUT_EVENT_COUNT] = {
     [MCP_SHADOW_AGREED] = "agreed",           [MCP_SHADOW_DISAGREED] = "disagreed",
     [MCP_SHADOW_FAILED] = "failed",           [MCP_SHADOW_DROPPED] = "dropped",
     [MCP_GATE_CANARY_ERRORS] = "error_rate", [MCP_GATE_CANARY_P99] = "p99",
-    [MCP_GATE_SHADOW_DEVIATION] = "deviation",
+    [MCP_GATE_SHADOW_DEVIATION] = "deviation", [MCP_MODEL_COLD_START] = "cold_start",
+    [MCP_MODEL_EVICTED] = "evicted",
 };
+
+void mcp_metrics_cold_start(mcp_metrics *m, const char *model, int64_t ns)
+{
+    (void)ns; /* the duration is in the event log and the lifecycle */
+    mcp_metrics_rollout(m, model, "", MCP_MODEL_COLD_START);
+}
+
+void mcp_metrics_evicted(mcp_metrics *m, const char *model)
+{
+    if (!m) return;
+    series_get(m, SERIES_ROLLOUT, model, "", MCP_MODEL_COLD_START, 0); /* at 0 from its first eviction */
+    mcp_metrics_rollout(m, model, "", MCP_MODEL_EVICTED);
+}
 
 void mcp_metrics_rollout(mcp_metrics *m, const char *model, const char *version, mcp_rollout_event ev)
 {
@@ -325,17 +339,30 @@ void mcp_metrics_declare_rollout(mcp_metrics *m, const char *model, const char *
 }
 
 static void put_model_labels(mcp_buf *out, const metrics_series *s);
+static void put_label_value(mcp_buf *out, const char *s);
 
-static void render_rollout(mcp_buf *out, metrics_series **list, int n, bool trips)
+/* family 0: shadow comparisons, 1: gate trips, 2: cold starts, 3: evictions. */
+static int rollout_family(int ev)
 {
+    return ev <= MCP_SHADOW_DROPPED ? 0 : ev <= MCP_GATE_SHADOW_DEVIATION ? 1 : ev == MCP_MODEL_COLD_START ? 2 : 3;
+}
+
+static void render_rollout(mcp_buf *out, metrics_series **list, int n, int family)
+{
+    static const char *const names[] = {"mcp_shadow_comparisons_total", "mcp_rollout_gate_trips_total",
+                                        "mcp_cold_starts_total", "mcp_model_evictions_total"};
     for (int i = 0; i < n; i++) {
         const metrics_series *s = list[i];
-        bool is_trip = s->protocol >= MCP_GATE_CANARY_ERRORS;
-        if (is_trip != trips) continue;
-        mcp_buf_puts(out, trips ? "mcp_rollout_gate_trips_total{" : "mcp_shadow_comparisons_total{");
-        put_model_labels(out, s);
-        mcp_buf_printf(out, ",%s=\"%s\"} %llu\n", trips ? "gate" : "outcome", rollout_events[s->protocol],
-                       (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
+        if (rollout_family(s->protocol) != family) continue;
+        mcp_buf_printf(out, "%s{", names[family]);
+        if (family < 2) {
+            put_model_labels(out, s);
+            mcp_buf_printf(out, ",%s=\"%s\"", family ? "gate" : "outcome", rollout_events[s->protocol]);
+        } else {
+            mcp_buf_puts(out, "model=");
+            put_label_value(out, s->model);
+        }
+        mcp_buf_printf(out, "} %llu\n", (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
     }
 }
 
@@ -549,10 +576,16 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         render_counters(out, err, n_err, SERIES_ERRORS);
         put_family(out, "mcp_shadow_comparisons_total", "counter",
                    "Shadow copies of requests, by the shadow version and how its answer compared with the primary's.");
-        render_rollout(out, ro, n_ro, false);
+        render_rollout(out, ro, n_ro, 0);
         put_family(out, "mcp_rollout_gate_trips_total", "counter",
                    "Canaries and shadows turned off by an analysis gate, by version and gate.");
-        render_rollout(out, ro, n_ro, true);
+        render_rollout(out, ro, n_ro, 1);
+        put_family(out, "mcp_cold_starts_total", "counter",
+                   "Models unloaded by the memory policy and loaded again for a request.");
+        render_rollout(out, ro, n_ro, 2);
+        put_family(out, "mcp_model_evictions_total", "counter",
+                   "Idle models the memory policy unloaded under sustained memory pressure.");
+        render_rollout(out, ro, n_ro, 3);
         put_family(out, "mcp_queue_duration_seconds", "histogram",
                    "Time requests waited in the scheduler queue before their batch started.");
         render_histogram(out, model, n_model, METRICS_HIST_QUEUE, "mcp_queue_duration_seconds");

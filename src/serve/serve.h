@@ -147,11 +147,17 @@ typedef enum mcp_rollout_event {
     MCP_GATE_CANARY_ERRORS,
     MCP_GATE_CANARY_P99,
     MCP_GATE_SHADOW_DEVIATION,
+    MCP_MODEL_COLD_START, /* mcp_cold_starts_total{model} */
+    MCP_MODEL_EVICTED,    /* mcp_model_evictions_total{model} */
     MCP_ROLLOUT_EVENT_COUNT,
 } mcp_rollout_event;
 void mcp_metrics_rollout(mcp_metrics *m, const char *model, const char *version, mcp_rollout_event ev);
 /* The series of a new canary (shadow false) or shadow, at 0. */
 void mcp_metrics_declare_rollout(mcp_metrics *m, const char *model, const char *version, bool shadow);
+/* An evicted model loaded again for a request, and how long it took. */
+void mcp_metrics_cold_start(mcp_metrics *m, const char *model, int64_t ns);
+/* The memory policy unloaded an idle model. */
+void mcp_metrics_evicted(mcp_metrics *m, const char *model);
 /* Creates a ready model's series at 0: requests per protocol (code 200),
  * errors per reason, and its histograms. */
 void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version);
@@ -284,6 +290,20 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
 /* The store and catalog model control records into (borrowed; NULL: none). */
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
+/* The memory policy (off while budget is 0): a budget for all loaded
+ * models in real bytes; the smoothed memory pressure (bytes / budget, an
+ * exponential average with half-life smoothing_ms) must reach `pressure`
+ * and a model's smoothed queue depth stay under `queue_depth` with no
+ * request for idle_ms before it is unloaded, least recently used first,
+ * until the pressure is down to `floor`. Its next request loads it again. */
+typedef struct mcp_memory_policy {
+    size_t budget;
+    double pressure, floor, queue_depth;
+    int64_t idle_ms, smoothing_ms, tick_ms;
+} mcp_memory_policy;
+mcp_memory_policy mcp_memory_policy_default(void);
+void mcp_frontend_set_memory_policy(mcp_frontend *fe, const mcp_memory_policy *p);
+
 mcp_plane *mcp_frontend_plane(const mcp_frontend *fe);
 /* Request bytes all transports together may hold at once (HTTP bodies,
  * gRPC messages); 0 = no cap. Default 1 GiB. */

@@ -643,3 +643,84 @@ class TopologyTests(RolloutTestCase):
         p = ts.subprocess.run([ts.MCPCTL_BIN, "describe", "model", "digits", "--server", self.server.url],
                               capture_output=True, timeout=60)
         self.assertIn("fingerprint: " + d["fingerprint"], p.stdout.decode())
+
+
+class UnloadTests(ts.TempModelsTestCase):
+    """The memory policy: a budget in real bytes; idle models go, least
+    recently used first, only under sustained pressure (never on one spike),
+    and come back on their next request (a cold start)."""
+
+    def model_bytes(self):
+        probe = self.start("--model-root", self.models)
+        self.assertEqual(self.apply(probe, "a", ts.digits_descriptor("a", self.model)).status_code, 200)
+        b = ts.http(probe, "GET", "/v2/repository/models/a").json()["memory_bytes"]
+        probe.stop()
+        self.assertGreater(b, 10000, "real bytes, counted by the allocator")
+        return b
+
+    def state(self, server, name):
+        return ts.http(server, "GET", f"/v2/repository/models/{name}").json()
+
+    def test_sustained_pressure_unloads_the_idle_one_and_it_comes_back(self):
+        b = self.model_bytes()
+        server = self.start("--model-root", self.models, "--memory-budget", int(1.5 * b), "--unload-idle-ms", 300,
+                            "--unload-smoothing-ms", 300)
+        for name in ("a", "b"):
+            self.assertEqual(self.apply(server, name, ts.digits_descriptor(name, self.model)).status_code, 200)
+        deadline = time.monotonic() + 60
+        s = requests.Session()
+        while time.monotonic() < deadline and self.state(server, "b")["state"] == "READY":  # bounded
+            r = s.post(server.url + "/v2/models/a/infer", json=ts.digits_v2_body(), timeout=60)
+            self.assertEqual(r.status_code, 200, r.text)
+            time.sleep(0.05)
+        d = self.state(server, "b")
+        self.assertEqual(d["state"], "UNAVAILABLE")
+        self.assertIn("under memory pressure", d["reason"])
+        self.assertIn("its next request loads it again", d["reason"])
+        self.assertEqual(self.state(server, "a")["state"], "READY", "the model in use stays")
+        # The next request loads it again and is answered.
+        r = s.post(server.url + "/v2/models/b/infer", json=ts.digits_v2_body(), timeout=60)
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json()["model_name"], "b")
+        metrics = ts.http(server, "GET", "/metrics").text
+        self.assertIn('mcp_cold_starts_total{model="b"} 1', metrics)
+        self.assertRegex(metrics, r'mcp_model_evictions_total\{model="b"\} [1-9]')
+        self.assertNotRegex(metrics, r'mcp_model_evictions_total\{model="a"\} [1-9]')
+        # Many requests at once for an evicted model: one load, all answered.
+        while self.state(server, "b")["state"] == "READY" and time.monotonic() < deadline + 60:  # bounded
+            s.post(server.url + "/v2/models/a/infer", json=ts.digits_v2_body(), timeout=60)
+            time.sleep(0.05)
+        codes = []
+
+        def one():
+            codes.append(requests.post(server.url + "/v2/models/b/infer", json=ts.digits_v2_body(), timeout=60).status_code)
+
+        threads = [threading.Thread(target=one) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        self.assertEqual(codes, [200] * 20)
+        metrics = ts.http(server, "GET", "/metrics").text
+        self.assertIn('mcp_cold_starts_total{model="b"} 2', metrics)
+
+    def test_no_unload_on_a_single_spike(self):
+        b = self.model_bytes()
+        server = self.start("--model-root", self.models, "--memory-budget", int(3.3 * b), "--unload-idle-ms", 100,
+                            "--unload-smoothing-ms", 2000)
+        for name in ("a", "b"):
+            self.assertEqual(self.apply(server, name, ts.digits_descriptor(name, self.model)).status_code, 200)
+        # A third model for a moment: raw pressure over the threshold, once.
+        self.assertEqual(self.apply(server, "c", ts.digits_descriptor("c", self.model)).status_code, 200)
+        self.assertEqual(ts.http(server, "POST", "/v2/repository/models/c/unload").status_code, 200)
+        time.sleep(2.5)
+        for name in ("a", "b"):
+            self.assertEqual(self.state(server, name)["state"], "READY", name)
+        self.assertNotRegex(ts.http(server, "GET", "/metrics").text, r'mcp_model_evictions_total\{[^}]*\} [1-9]')
+
+    def test_explicit_unload_is_not_a_cold_start(self):
+        server = self.start("--model-root", self.models, "--memory-budget", 1 << 30)
+        self.assertEqual(self.apply(server, "a", ts.digits_descriptor("a", self.model)).status_code, 200)
+        self.assertEqual(ts.http(server, "POST", "/v2/repository/models/a/unload").status_code, 200)
+        r = ts.http(server, "POST", "/v2/models/a/infer", json_body=ts.digits_v2_body())
+        self.assertEqual(r.status_code, 503, "an operator's unload stays unloaded")
