@@ -61,6 +61,7 @@ typedef struct server_config {
     bool keep_previous;
     int64_t memory_budget;
     int64_t unload_pressure, unload_floor, unload_queue_depth, unload_idle_ms, unload_smoothing_ms;
+    int64_t repository_poll_ms;
     const char *model_control;
     const char *log_level;
 } server_config;
@@ -113,7 +114,8 @@ static const opt options[] = {
     {"unload-queue-depth", OPT_INT, OFF(unload_queue_depth), 0, 1, 1 << 20, "a model is idle while its smoothed queue depth stays below this (default 1)"},
     {"unload-idle-ms", OPT_INT, OFF(unload_idle_ms), 0, 0, 86400000, "and it has had no request for this long (default 5000)"},
     {"unload-smoothing-ms", OPT_INT, OFF(unload_smoothing_ms), 0, 1, 3600000, "half-life of the smoothed memory pressure and queue depth (default 2000)"},
-    {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default) or none"},
+    {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default), poll (also watch --model-repository: new and changed models load once their files stop changing, removed ones unload) or none"},
+    {"repository-poll-ms", OPT_INT, OFF(repository_poll_ms), 0, 10, 86400000, "with --model-control poll: how often the repository is listed (default 5000)"},
     {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn or info (default info)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -323,6 +325,7 @@ int main(int argc, char **argv)
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true,
         .unload_pressure = 90, .unload_floor = 75, .unload_queue_depth = 1, .unload_idle_ms = 5000, .unload_smoothing_ms = 2000,
+        .repository_poll_ms = 5000,
         .model_control = "explicit", .log_level = "info",
     };
     /* Flags first into their own record, so the config file can be read
@@ -375,8 +378,13 @@ int main(int argc, char **argv)
             snprintf(where, sizeof where, "--%s", options[i].name);
             if (!set_opt(&c, &options[i], flag_values[i][k], where)) return 2;
         }
-    if (strcmp(c.model_control, "explicit") != 0 && strcmp(c.model_control, "none") != 0) {
-        fprintf(stderr, "mcp2026-server: --model-control must be explicit or none, not '%s'\n", c.model_control);
+    bool poll = strcmp(c.model_control, "poll") == 0;
+    if (poll && !c.model_repository) {
+        fprintf(stderr, "mcp2026-server: --model-control poll watches --model-repository DIR; give one\n");
+        return 2;
+    }
+    if (strcmp(c.model_control, "explicit") != 0 && strcmp(c.model_control, "none") != 0 && !poll) {
+        fprintf(stderr, "mcp2026-server: --model-control must be explicit, poll or none, not '%s'\n", c.model_control);
         return 2;
     }
 
@@ -567,7 +575,21 @@ int main(int argc, char **argv)
     fflush(stderr);
 
     int sig = 0;
-    sigwait(&sigs, &sig);
+    if (poll) {
+        /* Poll mode: this thread lists the repository every interval and
+         * still answers the stop signals in between. */
+        mcp_repository_poll *rp = mcp_repository_poll_create(c.model_repository);
+        if (rp) mcp_repository_poll_seed(rp, repo);
+        struct timespec every = {c.repository_poll_ms / 1000, (long)(c.repository_poll_ms % 1000) * 1000000L};
+        while (rp && (sig = sigtimedwait(&sigs, NULL, &every)) < 0) {
+            mcp_repository_poll_once(rp, repo, stderr);
+            fflush(stderr);
+        }
+        mcp_repository_poll_destroy(rp);
+        if (!rp) sigwait(&sigs, &sig);
+    } else {
+        sigwait(&sigs, &sig);
+    }
     fprintf(stderr, "mcp2026-server: %s received, draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     /* Both transports refuse new work from here; what was admitted is
      * answered, then each sends what is left and stops. */

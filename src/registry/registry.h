@@ -542,6 +542,17 @@ typedef enum mcp_source_kind {
 /* apply, remembering the source (copied) for mcp_repository_load. */
 mcp_status mcp_repository_apply_from(mcp_repository *r, mcp_descriptor *desc /* taken */, mcp_source_kind kind,
                                      const char *source, const char *text, mcp_err *err);
+/* Poll mode: the repository folder watched (poll.c). poll_seed records
+ * what is there now as applied (after the start-up scan); each poll_once
+ * applies a descriptor or Triton folder that is new or changed once its
+ * files stayed the same for two polls in a row (never half-written), and
+ * unloads one that went away. Returns how many it changed (-1: the folder
+ * cannot be read). What it did goes to log (may be NULL). */
+typedef struct mcp_repository_poll mcp_repository_poll;
+mcp_repository_poll *mcp_repository_poll_create(const char *dir);
+void mcp_repository_poll_destroy(mcp_repository_poll *p);
+void mcp_repository_poll_seed(mcp_repository_poll *p, struct mcp_repository *r);
+int mcp_repository_poll_once(mcp_repository_poll *p, struct mcp_repository *r, FILE *log);
 /* Loads a known entry by name (model repository extension). */
 mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err);
 mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err);

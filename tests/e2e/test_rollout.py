@@ -724,3 +724,57 @@ class UnloadTests(ts.TempModelsTestCase):
         self.assertEqual(ts.http(server, "POST", "/v2/repository/models/a/unload").status_code, 200)
         r = ts.http(server, "POST", "/v2/models/a/infer", json_body=ts.digits_v2_body())
         self.assertEqual(r.status_code, 503, "an operator's unload stays unloaded")
+
+
+class PollTests(ts.TempModelsTestCase):
+    """--model-control poll: the repository folder is watched; new and
+    changed models load once their files stop changing (never half-written),
+    removed ones unload."""
+
+    def state(self, server, name):
+        r = ts.http(server, "GET", f"/v2/repository/models/{name}")
+        return r.json() if r.status_code == 200 else None
+
+    def test_new_changed_half_written_and_removed(self):
+        repo = os.path.join(self.tmp, "repo")
+        os.mkdir(repo)
+        with open(os.path.join(repo, "a.yaml"), "w") as f:
+            f.write(ts.digits_descriptor("a", self.model))
+        server = self.start("--model-repository", repo, "--model-root", self.models, "--model-control", "poll",
+                            "--repository-poll-ms", 200)
+        self.assertEqual(self.state(server, "a")["state"], "READY")
+        # A new model appears.
+        with open(os.path.join(repo, "b.yaml"), "w") as f:
+            f.write(ts.digits_descriptor("b", self.model))
+        ts.wait_for(lambda: (self.state(server, "b") or {}).get("state") == "READY", "b loaded by the poll")
+        # A Triton folder whose version 2 is written slowly, in pieces: it
+        # is not picked up until its files stop changing.
+        tri = os.path.join(repo, "tri")
+        os.makedirs(os.path.join(tri, "1"))
+        ts.shutil.copy(self.model, os.path.join(tri, "1", "model.onnx"))
+        with open(os.path.join(tri, "config.pbtxt"), "w") as f:
+            f.write('name: "tri"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n')
+        ts.wait_for(lambda: (self.state(server, "tri") or {}).get("version") == "1", "tri version 1")
+        data = open(self.model, "rb").read()
+        os.makedirs(os.path.join(tri, "2"))
+        with open(os.path.join(tri, "2", "model.onnx"), "wb") as f:
+            for i in range(0, len(data), max(1, len(data) // 8)):
+                f.write(data[i:i + max(1, len(data) // 8)])
+                f.flush()
+                time.sleep(0.15)  # shorter than two polls: never stable while written
+        ts.wait_for(lambda: (self.state(server, "tri") or {}).get("version") == "2", "tri version 2")
+        life = self.state(server, "tri")["lifecycle"]
+        self.assertFalse([x for x in life if x["state"] == "failed"], f"a half-written version was tried: {life}")
+        r = ts.http(server, "POST", "/v2/models/tri/infer", json_body=ts.digits_v2_body())
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json()["model_version"], "2")
+        # A removed descriptor unloads its model.
+        os.remove(os.path.join(repo, "b.yaml"))
+        ts.wait_for(lambda: self.state(server, "b")["state"] == "UNAVAILABLE", "b unloaded by the poll")
+        self.assertEqual(self.state(server, "a")["state"], "READY", "the others stay")
+        self.assertIn("poll", server.stderr_text())
+
+    def test_poll_needs_a_repository(self):
+        p = ts.subprocess.run([ts.SERVER_BIN, "--model-control", "poll", "--port", "0"], capture_output=True, timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--model-repository", p.stderr.decode())
