@@ -775,7 +775,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             /* Named beside it: the other role's amount. */
             if (role == ROLE_CANARY && spec.shadow[0] && e->shadow) e->shadow_sample = spec.shadow_sample;
             if (role == ROLE_SHADOW && spec.canary[0] && e->canary) e->canary_weight = spec.canary_weight;
-            char role_why[200];
+            char role_why[sizeof timing + 16];
             snprintf(role_why, sizeof role_why, "%s; %s", role == ROLE_CANARY ? "canary" : "shadow", timing);
             note(e, version, MCP_VERSION_READY, role_why);
         }

@@ -72,6 +72,10 @@ struct mcp_frontend {
     bool policy_running;
 };
 
+/* A retired version holding this much makes the retire thread give free
+ * memory back to the system (malloc_trim). */
+#define TRIM_BYTES ((size_t)1 << 20)
+
 /* Calls parked at most, all models together; beyond, 503 at once. */
 #define MAX_PARKED 1024
 
@@ -718,11 +722,13 @@ static void *retire_main(void *arg)
         char name[256], version[128];
         snprintf(name, sizeof name, "%s", item->v->name);
         snprintf(version, sizeof version, "%s", item->v->version ? item->v->version : "");
+        size_t held = mcp_model_version_bytes(item->v);
         mcp_model_version_release(item->v);
         /* Its memory goes back to the system: the free pages of every
          * malloc arena (its workers' arenas included), not only the heap
-         * top. */
-        malloc_trim(0);
+         * top. Trimming walks every arena under its lock, so it is done
+         * for versions big enough to matter, not for every small swap. */
+        if (held >= TRIM_BYTES) malloc_trim(0);
         mcp_repository_note_unloaded(fe->repo, name, version);
         mcp_free(item);
         pthread_mutex_lock(&fe->retire_mu);

@@ -265,6 +265,28 @@ static void h_server_metadata(conn *k)
     reply_buf(k, 200, "application/json");
 }
 
+/* ,"lifecycle":[...]: the model's versions' latest transitions (at most
+ * `last`), oldest first. */
+static void put_lifecycle(mcp_buf *b, mcp_repository *repo, const char *name, int last)
+{
+    mcp_lifecycle_step steps[MCP_LIFECYCLE_KEPT];
+    int n_steps = mcp_repository_lifecycle(repo, name, steps, MCP_LIFECYCLE_KEPT);
+    mcp_buf_puts(b, ",\"lifecycle\":[");
+    for (int i = n_steps > last ? n_steps - last : 0, first = i; i < n_steps; i++) {
+        mcp_buf_puts(b, i > first ? ",{\"version\":" : "{\"version\":");
+        mcp_buf_json_string(b, steps[i].version);
+        mcp_buf_puts(b, ",\"state\":");
+        mcp_buf_json_string(b, mcp_version_state_name(steps[i].state));
+        mcp_buf_printf(b, ",\"time_ms\":%lld", (long long)steps[i].time_ms);
+        if (steps[i].reason[0]) {
+            mcp_buf_puts(b, ",\"reason\":");
+            mcp_buf_json_string(b, steps[i].reason);
+        }
+        mcp_buf_puts(b, "}");
+    }
+    mcp_buf_puts(b, "]");
+}
+
 static void h_model_metadata(conn *k, const char *name, const char *version)
 {
     mcp_model_version *v = find_model(k, name, version);
@@ -292,7 +314,9 @@ static void h_model_metadata(conn *k, const char *name, const char *version)
         if (i) mcp_buf_puts(b, ",");
         json_tensor_meta(b, &v->outputs[i], true);
     }
-    mcp_buf_puts(b, "]}");
+    mcp_buf_puts(b, "]");
+    put_lifecycle(b, k->srv->repo, v->name, MCP_LIFECYCLE_KEPT);
+    mcp_buf_puts(b, "}");
     reply_buf(k, 200, "application/json");
     mcp_model_version_release(v);
 }
@@ -499,6 +523,7 @@ static void h_repo_index(conn *k)
         mcp_buf_json_string(b, mcp_model_state_name(list[i].state));
         mcp_buf_puts(b, ",\"reason\":");
         mcp_buf_json_string(b, list[i].reason);
+        put_lifecycle(b, k->srv->repo, list[i].name, 4); /* the latest: the index stays small */
         mcp_buf_puts(b, "}");
     }
     mcp_buf_puts(b, "]");
@@ -589,23 +614,7 @@ static void h_repo_describe(conn *k, const char *name)
         mcp_buf_json_string(b, cur->fingerprint);
     }
     mcp_model_version_release(cur);
-    /* Its versions' lifecycle, oldest first. */
-    mcp_lifecycle_step steps[MCP_LIFECYCLE_KEPT];
-    int n_steps = mcp_repository_lifecycle(k->srv->repo, name, steps, MCP_LIFECYCLE_KEPT);
-    mcp_buf_puts(b, ",\"lifecycle\":[");
-    for (int i = 0; i < n_steps; i++) {
-        mcp_buf_puts(b, i ? ",{\"version\":" : "{\"version\":");
-        mcp_buf_json_string(b, steps[i].version);
-        mcp_buf_puts(b, ",\"state\":");
-        mcp_buf_json_string(b, mcp_version_state_name(steps[i].state));
-        mcp_buf_printf(b, ",\"time_ms\":%lld", (long long)steps[i].time_ms);
-        if (steps[i].reason[0]) {
-            mcp_buf_puts(b, ",\"reason\":");
-            mcp_buf_json_string(b, steps[i].reason);
-        }
-        mcp_buf_puts(b, "}");
-    }
-    mcp_buf_puts(b, "]");
+    put_lifecycle(b, k->srv->repo, name, MCP_LIFECYCLE_KEPT);
     mcp_model_version *v = mcp_repository_get(k->srv->repo, name, NULL);
     if (v) {
         /* Relative to its model root: no absolute host path leaves. */

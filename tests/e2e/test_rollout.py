@@ -174,6 +174,16 @@ class LifecycleTests(ts.TempModelsTestCase):
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         self.assertIn("lifecycle", p.stdout.decode())
         self.assertIn("draining", p.stdout.decode())
+        # The OIP metadata and the repository index show it too (the index
+        # its latest four transitions).
+        self.assertEqual(load("v1.3.0").status_code, 200)
+        meta = ts.http(server, "GET", "/v2/models/digits").json()
+        self.assertEqual(meta["lifecycle"][-1]["version"], "v1.3.0")
+        self.assertEqual(meta["lifecycle"][-1]["state"], "ready")
+        index = ts.http(server, "POST", "/v2/repository/index", json_body={}).json()
+        entry = [e for e in index if e["name"] == "digits"][0]
+        self.assertLessEqual(len(entry["lifecycle"]), 4)
+        self.assertEqual(entry["lifecycle"][-1], meta["lifecycle"][-1])
 
 
 if __name__ == "__main__":
