@@ -8,8 +8,8 @@ For each model: a server with that model's folder as a model root
 (--keep-previous false, so every swap drains the replaced version), a steady
 run of `mcpctl bench` (concurrency CONCURRENCY for DURATION), then the same
 run while SWAPS versions are applied in a row, spread over it, alternating
-v1.0.0 and v1.1.0 (a swap waits for the previous one's drain),
-and each swap's phases read from the version's lifecycle (the server notes
+v1.0.0 and v1.1.0; then PHASE_SWAPS more swaps, each followed by reading
+its phases from the version's lifecycle (the server notes
 "loaded and warmed in X ms, verified in Y us, swapped in Z us" on Ready, and
 the drain is Draining -> Unloaded). The two runs alternate ROUNDS times
 (steady, swaps, steady, swaps, ...): medians with their ranges are reported.
@@ -32,6 +32,7 @@ DURATION = os.environ.get("BENCH_DURATION", "5s")
 CONCURRENCY = os.environ.get("BENCH_CONCURRENCY", "8")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 SWAPS = int(os.environ.get("BENCH_SWAPS", "100"))  # per run, spread evenly over it
+PHASE_SWAPS = int(os.environ.get("BENCH_PHASE_SWAPS", "20"))  # per round, timed one by one after the run
 READY = re.compile(r"loaded and warmed in ([0-9.]+) ms, verified in ([0-9.]+) us.*swapped in ([0-9.]+) us")
 
 
@@ -123,11 +124,9 @@ def run_model(server, mcpctl, outdir, model, npy, tmp):
                 while not stop.is_set() and i < SWAPS:  # bounded
                     v = versions[i % 2]
                     t_next = time.monotonic() + gap
-                    since = int(time.time() * 1000) - 1
                     t0 = time.monotonic()
                     call(load, "POST", {"parameters": {"config": descriptor(name, path, v)}})
                     wall.append((time.monotonic() - t0) * 1e3)
-                    phases.append(swap_phases(url, name, v, since))
                     swaps.append(v)
                     i += 1
                     time.sleep(max(0.0, t_next - time.monotonic()))
@@ -138,6 +137,16 @@ def run_model(server, mcpctl, outdir, model, npy, tmp):
             stop.set()
             t.join(600)
             during[-1]["swaps"] = len(swaps)
+            # The phases, in a pass of their own: reading the lifecycle after
+            # each swap would add its own requests to the measured run.
+            current = swaps[-1] if swaps else "v1.0.0"
+            for i in range(PHASE_SWAPS):
+                v = "v1.0.0" if current == "v1.1.0" else "v1.1.0"
+                since = int(time.time() * 1000) - 1
+                call(load, "POST", {"parameters": {"config": descriptor(name, path, v)}})
+                phases.append(swap_phases(url, name, v, since))
+                current = v
+                time.sleep(0.02)
         return {"model": name, "steady": steady, "during_swaps": during,
                 "phases_ms": [{"load": p[0], "verify": p[1] / 1e3, "swap": p[2] / 1e3, "drain": p[3]} for p in phases],
                 "apply_call_ms": wall}
