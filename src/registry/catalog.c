@@ -19,7 +19,7 @@
 
 #include "registry/catalog_util.h"
 
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2 /* 2: rollouts */
 
 struct mcp_catalog {
     sqlite3 *db;
@@ -108,6 +108,11 @@ static const char SCHEMA[] =
     "  outcome TEXT NOT NULL,"
     "  reason TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS events_target ON events (target, id);"
+    /* A model's canary and shadow (JSON), so a restart brings them back. */
+    "CREATE TABLE IF NOT EXISTS rollouts ("
+    "  model TEXT PRIMARY KEY NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  updated INTEGER NOT NULL);"
     /* The event log is append-only. */
     "CREATE TRIGGER IF NOT EXISTS events_no_update BEFORE UPDATE ON events BEGIN"
     "  SELECT RAISE(ABORT, 'the event log is append-only'); END;"
@@ -141,7 +146,9 @@ mcp_status mcp_catalog_open(const char *path, mcp_catalog **out, mcp_err *err)
     if (st == MCP_STATUS_OK && version < SCHEMA_VERSION) {
         st = exec(c, "BEGIN IMMEDIATE", "create the schema", err);
         if (st == MCP_STATUS_OK) st = exec(c, SCHEMA, "create the schema", err);
-        if (st == MCP_STATUS_OK) st = exec(c, "PRAGMA user_version = 1", "create the schema", err);
+        char set_version[64];
+        snprintf(set_version, sizeof set_version, "PRAGMA user_version = %d", SCHEMA_VERSION);
+        if (st == MCP_STATUS_OK) st = exec(c, set_version, "create the schema", err);
         if (st == MCP_STATUS_OK) st = exec(c, "COMMIT", "create the schema", err);
         else sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     }
@@ -405,3 +412,39 @@ mcp_status mcp_catalog_check(mcp_catalog *c, char *problem, size_t cap, mcp_err 
 }
 
 sqlite3 *mcp__catalog_db(mcp_catalog *c) { return c->db; }
+
+mcp_status mcp_catalog_set_rollout(mcp_catalog *c, const char *model, const char *state, mcp_err *err)
+{
+    if (!mcp__desc_name_valid(model)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "catalog: invalid model name");
+    const char *doing = "record a rollout";
+    mcp_status st = begin(c, doing, err);
+    const char *t[2] = {model, state};
+    if (st == MCP_STATUS_OK)
+        st = state ? run(c,
+                         "INSERT INTO rollouts (model, state, updated) VALUES (?1, ?2, ?3) ON CONFLICT (model) DO UPDATE SET "
+                         "state = excluded.state, updated = excluded.updated",
+                         t, 2, now_ms(), doing, err)
+                   : run(c, "DELETE FROM rollouts WHERE model = ?1", t, 1, 0, doing, err);
+    return end(c, st, doing, err);
+}
+
+mcp_status mcp_catalog_rollout(mcp_catalog *c, const char *model, char **state, mcp_err *err)
+{
+    *state = NULL;
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(c->db, "SELECT state FROM rollouts WHERE model = ?1", -1, &q, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(q, 1, model, -1, SQLITE_TRANSIENT);
+    mcp_status st = MCP_STATUS_OK;
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            if (!(*state = mcp_strdup(col_text(q, 0)))) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        } else if (rc != SQLITE_DONE) {
+            st = db_error(c, rc, "read a rollout", err);
+        }
+    } else {
+        st = db_error(c, rc, "read a rollout", err);
+    }
+    sqlite3_finalize(q);
+    return st;
+}

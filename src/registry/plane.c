@@ -7,6 +7,7 @@
  * loaded comes back from the store: its version checked out of the store
  * (the files it was applied with, by digest) and applied again.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,8 @@ mcp_status mcp_plane_unloaded(mcp_plane *p, const char *name, const char *actor,
 /* The version's descriptor from the store, its files pointed at the
  * checkout: the model first, then each new labels file in step order (as
  * mcp_store_add_version titled them). */
-static mcp_status load_manifest(mcp_plane *p, mcp_repository *repo, const char *name, const char *digest, mcp_err *err)
+static mcp_status load_manifest(mcp_plane *p, mcp_repository *repo, const char *name, const char *digest,
+                                const mcp_rollout_spec *role, mcp_err *err)
 {
     mcp_store_manifest *m = NULL;
     mcp_status st = mcp_store_read_manifest(p->store, digest, &m, err);
@@ -165,8 +167,9 @@ static mcp_status load_manifest(mcp_plane *p, mcp_repository *repo, const char *
         if (!d->path) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     if (st == MCP_STATUS_OK) {
-        /* It comes back as the primary, whatever role it had. */
-        d->rollout = mcp_rollout_spec_default();
+        /* It comes back as the primary, whatever role it had, or in the
+         * role it is given (a restored canary or shadow). */
+        d->rollout = role ? *role : mcp_rollout_spec_default();
         st = mcp_repository_apply_from(repo, d, MCP_SOURCE_YAML_TEXT, desc_path, text, err);
         d = NULL; /* taken */
     }
@@ -178,7 +181,7 @@ static mcp_status load_manifest(mcp_plane *p, mcp_repository *repo, const char *
 
 static mcp_status restore_one(mcp_plane *p, mcp_repository *repo, const mcp_catalog_model *cm, mcp_err *err)
 {
-    return load_manifest(p, repo, cm->name, cm->manifest, err);
+    return load_manifest(p, repo, cm->name, cm->manifest, NULL, err);
 }
 
 mcp_status mcp_plane_load_version(mcp_plane *p, mcp_repository *repo, const char *name, const char *version, mcp_err *err)
@@ -187,7 +190,98 @@ mcp_status mcp_plane_load_version(mcp_plane *p, mcp_repository *repo, const char
     snprintf(ref, sizeof ref, "%s:%s", name, version);
     mcp_store_blob manifest;
     mcp_status st = mcp_store_resolve(p->store, ref, &manifest, err);
-    return st == MCP_STATUS_OK ? load_manifest(p, repo, name, manifest.digest, err) : st;
+    return st == MCP_STATUS_OK ? load_manifest(p, repo, name, manifest.digest, NULL, err) : st;
+}
+
+/* ---- rollouts kept across restarts ---- */
+
+mcp_status mcp_plane_record_rollout(mcp_plane *p, mcp_repository *repo, const char *name, mcp_err *err)
+{
+    mcp_rollout_state rs;
+    char m2[256];
+    mcp_err e2 = {m2, sizeof m2};
+    if (mcp_repository_rollout(repo, name, &rs, &e2) != MCP_STATUS_OK) return mcp_catalog_set_rollout(p->catalog, name, NULL, err);
+    mcp_route_watch_release(rs.watch);
+    if (!rs.canary[0] && !rs.shadow[0]) return mcp_catalog_set_rollout(p->catalog, name, NULL, err);
+    char validator[64];
+    mcp_validator_format(rs.spec.validator, rs.spec.threshold, validator, sizeof validator);
+    json_t *j = json_pack("{s:s, s:f, s:s, s:f, s:s, s:I, s:f, s:I, s:I, s:f}", "canary", rs.canary, "canary_weight",
+                          rs.canary_weight, "shadow", rs.shadow, "shadow_sample", rs.shadow_sample, "validator", validator,
+                          "window_ms", (json_int_t)rs.spec.window_ms, "error_rate_margin", rs.spec.error_rate_margin,
+                          "p99_budget_us", (json_int_t)rs.spec.p99_budget_us, "min_samples", (json_int_t)rs.spec.min_samples,
+                          "agreement", rs.spec.agreement);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    mcp_status st = text ? mcp_catalog_set_rollout(p->catalog, name, text, err)
+                         : mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    free(text);
+    return st;
+}
+
+/* A stored rollout's spec (checked: it is read back from disk). */
+static bool rollout_parse(const char *text, mcp_rollout_spec *sp, char canary[MCP_ROLLOUT_VERSION_LEN],
+                          char shadow[MCP_ROLLOUT_VERSION_LEN])
+{
+    *sp = mcp_rollout_spec_default();
+    json_t *j = json_loads(text, 0, NULL);
+    const char *c = json_string_value(json_object_get(j, "canary")), *s = json_string_value(json_object_get(j, "shadow"));
+    const char *v = json_string_value(json_object_get(j, "validator"));
+    char why[160];
+    bool ok = j && c && s && v && strlen(c) < MCP_ROLLOUT_VERSION_LEN && strlen(s) < MCP_ROLLOUT_VERSION_LEN &&
+              mcp_validator_parse(v, &sp->validator, &sp->threshold, why, sizeof why);
+    if (ok) {
+        snprintf(canary, MCP_ROLLOUT_VERSION_LEN, "%s", c);
+        snprintf(shadow, MCP_ROLLOUT_VERSION_LEN, "%s", s);
+        sp->canary_weight = json_number_value(json_object_get(j, "canary_weight"));
+        sp->shadow_sample = json_number_value(json_object_get(j, "shadow_sample"));
+        sp->window_ms = json_integer_value(json_object_get(j, "window_ms"));
+        sp->error_rate_margin = json_number_value(json_object_get(j, "error_rate_margin"));
+        sp->p99_budget_us = json_integer_value(json_object_get(j, "p99_budget_us"));
+        sp->min_samples = json_integer_value(json_object_get(j, "min_samples"));
+        sp->agreement = json_number_value(json_object_get(j, "agreement"));
+        ok = sp->canary_weight >= 0 && sp->canary_weight <= 100 && sp->shadow_sample >= 0 && sp->shadow_sample <= 1 &&
+             sp->window_ms >= 100 && sp->min_samples >= 1 && sp->agreement > 0 && sp->agreement <= 1;
+    }
+    json_decref(j);
+    return ok;
+}
+
+/* The canary and shadow a model had, loaded again from the store beside
+ * its restored primary. */
+static void restore_rollout(mcp_plane *p, mcp_repository *repo, const char *name, FILE *log)
+{
+    char *text = NULL, msg[1024];
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_catalog_rollout(p->catalog, name, &text, &err) != MCP_STATUS_OK || !text) {
+        mcp_free(text);
+        return;
+    }
+    mcp_rollout_spec sp;
+    char canary[MCP_ROLLOUT_VERSION_LEN], shadow[MCP_ROLLOUT_VERSION_LEN];
+    if (!rollout_parse(text, &sp, canary, shadow)) {
+        if (log) fprintf(log, "mcp2026-server: store: the rollout of %s in the catalog is damaged; not restored\n", name);
+        mcp_free(text);
+        return;
+    }
+    mcp_free(text);
+    for (int k = 0; k < 2; k++) {
+        const char *version = k ? shadow : canary;
+        if (!version[0]) continue;
+        mcp_rollout_spec role = sp;
+        role.present = true;
+        role.primary[0] = '\0';
+        snprintf(role.canary, sizeof role.canary, "%s", k ? "" : version);
+        snprintf(role.shadow, sizeof role.shadow, "%s", k ? version : "");
+        char ref[512], target[600];
+        snprintf(ref, sizeof ref, "%s:%s", name, version);
+        snprintf(target, sizeof target, "%s (%s)", ref, k ? "shadow" : "canary");
+        mcp_store_blob manifest;
+        mcp_status st = mcp_store_resolve(p->store, ref, &manifest, &err);
+        if (st == MCP_STATUS_OK) st = load_manifest(p, repo, name, manifest.digest, &role, &err);
+        mcp_plane_note(p, "restore", target, st == MCP_STATUS_OK ? "ok" : "failed", st == MCP_STATUS_OK ? "" : msg, "server");
+        if (log) fprintf(log, "mcp2026-server: store: %s %s%s\n", target, st == MCP_STATUS_OK ? "restored" : "did not come back: ",
+                         st == MCP_STATUS_OK ? "" : msg);
+    }
 }
 
 int mcp_plane_restore(mcp_plane *p, mcp_repository *repo, FILE *log)
@@ -216,8 +310,9 @@ int mcp_plane_restore(mcp_plane *p, mcp_repository *repo, FILE *log)
         if (st != MCP_STATUS_OK) {
             failed++;
             if (log) fprintf(log, "mcp2026-server: store: %s did not come back: %s\n", target, msg);
-        } else if (log) {
-            fprintf(log, "mcp2026-server: store: %s restored\n", target);
+        } else {
+            if (log) fprintf(log, "mcp2026-server: store: %s restored\n", target);
+            restore_rollout(p, repo, cm->name, log);
         }
     }
     mcp_free(models);

@@ -200,6 +200,10 @@ mcp_status mcp_catalog_models(mcp_catalog *c, mcp_catalog_model **out, int *n, m
 typedef bool (*mcp_catalog_event_fn)(void *user, const mcp_catalog_event *e);
 mcp_status mcp_catalog_events(mcp_catalog *c, const char *target, int64_t after_id, int limit, mcp_catalog_event_fn fn,
                               void *user, mcp_err *err);
+/* A model's rollout (a JSON object; NULL removes it), and reading it
+ * back (*state NULL when none; mcp_free). */
+mcp_status mcp_catalog_set_rollout(mcp_catalog *c, const char *model, const char *state, mcp_err *err);
+mcp_status mcp_catalog_rollout(mcp_catalog *c, const char *model, char **state, mcp_err *err);
 /* SQLite's integrity check: problem is "" when the file is sound. */
 mcp_status mcp_catalog_check(mcp_catalog *c, char *problem, size_t cap, mcp_err *err);
 
@@ -453,6 +457,10 @@ mcp_catalog *mcp_plane_catalog(mcp_plane *p);
  * "apply" by actor. */
 mcp_status mcp_plane_applied(mcp_plane *p, const mcp_model_version *v, const char *text, size_t len, bool current,
                              const char *actor, mcp_err *err);
+/* Keeps the model's canary and shadow (versions, amounts, validator,
+ * gates) in the catalog, or removes them when it has none; restore brings
+ * them back beside the primary. */
+mcp_status mcp_plane_record_rollout(mcp_plane *p, struct mcp_repository *repo, const char *name, mcp_err *err);
 /* Loads name:version from the store as the model's primary (undo of a
  * version no longer kept warm). */
 mcp_status mcp_plane_load_version(mcp_plane *p, struct mcp_repository *repo, const char *name, const char *version,

@@ -804,6 +804,7 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
         mcp_catalog_event e = {.actor = actor, .action = "load", .target = ctl->name, .outcome = "ok"};
         st = mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, NULL, &e, &err);
     }
+    if (st == MCP_STATUS_OK) st = mcp_plane_record_rollout(p, fe->repo, ctl->name, &err);
     if (st != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
@@ -931,7 +932,8 @@ static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *actio
     if (mcp_repository_rollout(fe->repo, ctl->name, &rs, &err) != MCP_STATUS_OK) return;
     mcp_route_watch_release(rs.watch);
     mcp_catalog_event e = {.actor = actor, .action = action, .target = ctl->name, .outcome = "ok", .reason = what};
-    if (mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, rs.primary, &e, &err) != MCP_STATUS_OK) {
+    if (mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, rs.primary, &e, &err) != MCP_STATUS_OK ||
+        mcp_plane_record_rollout(p, fe->repo, ctl->name, &err) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
     }

@@ -788,3 +788,37 @@ class PollTests(ts.TempModelsTestCase):
         p = ts.subprocess.run([ts.SERVER_BIN, "--model-control", "poll", "--port", "0"], capture_output=True, timeout=60)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--model-repository", p.stderr.decode())
+
+
+class RolloutRestartTests(ts.TempModelsTestCase):
+    """A restart brings a model's canary and shadow back beside its primary,
+    with their weights, validator and gates; one a gate stopped stays off."""
+
+    def test_canary_and_shadow_come_back(self):
+        store = os.path.join(self.tmp, "store")
+        args = ("--model-root", self.models, "--store", store)
+        server = self.start(*args)
+        ok = lambda r: self.assertEqual(r.status_code, 200, r.text)  # noqa: E731
+        ok(self.apply(server, "digits", ts.digits_descriptor("digits", self.model, version="v1.0.0")))
+        ok(self.apply(server, "digits", rollout_descriptor(self.model, "v1.1.0", canary="{version: v1.1.0, weight: 30}")))
+        ok(self.apply(server, "digits", rollout_descriptor(
+            self.model, "v1.2.0", shadow="{version: v1.2.0, sample: 0.5}", validator="top1-agreement@0.95", window="20s",
+            gates="{min_samples: 7}")))
+        before = ts.http(server, "GET", "/v2/models/digits/rollout").json()
+        server.stop()
+        server = self.start(*args)
+        after = ts.http(server, "GET", "/v2/models/digits/rollout").json()
+        for key in ("primary", "canary", "shadow", "validator", "window_ms", "gates"):
+            self.assertEqual(after[key], before[key], key)
+        self.assertEqual(after["canary"], {"version": "v1.1.0", "weight": 30})
+        self.assertEqual(after["shadow"], {"version": "v1.2.0", "sample": 0.5})
+        self.assertEqual(after["gates"]["min_samples"], 7)
+        # Ended rollouts stay ended.
+        ok(ts.http(server, "POST", "/v2/models/digits/rollout", json_body={"action": "set-weight",
+                                                                           "weights": {"v1.0.0": 100}}))
+        ok(ts.http(server, "POST", "/v2/models/digits/rollout", json_body={"action": "shadow", "version": "v1.2.0",
+                                                                           "sample": 0}))
+        server.stop()
+        server = self.start(*args)
+        after = ts.http(server, "GET", "/v2/models/digits/rollout").json()
+        self.assertEqual((after["primary"], after["canary"], after["shadow"]), ("v1.0.0", None, None))
