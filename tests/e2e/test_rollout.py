@@ -546,6 +546,10 @@ class MemoryTests(ts.TempModelsTestCase):
     # Not done yet: RSS still creeps by about 2 KB a cycle (0.5 MiB over 200
     # cycles, 1-2.3% of a 20 MiB server; the large-model test below passes),
     # so the 2% bound holds only on some runs. Run with MCP_RSS_STRICT=1.
+    # Our allocator's live blocks stay flat across the cycles (about 55
+    # between loads); glibc's in-use bytes grow 240-390 KB over 200 cycles
+    # in blocks other libraries keep (oneDNN's primitive cache is part of it:
+    # ONEDNN_PRIMITIVE_CACHE_CAPACITY=0 removes about a third).
     @unittest.skipUnless(os.environ.get("MCP_RSS_STRICT"), "expected failure: RSS creeps ~2 KB per load/unload cycle")
     def test_200_load_unload_cycles_within_2_percent(self):
         server = self.start("--model-root", self.models)
