@@ -600,8 +600,9 @@ typedef struct mcp_rollout_state {
 mcp_status mcp_repository_rollout(mcp_repository *r, const char *name, mcp_rollout_state *out, mcp_err *err);
 /* Weights over at most two loaded versions, in percent; a primary left
  * out gets what the others leave of 100. The primary stays primary while
- * it has weight; the other version becomes the canary. A version at 100
- * alone is promoted. */
+ * it has weight; the other version becomes the canary (at 0 it stays
+ * loaded, out of routing). A version at 100 alone is promoted; the primary
+ * at 100 alone ends the canary. */
 mcp_status mcp_repository_set_weights(mcp_repository *r, const char *name, int n, const char *const *versions,
                                       const double *percent, mcp_err *err);
 /* A loaded version becomes the shadow at `sample` (0 = shadow off);

@@ -1225,14 +1225,16 @@ mcp_status mcp_repository_set_weights(mcp_repository *r, const char *name, int n
     if (other && w >= 100) {
         /* All of it to the other version: that is a promotion. */
         promote_locked(r, e, other, "promoted by weight", &gone);
-    } else if (!other || w <= 0) {
+    } else if (!other) {
+        /* The primary alone: the canary ends. */
         if (e->canary) {
-            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary weight 0");
+            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary ended (the primary at 100)");
             gone_add(&gone, e->canary);
             e->canary = NULL;
         }
         e->canary_weight = 0;
     } else {
+        /* Weight 0 pauses a canary: it stays loaded, out of routing. */
         if (e->canary && e->canary != other) {
             note(e, e->canary->version, MCP_VERSION_DRAINING, "canary replaced");
             gone_add(&gone, e->canary);

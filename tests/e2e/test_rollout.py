@@ -275,9 +275,14 @@ class CanaryTests(RolloutTestCase):
         st = self.ok(self.rollout(action="promote", version="v1.1.0")).json()
         self.assertEqual((st["primary"], st["canary"], st["previous"]), ("v1.1.0", None, "v1.0.0"))
         self.assertEqual({v for _, v in self.infer(50)}, {"v1.1.0"})
-        # Weight 0 ends a canary; the primary alone at 100 is the same.
+        # Weight 0 pauses a canary (loaded, out of routing); the primary
+        # alone at 100 ends it.
         self.ok(self.rollout(action="set-weight", weights={"v1.0.0": 20}))
         self.assertEqual(self.status()["canary"], {"version": "v1.0.0", "weight": 20})
+        self.ok(self.rollout(action="set-weight", weights={"v1.0.0": 0}))
+        self.assertEqual(self.status()["canary"], {"version": "v1.0.0", "weight": 0})
+        self.assertEqual({v for _, v in self.infer(30)}, {"v1.1.0"})
+        self.ok(self.rollout(action="set-weight", weights={"v1.0.0": 20}))
         st = self.ok(self.rollout(action="set-weight", weights={"v1.1.0": 100})).json()
         self.assertIsNone(st["canary"])
 
