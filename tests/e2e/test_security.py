@@ -843,6 +843,27 @@ class AdminTokenTests(ts.ServerTestCase):
         self.assertEqual(self.call("POST", "/v2/repository/models/digits/unload", headers=auth).status_code, 200)
         self.assertEqual(self.call("GET", "/v2/models/digits/ready").status_code, 404)
 
+    def test_rollout_calls_need_the_token(self):
+        body = json.dumps({"action": "undo"}).encode()
+        for method, data in (("GET", None), ("POST", body)):
+            for hdrs in ({}, {"Authorization": "Bearer wrong"}):
+                r = self.call(method, "/v2/models/digits/rollout", body=data, headers=hdrs)
+                ts.error_message(self, r, 401)
+        auth = {"Authorization": "Bearer " + self.TOKEN}
+        r = self.call("GET", "/v2/models/digits/rollout", headers=auth)
+        if r.status_code == 200:  # digits may have been unloaded by the other test
+            self.assertEqual(r.json()["model"], "digits")
+        env = dict(os.environ, MCP_ADMIN_TOKEN=self.TOKEN)
+        p = subprocess.run([ts.MCPCTL_BIN, "rollout", "status", "digits", "--server", self.server.url, "--json"],
+                           capture_output=True, timeout=60, env=env)
+        self.assertIn(p.returncode, (0, 1), p.stderr.decode())
+        self.assertNotIn("401", p.stderr.decode())
+        p = subprocess.run([ts.MCPCTL_BIN, "rollout", "status", "digits", "--server", self.server.url],
+                           capture_output=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                                  if k != "MCP_ADMIN_TOKEN"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("Bearer", p.stderr.decode())
+
     def test_inference_and_health_need_no_token(self):
         self.assertEqual(self.call("GET", "/v2/health/live").status_code, 200)
         self.assertEqual(self.call("GET", "/metrics").status_code, 200)
