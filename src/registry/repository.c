@@ -57,7 +57,10 @@ static void note(repo_entry *e, const char *version, mcp_version_state state, co
     mcp_lifecycle_step *s = &e->history[e->history_next];
     snprintf(s->version, sizeof s->version, "%.127s", version ? version : "");
     s->state = state;
-    s->time_ms = mcp_now_us() / 1000; /* converted to wall time when shown */
+    /* Wall time, taken once: the same transition reads the same every time. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->time_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     snprintf(s->reason, sizeof s->reason, "%.255s", reason ? reason : "");
     e->history_next = (e->history_next + 1) % MCP_LIFECYCLE_KEPT;
     if (e->n_history < MCP_LIFECYCLE_KEPT) e->n_history++;
@@ -1047,12 +1050,6 @@ int mcp_repository_lifecycle(mcp_repository *r, const char *name, mcp_lifecycle_
         for (int i = 0; i < e->n_history && n < cap; i++) out[n++] = e->history[(first + i) % MCP_LIFECYCLE_KEPT];
     }
     pthread_mutex_unlock(&r->mu);
-    /* Monotonic milliseconds to wall time, at the moment of asking. */
-    int64_t shift = 0;
-    struct timespec ts;
-    if (n > 0 && clock_gettime(CLOCK_REALTIME, &ts) == 0)
-        shift = ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000) - mcp_now_us() / 1000;
-    for (int i = 0; i < n; i++) out[i].time_ms += shift;
     return n;
 }
 
