@@ -939,6 +939,135 @@ static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *actio
     }
 }
 
+/* ---- a rollout call's body (HTTP's POST, gRPC's Rollout): one parser ---- */
+
+#define ROLLOUT_BODY_MAX 65536
+
+/* A version named in a rollout body: a string of a sane length. */
+static mcp_status rollout_version(json_t *v, const char *field, char *out, mcp_err *err)
+{
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= MCP_ROLLOUT_VERSION_LEN)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'%s' must be a version string (1 to %d characters)", field,
+                           MCP_ROLLOUT_VERSION_LEN - 1);
+    snprintf(out, MCP_ROLLOUT_VERSION_LEN, "%s", json_string_value(v));
+    return MCP_STATUS_OK;
+}
+
+/* The optional validator, window and gates of a shadow call, over the
+ * rollout in force. */
+static mcp_status rollout_spec_fields(json_t *root, mcp_control *ctl, mcp_err *err)
+{
+    char why[200];
+    json_t *v = json_object_get(root, "validator"), *w = json_object_get(root, "window"), *g = json_object_get(root, "gates");
+    if (!v && !w && !g) return MCP_STATUS_OK;
+    ctl->has_spec = true;
+    if (v && (!json_is_string(v) || !mcp_validator_parse(json_string_value(v), &ctl->spec.validator, &ctl->spec.threshold,
+                                                          why, sizeof why)))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'validator': %s",
+                           json_is_string(v) ? why : "must be a string like diff-threshold@0.02");
+    int64_t us = 0;
+    if (w) {
+        bool parsed = json_is_string(w) && mcp_duration_parse(json_string_value(w), &us, why, sizeof why);
+        if (!parsed || us < 100000)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'window': %s",
+                               parsed || !json_is_string(w) ? "must be a duration of at least 100ms" : why);
+        ctl->spec.window_ms = us / 1000;
+    }
+    if (g && !json_is_object(g)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'gates' must be an object");
+    const char *key;
+    json_t *val;
+    json_object_foreach(g, key, val) {
+        double x = json_is_number(val) ? json_number_value(val) : -1;
+        if (!strcmp(key, "error_rate_margin") && x >= 0 && x <= 1) ctl->spec.error_rate_margin = x;
+        else if (!strcmp(key, "agreement") && x > 0 && x <= 1) ctl->spec.agreement = x;
+        else if (!strcmp(key, "min_samples") && json_is_integer(val) && x >= 1 && x <= 1000000) ctl->spec.min_samples = (int64_t)x;
+        else if (!strcmp(key, "p99_budget") && json_is_string(val) &&
+                 mcp_duration_parse(json_string_value(val), &ctl->spec.p99_budget_us, why, sizeof why)) {
+        } else {
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                               "gates.'%.60s': unknown, or out of range (error_rate_margin 0..1, agreement (0..1], "
+                               "min_samples 1..1000000, p99_budget a duration)",
+                               key);
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+static mcp_status rollout_fields(mcp_frontend *fe, const char *name, json_t *root, mcp_control *ctl, mcp_err *err)
+{
+    const char *action = json_string_value(json_object_get(root, "action"));
+    json_t *version = json_object_get(root, "version");
+    if (!action) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'action' must be one of set-weight, shadow, promote, undo");
+    if (!strcmp(action, "set-weight")) {
+        ctl->action = MCP_ROLLOUT_SET_WEIGHTS;
+        json_t *weights = json_object_get(root, "weights");
+        size_t n = json_is_object(weights) ? json_object_size(weights) : 0;
+        if (n < 1 || n > 2)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                               "'weights' must be an object of one or two versions to percents, like {\"v1.3.0\": 10}");
+        const char *key;
+        json_t *val;
+        json_object_foreach(weights, key, val) {
+            if (!json_is_number(val) || strlen(key) == 0 || strlen(key) >= MCP_ROLLOUT_VERSION_LEN)
+                return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "weights.'%.60s' must be a percent from 0 to 100", key);
+            snprintf(ctl->versions[ctl->n_versions], MCP_ROLLOUT_VERSION_LEN, "%s", key);
+            ctl->amounts[ctl->n_versions++] = json_number_value(val);
+        }
+        return MCP_STATUS_OK;
+    }
+    if (!strcmp(action, "shadow")) {
+        ctl->action = MCP_ROLLOUT_SHADOW;
+        json_t *sample = json_object_get(root, "sample");
+        mcp_status st = rollout_version(version, "version", ctl->versions[0], err);
+        if (st != MCP_STATUS_OK) return st;
+        if (!json_is_number(sample))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'sample' must be the share of requests copied, from 0 (off) to 1");
+        ctl->amounts[0] = json_number_value(sample);
+        ctl->n_versions = 1;
+        /* The spec starts from the one in force. */
+        mcp_rollout_state rs;
+        char m2[256];
+        mcp_err e2 = {m2, sizeof m2};
+        ctl->spec = mcp_rollout_spec_default();
+        if (mcp_repository_rollout(fe->repo, name, &rs, &e2) == MCP_STATUS_OK) {
+            ctl->spec = rs.spec;
+            mcp_route_watch_release(rs.watch);
+        }
+        return rollout_spec_fields(root, ctl, err);
+    }
+    if (!strcmp(action, "promote")) {
+        ctl->action = MCP_ROLLOUT_PROMOTE;
+        return rollout_version(version, "version", ctl->versions[0], err);
+    }
+    if (!strcmp(action, "undo")) {
+        ctl->action = MCP_ROLLOUT_UNDO;
+        return MCP_STATUS_OK;
+    }
+    return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown action '%.60s'; use set-weight, shadow, promote or undo",
+                       action);
+}
+
+mcp_status mcp_frontend_rollout_parse(mcp_frontend *fe, const char *name, const char *body, size_t len, mcp_control *ctl,
+                                      mcp_err *err)
+{
+    if (len > ROLLOUT_BODY_MAX)
+        return mcp_err_set(err, MCP_STATUS_TOO_LARGE, "a rollout call is at most %d bytes", ROLLOUT_BODY_MAX);
+    json_error_t jerr;
+    json_t *root = len ? json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr) : json_object();
+    if (!root)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "malformed JSON at byte offset %d (line %d, column %d): %s",
+                           jerr.position, jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "the request body must be a JSON object");
+    }
+    ctl->op = MCP_CONTROL_ROLLOUT;
+    snprintf(ctl->name, sizeof ctl->name, "%s", name);
+    mcp_status st = rollout_fields(fe, name, root, ctl, err);
+    json_decref(root);
+    return st;
+}
+
 static void put_spec(mcp_buf *b, const mcp_rollout_spec *sp)
 {
     char v[64];

@@ -204,6 +204,13 @@ struct mcp_control {
  * stopping; then done is not called. */
 mcp_status mcp_frontend_control(mcp_frontend *fe, mcp_control *ctl);
 
+/* A rollout call's JSON body ({"action": "set-weight" | "shadow" |
+ * "promote" | "undo", ...}) into ctl, for mcp_frontend_control: the one
+ * parser HTTP's POST /v2/models/{m}/rollout and gRPC's Rollout share.
+ * INVALID_ARGUMENT (or TOO_LARGE) names the field that is wrong. */
+mcp_status mcp_frontend_rollout_parse(mcp_frontend *fe, const char *name, const char *body, size_t len, mcp_control *ctl,
+                                      mcp_err *err);
+
 /* A model's rollout as JSON: versions and their roles, weights, the
  * validator and gates, the window's figures, and what a gate stopped. */
 mcp_status mcp_frontend_rollout_json(mcp_frontend *fe, const char *name, mcp_buf *out, mcp_err *err);

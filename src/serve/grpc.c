@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "grpc_service.pb-c.h"
+#include "control.pb-c.h"
 #include "health.pb-c.h"
 #include "registry/descriptor_util.h"
 #include "serve/frontend.h"
@@ -61,6 +62,8 @@ typedef enum rpc_kind {
     RPC_UNLOAD,
     RPC_HEALTH_CHECK,
     RPC_HEALTH_WATCH,
+    RPC_ROLLOUT_STATUS,
+    RPC_ROLLOUT,
     RPC_COUNT,
 } rpc_kind;
 
@@ -82,6 +85,8 @@ static const struct {
     [RPC_UNLOAD] = {"/inference.GRPCInferenceService/RepositoryModelUnload", false},
     [RPC_HEALTH_CHECK] = {"/grpc.health.v1.Health/Check", false},
     [RPC_HEALTH_WATCH] = {"/grpc.health.v1.Health/Watch", true},
+    [RPC_ROLLOUT_STATUS] = {"/mcp.control.v1.Control/RolloutStatus", false},
+    [RPC_ROLLOUT] = {"/mcp.control.v1.Control/Rollout", false},
 };
 
 typedef enum tag_kind { TAG_NEW, TAG_UNKNOWN, TAG_CLOSE, TAG_FINISH, TAG_RECV, TAG_WRITE, TAG_SHUTDOWN } tag_kind;
@@ -764,6 +769,10 @@ static void control_done(mcp_control *ctl)
     rpc_call *rc = ctl->user;
     if (ctl->status != MCP_STATUS_OK) {
         finish_status(rc, ctl->status, ctl->message);
+    } else if (ctl->op == MCP_CONTROL_ROLLOUT) {
+        Mcp__Control__V1__RolloutResponse m = MCP__CONTROL__V1__ROLLOUT_RESPONSE__INIT;
+        m.status_json = ctl->answer ? ctl->answer : "";
+        finish_message(rc, &m.base);
     } else if (ctl->op == MCP_CONTROL_LOAD) {
         Inference__RepositoryModelLoadResponse m = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
         finish_message(rc, &m.base);
@@ -771,6 +780,8 @@ static void control_done(mcp_control *ctl)
         Inference__RepositoryModelUnloadResponse m = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
         finish_message(rc, &m.base);
     }
+    mcp_free(ctl->answer);
+    ctl->answer = NULL;
     rc_unref(rc); /* the control's reference */
 }
 
@@ -826,6 +837,48 @@ static void do_unload(rpc_call *rc)
     inference__repository_model_unload_request__free_unpacked(req, NULL);
     if (!rc->ctl.name[0]) {
         finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "model_name is required");
+        return;
+    }
+    start_control(rc);
+}
+
+/* ---- mcp.control.v1.Control: rollouts (the same JSON as over HTTP) ---- */
+
+static void do_rollout_status(rpc_call *rc)
+{
+    if (!control_allowed(rc)) return;
+    UNPACK_OR_FAIL(Mcp__Control__V1__RolloutStatusRequest, mcp__control__v1__rollout_status_request, req);
+    char name[256], msg[512];
+    snprintf(name, sizeof name, "%s", req->model_name ? req->model_name : "");
+    mcp__control__v1__rollout_status_request__free_unpacked(req, NULL);
+    mcp_err err = {msg, sizeof msg};
+    mcp_buf b = {0};
+    mcp_status st = mcp_frontend_rollout_json(rc->s->fe, name, &b, &err);
+    if (st == MCP_STATUS_OK && !b.failed) {
+        mcp_buf_append(&b, "", 1);
+        Mcp__Control__V1__RolloutResponse m = MCP__CONTROL__V1__ROLLOUT_RESPONSE__INIT;
+        m.status_json = b.failed ? "" : (char *)b.data;
+        finish_message(rc, &m.base);
+    } else {
+        finish_status(rc, st == MCP_STATUS_OK ? MCP_STATUS_OUT_OF_MEMORY : st, msg);
+    }
+    mcp_buf_free(&b);
+}
+
+static void do_rollout(rpc_call *rc)
+{
+    if (!control_allowed(rc)) return;
+    UNPACK_OR_FAIL(Mcp__Control__V1__RolloutRequest, mcp__control__v1__rollout_request, req);
+    char name[256], msg[512];
+    snprintf(name, sizeof name, "%s", req->model_name ? req->model_name : "");
+    mcp_err err = {msg, sizeof msg};
+    const char *body = req->request_json ? req->request_json : "";
+    memset(&rc->ctl, 0, sizeof rc->ctl);
+    mcp_status st = name[0] ? mcp_frontend_rollout_parse(rc->s->fe, name, body, strlen(body), &rc->ctl, &err)
+                            : mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "model_name is required");
+    mcp__control__v1__rollout_request__free_unpacked(req, NULL);
+    if (st != MCP_STATUS_OK) {
+        finish_status(rc, st, msg);
         return;
     }
     start_control(rc);
@@ -1207,6 +1260,8 @@ static void handle_new(rpc_call *rc)
     case RPC_INDEX: do_index(rc); break;
     case RPC_LOAD: do_load(rc); break;
     case RPC_UNLOAD: do_unload(rc); break;
+    case RPC_ROLLOUT_STATUS: do_rollout_status(rc); break;
+    case RPC_ROLLOUT: do_rollout(rc); break;
     case RPC_HEALTH_CHECK: do_health(rc); break;
     case RPC_HEALTH_WATCH:
     case RPC_COUNT: finish_unary(rc, GRPC_STATUS_UNIMPLEMENTED, NULL, "not implemented by this server"); break;

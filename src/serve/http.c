@@ -862,133 +862,18 @@ static void h_rollout_get(conn *k, const char *name)
     reply_buf(k, 200, "application/json");
 }
 
-/* A version named in a rollout body: a string of a sane length. */
-static bool rollout_version(conn *k, json_t *v, const char *field, char *out)
-{
-    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) >= MCP_ROLLOUT_VERSION_LEN) {
-        reply_error(k, 400, "'%s' must be a version string (1 to %d characters)", field, MCP_ROLLOUT_VERSION_LEN - 1);
-        return false;
-    }
-    snprintf(out, MCP_ROLLOUT_VERSION_LEN, "%s", json_string_value(v));
-    return true;
-}
-
-/* The optional validator, window and gates of a shadow call, over the
- * rollout in force. */
-static bool rollout_spec_fields(conn *k, json_t *root, mcp_control *ctl)
-{
-    char why[200];
-    json_t *v = json_object_get(root, "validator"), *w = json_object_get(root, "window"), *g = json_object_get(root, "gates");
-    if (!v && !w && !g) return true;
-    ctl->has_spec = true;
-    if (v && (!json_is_string(v) || !mcp_validator_parse(json_string_value(v), &ctl->spec.validator, &ctl->spec.threshold,
-                                                          why, sizeof why))) {
-        reply_error(k, 400, "'validator': %s", json_is_string(v) ? why : "must be a string like diff-threshold@0.02");
-        return false;
-    }
-    int64_t us = 0;
-    if (w) {
-        bool parsed = json_is_string(w) && mcp_duration_parse(json_string_value(w), &us, why, sizeof why);
-        if (!parsed || us < 100000) {
-            reply_error(k, 400, "'window': %s", parsed || !json_is_string(w) ? "must be a duration of at least 100ms" : why);
-            return false;
-        }
-    }
-    if (w) ctl->spec.window_ms = us / 1000;
-    if (g && !json_is_object(g)) {
-        reply_error(k, 400, "'gates' must be an object");
-        return false;
-    }
-    const char *key;
-    json_t *val;
-    json_object_foreach(g, key, val) {
-        double x = json_is_number(val) ? json_number_value(val) : -1;
-        if (!strcmp(key, "error_rate_margin") && x >= 0 && x <= 1) ctl->spec.error_rate_margin = x;
-        else if (!strcmp(key, "agreement") && x > 0 && x <= 1) ctl->spec.agreement = x;
-        else if (!strcmp(key, "min_samples") && json_is_integer(val) && x >= 1 && x <= 1000000) ctl->spec.min_samples = (int64_t)x;
-        else if (!strcmp(key, "p99_budget") && json_is_string(val) &&
-                 mcp_duration_parse(json_string_value(val), &ctl->spec.p99_budget_us, why, sizeof why)) {
-        } else {
-            reply_error(k, 400, "gates.'%.60s': unknown, or out of range (error_rate_margin 0..1, agreement (0..1], "
-                                "min_samples 1..1000000, p99_budget a duration)", key);
-            return false;
-        }
-    }
-    return true;
-}
-
 static void h_rollout_post(conn *k, const char *name)
 {
     if (!admin_allowed(k)) return;
-    if (k->body.len > 65536) {
-        reply_error(k, 413, "a rollout call is at most 65536 bytes");
+    char msg[512];
+    mcp_err err = {msg, sizeof msg};
+    memset(&k->ctl, 0, sizeof k->ctl);
+    mcp_status st = mcp_frontend_rollout_parse(k->srv->fe, name, (const char *)k->body.data, k->body.len, &k->ctl, &err);
+    if (st != MCP_STATUS_OK) {
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
         return;
     }
-    json_t *root = body_json(k);
-    if (!root) return;
-    mcp_control *ctl = &k->ctl;
-    memset(ctl, 0, sizeof *ctl);
-    ctl->op = MCP_CONTROL_ROLLOUT;
-    snprintf(ctl->name, sizeof ctl->name, "%s", name);
-    bool ok = true;
-    const char *action = json_string_value(json_object_get(root, "action"));
-    json_t *version = json_object_get(root, "version");
-    if (!action) {
-        reply_error(k, 400, "'action' must be one of set-weight, shadow, promote, undo");
-        ok = false;
-    } else if (!strcmp(action, "set-weight")) {
-        ctl->action = MCP_ROLLOUT_SET_WEIGHTS;
-        json_t *weights = json_object_get(root, "weights");
-        size_t n = json_is_object(weights) ? json_object_size(weights) : 0;
-        if (n < 1 || n > 2) {
-            reply_error(k, 400, "'weights' must be an object of one or two versions to percents, like {\"v1.3.0\": 10}");
-            ok = false;
-        }
-        const char *key;
-        json_t *val;
-        json_object_foreach(weights, key, val) {
-            if (!ok) break;
-            if (!json_is_number(val) || strlen(key) == 0 || strlen(key) >= MCP_ROLLOUT_VERSION_LEN) {
-                reply_error(k, 400, "weights.'%.60s' must be a percent from 0 to 100", key);
-                ok = false;
-                break;
-            }
-            snprintf(ctl->versions[ctl->n_versions], MCP_ROLLOUT_VERSION_LEN, "%s", key);
-            ctl->amounts[ctl->n_versions++] = json_number_value(val);
-        }
-    } else if (!strcmp(action, "shadow")) {
-        ctl->action = MCP_ROLLOUT_SHADOW;
-        json_t *sample = json_object_get(root, "sample");
-        ok = rollout_version(k, version, "version", ctl->versions[0]);
-        if (ok && !json_is_number(sample)) {
-            reply_error(k, 400, "'sample' must be the share of requests copied, from 0 (off) to 1");
-            ok = false;
-        }
-        if (ok) {
-            ctl->amounts[0] = json_number_value(sample);
-            ctl->n_versions = 1;
-            /* The spec starts from the one in force. */
-            mcp_rollout_state rs;
-            char m2[256];
-            mcp_err e2 = {m2, sizeof m2};
-            ctl->spec = mcp_rollout_spec_default();
-            if (mcp_repository_rollout(k->srv->repo, name, &rs, &e2) == MCP_STATUS_OK) {
-                ctl->spec = rs.spec;
-                mcp_route_watch_release(rs.watch);
-            }
-            ok = rollout_spec_fields(k, root, ctl);
-        }
-    } else if (!strcmp(action, "promote")) {
-        ctl->action = MCP_ROLLOUT_PROMOTE;
-        ok = rollout_version(k, version, "version", ctl->versions[0]);
-    } else if (!strcmp(action, "undo")) {
-        ctl->action = MCP_ROLLOUT_UNDO;
-    } else {
-        reply_error(k, 400, "unknown action '%.60s'; use set-weight, shadow, promote or undo", action);
-        ok = false;
-    }
-    json_decref(root);
-    if (ok) start_control(k);
+    start_control(k);
 }
 
 static void h_v1_list(conn *k)

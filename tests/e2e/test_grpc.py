@@ -12,6 +12,7 @@ Run one class by hand:
     /usr/bin/python3 -m unittest -v test_grpc.GrpcTests
 """
 import importlib
+import json
 import os
 import shutil
 import socket
@@ -27,14 +28,14 @@ import test_server as ts
 
 PROTO_DIR = os.path.join(ts.SOURCE_DIR, "proto")
 GEN_DIR = None
-pb = hp = pb_grpc = hp_grpc = grpc = None
+pb = hp = pb_grpc = hp_grpc = grpc = cp = cp_grpc = None
 
 
 def setUpModule():
-    global GEN_DIR, pb, hp, pb_grpc, hp_grpc, grpc
+    global GEN_DIR, pb, hp, pb_grpc, hp_grpc, grpc, cp, cp_grpc
     ts.setUpModule()
     GEN_DIR = tempfile.mkdtemp(prefix="mcp-e2e-grpc-")
-    protos = ["grpc_service.proto", "health.proto"]
+    protos = ["grpc_service.proto", "health.proto", "control.proto"]
     for cmd in (["protoc", f"-I{PROTO_DIR}", f"--python_out={GEN_DIR}", *protos],
                 [sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"--grpc_python_out={GEN_DIR}", *protos]):
         p = subprocess.run(cmd, capture_output=True, timeout=120)
@@ -47,6 +48,8 @@ def setUpModule():
     hp = importlib.import_module("health_pb2")
     pb_grpc = importlib.import_module("grpc_service_pb2_grpc")
     hp_grpc = importlib.import_module("health_pb2_grpc")
+    cp = importlib.import_module("control_pb2")
+    cp_grpc = importlib.import_module("control_pb2_grpc")
 
 
 def tearDownModule():
@@ -583,3 +586,105 @@ class AddressTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GrpcControlTests(GrpcServerTestCase):
+    """mcp.control.v1.Control: the rollout calls over gRPC, with the same
+    JSON as HTTP and the same refusals."""
+
+    @classmethod
+    def server_args(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-grpc-control-")
+        cls.model = os.path.join(cls.tmp, "digits.onnx")
+        shutil.copy(ts.DIGITS, cls.model)
+        cls.grpc_port = free_port()
+        return ["--model-root", cls.tmp, "--grpc-port", cls.grpc_port]
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.control = cp_grpc.ControlStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_rollout_over_grpc(self):
+        for v in ("v1.0.0", "v1.1.0"):
+            r = self.call("POST", "/v2/repository/models/digits/load",
+                          json_body={"parameters": {"config": ts.digits_descriptor("digits", self.model, version=v)}})
+            self.assertEqual(r.status_code, 200, r.text)
+        st = json.loads(self.control.RolloutStatus(cp.RolloutStatusRequest(model_name="digits"), timeout=30).status_json)
+        self.assertEqual((st["primary"], st["previous"]), ("v1.1.0", "v1.0.0"))
+        self.assertEqual(st, ts.http(self.server, "GET", "/v2/models/digits/rollout").json(), "the same JSON as HTTP")
+        body = json.dumps({"action": "set-weight", "weights": {"v1.0.0": 40}})
+        st = json.loads(self.control.Rollout(cp.RolloutRequest(model_name="digits", request_json=body), timeout=30).status_json)
+        self.assertEqual(st["canary"], {"version": "v1.0.0", "weight": 40})
+        promote = json.dumps({"action": "promote", "version": "v1.0.0"})
+        st = json.loads(self.control.Rollout(cp.RolloutRequest(model_name="digits", request_json=promote),
+                                             timeout=30).status_json)
+        self.assertEqual((st["primary"], st["canary"], st["previous"]), ("v1.0.0", None, "v1.1.0"))
+        st = json.loads(self.control.Rollout(cp.RolloutRequest(model_name="digits", request_json='{"action": "undo"}'),
+                                             timeout=30).status_json)
+        self.assertEqual((st["primary"], st["previous"]), ("v1.1.0", "v1.0.0"))
+        msg = self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.control.Rollout,
+                               cp.RolloutRequest(model_name="digits", request_json='{"action": "launch"}'))
+        self.assertIn("unknown action", msg)
+        msg = self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.control.Rollout,
+                               cp.RolloutRequest(model_name="digits", request_json="{nope"))
+        self.assertIn("malformed JSON", msg)
+        self.expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.control.Rollout,
+                         cp.RolloutRequest(model_name="digits", request_json="{" + " " * 70000 + "}"))
+        self.expect_code(grpc.StatusCode.INVALID_ARGUMENT, self.control.Rollout, cp.RolloutRequest(request_json="{}"))
+        self.expect_code(grpc.StatusCode.NOT_FOUND, self.control.RolloutStatus, cp.RolloutStatusRequest(model_name="nope"))
+        msg = self.expect_code(grpc.StatusCode.NOT_FOUND, self.control.Rollout,
+                               cp.RolloutRequest(model_name="digits",
+                                                 request_json='{"action": "promote", "version": "v9.9.9"}'))
+        self.assertIn("no loaded version 'v9.9.9'", msg)
+
+
+class GrpcTokenTests(GrpcServerTestCase):
+    """With --admin-token-file, the management calls over gRPC (repository
+    load and unload, the rollout calls) need 'authorization: Bearer <token>'
+    metadata; inference does not."""
+    TOKEN = "grpc-s3cret-token-42"
+
+    @classmethod
+    def server_args(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-grpc-token-")
+        path = os.path.join(cls.tmp, "token")
+        with open(path, "w") as f:
+            f.write(cls.TOKEN + "\n")
+        os.chmod(path, 0o600)
+        cls.EXTRA = ("--admin-token-file", path)
+        return super().server_args()
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.control = cp_grpc.ControlStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_management_needs_the_token(self):
+        calls = [
+            (self.control.RolloutStatus, cp.RolloutStatusRequest(model_name="digits")),
+            (self.control.Rollout, cp.RolloutRequest(model_name="digits", request_json='{"action": "undo"}')),
+            (self.stub.RepositoryModelUnload, pb.RepositoryModelUnloadRequest(model_name="digits")),
+        ]
+        for fn, req in calls:
+            for md in ((), (("authorization", "Bearer wrong"),)):
+                self.expect_code(grpc.StatusCode.UNAUTHENTICATED, fn, req, metadata=md)
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name="digits"), timeout=30).ready, "nothing ran")
+        auth = (("authorization", "Bearer " + self.TOKEN),)
+        st = json.loads(self.control.RolloutStatus(cp.RolloutStatusRequest(model_name="digits"), metadata=auth,
+                                                   timeout=30).status_json)
+        self.assertEqual(st["model"], "digits")
