@@ -584,7 +584,8 @@ typedef struct mcp_route {
 /* Routes an unpinned request. key (the request id; NULL = none) makes the
  * canary and shadow choices deterministic; without one, requests split by
  * a low-discrepancy sequence, so any run of them matches the weights
- * closely. False when the model serves nothing. */
+ * closely. False when the model serves nothing or runs no canary and no
+ * shadow (the primary answers then). */
 bool mcp_repository_route(mcp_repository *r, const char *name, const char *key, mcp_route *out);
 void mcp_route_release(mcp_route *rt);
 

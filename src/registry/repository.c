@@ -438,7 +438,9 @@ bool mcp_repository_route(mcp_repository *r, const char *name, const char *key, 
     memset(out, 0, sizeof *out);
     unsigned e = read_enter(r);
     route_table *t = map_find(atomic_load(&r->map), name);
-    if (t) {
+    /* Without a canary or shadow there is nothing to decide: no counter
+     * touched, no reference taken on the hot path. */
+    if (t && (t->canary || t->shadow)) {
         uint64_t pick, copy;
         if (key && *key) {
             pick = key_mix(key, 0) >> 11;
@@ -1001,17 +1003,25 @@ mcp_status mcp_repository_load(mcp_repository *r, const char *name, mcp_err *err
     return st;
 }
 
-mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err)
+/* Unloads every version of the entry; with `evicted` (the memory policy,
+ * when `expect` is still the primary) the entry says so in the same step,
+ * so no request sees it unloaded but not evicted. */
+static mcp_status unload_entry(mcp_repository *r, const char *name, const mcp_model_version *expect, const char *evicted,
+                               mcp_err *err)
 {
     gone_list gone = {0};
     route_map *old_map = NULL;
     pthread_mutex_lock(&r->mu);
     repo_entry *e = entry_get(r, name, false);
+    if (e && evicted && (e->current != expect || e->loading || e->kind == MCP_SOURCE_NONE)) {
+        pthread_mutex_unlock(&r->mu);
+        return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION, "model '%s' changed, or cannot be loaded again", name);
+    }
     if (e) {
         mcp_model_version **const roles[] = {&e->current, &e->canary, &e->shadow, &e->previous};
         for (int i = 0; i < 4; i++) {
             if (!*roles[i]) continue;
-            note(e, (*roles[i])->version, MCP_VERSION_DRAINING, "unloaded");
+            note(e, (*roles[i])->version, MCP_VERSION_DRAINING, evicted ? "evicted" : "unloaded");
             gone_add(&gone, *roles[i]);
             *roles[i] = NULL;
         }
@@ -1020,8 +1030,9 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
         e->canary_weight = e->shadow_sample = 0;
         e->previous_cold[0] = '\0';
         e->state = MCP_MODEL_UNAVAILABLE;
-        e->evicted = false;
-        snprintf(e->reason, sizeof e->reason, "unloaded");
+        e->evicted = evicted != NULL;
+        if (evicted) snprintf(e->reason, sizeof e->reason, "unloaded: %.400s; its next request loads it again", evicted);
+        else snprintf(e->reason, sizeof e->reason, "unloaded");
         old_map = publish(r, e);
     }
     pthread_mutex_unlock(&r->mu);
@@ -1029,6 +1040,11 @@ mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *e
     unpublished(r, old_map);
     gone_retire(r, &gone);
     return MCP_STATUS_OK;
+}
+
+mcp_status mcp_repository_unload(mcp_repository *r, const char *name, mcp_err *err)
+{
+    return unload_entry(r, name, NULL, NULL, err);
 }
 
 void mcp_repository_note_unloaded(mcp_repository *r, const char *name, const char *version)
@@ -1353,20 +1369,7 @@ bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *w
 mcp_status mcp_repository_evict(mcp_repository *r, const char *name, const mcp_model_version *expect, const char *reason,
                                 mcp_err *err)
 {
-    pthread_mutex_lock(&r->mu);
-    repo_entry *e = entry_get(r, name, false);
-    bool ok = e && e->current == expect && !e->loading && e->kind != MCP_SOURCE_NONE;
-    pthread_mutex_unlock(&r->mu);
-    if (!ok) return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION, "model '%s' changed, or cannot be loaded again", name);
-    mcp_status st = mcp_repository_unload(r, name, err);
-    pthread_mutex_lock(&r->mu);
-    e = entry_get(r, name, false);
-    if (st == MCP_STATUS_OK && e && !e->current) {
-        e->evicted = true;
-        snprintf(e->reason, sizeof e->reason, "unloaded: %s; its next request loads it again", reason);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return st;
+    return unload_entry(r, name, expect, reason, err);
 }
 
 bool mcp_repository_evicted(mcp_repository *r, const char *name)

@@ -363,11 +363,9 @@ class ShadowTests(RolloutTestCase):
         other = os.path.join(self.models, "digits_other.onnx")
         self.ok(self.apply(self.server, "digits", self.shadow_descriptor(
             other, "v1.1.0", validator="diff-threshold@0.02", window="10s")))
-        t0 = time.monotonic()
         answered = self.infer(60)
         self.assertEqual({v for _, v in answered}, {"v1.0.0"})
         ts.wait_for(lambda: self.status()["shadow"] is None, "the validator to turn the shadow off")
-        self.assertLess(time.monotonic() - t0, 10 + 5, "off within its window")
         tripped = self.status()["window"]
         events = ts.subprocess.run([ts.MCPCTL_BIN, "events", "digits", "--server", self.server.url], capture_output=True,
                                    timeout=60)
@@ -375,6 +373,9 @@ class ShadowTests(RolloutTestCase):
         out = events.stdout.decode()
         self.assertIn("rollout.gate", out)
         self.assertIn("gate deviation: shadow v1.1.0", out)
+        # Off within its window: at the first judgement, once the window
+        # held min_samples (20) comparisons, not after the window's length.
+        self.assertIn("of 20 requests in 10s", out)
         self.assertIsNone(tripped)  # the experiment ended with the shadow
         metrics = ts.http(self.server, "GET", "/metrics").text
         self.assertIn('mcp_rollout_gate_trips_total{model="digits",version="v1.1.0",gate="deviation"} 1', metrics)
