@@ -588,21 +588,17 @@ if __name__ == "__main__":
     unittest.main()
 
 
-class GrpcControlTests(GrpcServerTestCase):
-    """mcp.control.v1.Control: the rollout calls over gRPC, with the same
-    JSON as HTTP and the same refusals."""
-
-    @classmethod
-    def server_args(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-grpc-control-")
-        cls.model = os.path.join(cls.tmp, "digits.onnx")
-        shutil.copy(ts.DIGITS, cls.model)
-        cls.grpc_port = free_port()
-        return ["--model-root", cls.tmp, "--grpc-port", cls.grpc_port]
+class GrpcControlTestCase(GrpcServerTestCase):
+    """A server with a folder of its own (cls.tmp) and the Control stub."""
 
     @classmethod
     def setUpClass(cls):
-        super().setUpClass()
+        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-" + cls.__name__.lower() + "-")
+        try:
+            super().setUpClass()
+        except BaseException:
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
         cls.control = cp_grpc.ControlStub(cls.channel)
 
     @classmethod
@@ -611,6 +607,18 @@ class GrpcControlTests(GrpcServerTestCase):
             super().tearDownClass()
         finally:
             shutil.rmtree(cls.tmp, ignore_errors=True)
+
+
+class GrpcControlTests(GrpcControlTestCase):
+    """mcp.control.v1.Control: the rollout calls over gRPC, with the same
+    JSON as HTTP and the same refusals."""
+
+    @classmethod
+    def server_args(cls):
+        cls.model = os.path.join(cls.tmp, "digits.onnx")
+        shutil.copy(ts.DIGITS, cls.model)
+        cls.grpc_port = free_port()
+        return ["--model-root", cls.tmp, "--grpc-port", cls.grpc_port]
 
     def test_rollout_over_grpc(self):
         for v in ("v1.0.0", "v1.1.0"):
@@ -646,7 +654,7 @@ class GrpcControlTests(GrpcServerTestCase):
         self.assertIn("no loaded version 'v9.9.9'", msg)
 
 
-class GrpcTokenTests(GrpcServerTestCase):
+class GrpcTokenTests(GrpcControlTestCase):
     """With --admin-token-file, the management calls over gRPC (repository
     load and unload, the rollout calls) need 'authorization: Bearer <token>'
     metadata; inference does not."""
@@ -654,25 +662,8 @@ class GrpcTokenTests(GrpcServerTestCase):
 
     @classmethod
     def server_args(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-grpc-token-")
-        path = os.path.join(cls.tmp, "token")
-        with open(path, "w") as f:
-            f.write(cls.TOKEN + "\n")
-        os.chmod(path, 0o600)
-        cls.EXTRA = ("--admin-token-file", path)
+        cls.EXTRA = ("--admin-token-file", ts.write_token_file(cls.tmp, cls.TOKEN))
         return super().server_args()
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.control = cp_grpc.ControlStub(cls.channel)
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_management_needs_the_token(self):
         calls = [

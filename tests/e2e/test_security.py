@@ -816,11 +816,7 @@ class AdminTokenTests(ts.ServerTestCase):
     @classmethod
     def server_args(cls):
         cls.tmp = tempfile.mkdtemp(prefix="mcp-e2e-token-")
-        path = os.path.join(cls.tmp, "token")
-        with open(path, "w") as f:
-            f.write(cls.TOKEN + "\n")
-        os.chmod(path, 0o600)
-        return ["--model-path", ts.DIGITS, "--admin-token-file", path]
+        return ["--model-path", ts.DIGITS, "--admin-token-file", ts.write_token_file(cls.tmp, cls.TOKEN)]
 
     @classmethod
     def tearDownClass(cls):

@@ -486,6 +486,15 @@ def wait_for(predicate, what, timeout=60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def write_token_file(folder, token):
+    """An admin token file (mode 0600) in folder; returns its path."""
+    path = os.path.join(folder, "token")
+    with open(path, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
 def digits_descriptor(name, model, labels=None, version="v1.0.0"):
     """A YAML descriptor of the demo model at `model` (top-3 labels when given)."""
     text = f"name: {name}\nversion: {version}\nformat: onnx\npath: {model}\n"

@@ -254,10 +254,7 @@ class StoreTokenTests(ts.TempModelsTestCase):
     store is refused at start."""
 
     def test_events_need_the_token(self):
-        token = os.path.join(self.tmp, "token")
-        with open(token, "w") as f:
-            f.write("tok-0123456789abcdef\n")
-        os.chmod(token, 0o600)
+        token = ts.write_token_file(self.tmp, "tok-0123456789abcdef")
         server = self.start("--model-path", ts.DIGITS, "--store", os.path.join(self.tmp, "store"),
                             "--admin-token-file", token)
         ts.error_message(self, ts.http(server, "GET", "/v2/events"), 401)
