@@ -510,6 +510,16 @@ static void gone_retire(mcp_repository *r, gone_list *g)
     g->n = 0;
 }
 
+/* The version in *slot leaves its role (mu held): noted Draining with
+ * why, retired once mu is released. */
+static void drop(repo_entry *e, mcp_model_version **slot, const char *why, gone_list *gone)
+{
+    if (!*slot) return;
+    note(e, (*slot)->version, MCP_VERSION_DRAINING, why);
+    gone_add(gone, *slot);
+    *slot = NULL;
+}
+
 static size_t entry_bytes(const repo_entry *e)
 {
     size_t b = 0;
@@ -755,14 +765,10 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             bool keep_canary = spec.present && spec.canary[0] && e->canary && !strcmp(spec.canary, e->canary->version);
             bool keep_shadow = spec.present && spec.shadow[0] && e->shadow && !strcmp(spec.shadow, e->shadow->version);
             if (!keep_canary && e->canary) {
-                note(e, e->canary->version, MCP_VERSION_DRAINING, "rollout replaced");
-                gone_add(&gone, e->canary);
-                e->canary = NULL;
+                drop(e, &e->canary, "rollout replaced", &gone);
             }
             if (!keep_shadow && e->shadow) {
-                note(e, e->shadow->version, MCP_VERSION_DRAINING, "rollout replaced");
-                gone_add(&gone, e->shadow);
-                e->shadow = NULL;
+                drop(e, &e->shadow, "rollout replaced", &gone);
             }
             if (keep_canary) e->canary_weight = spec.canary_weight;
             if (keep_shadow) e->shadow_sample = spec.shadow_sample;
@@ -770,10 +776,7 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
             note(e, version, MCP_VERSION_READY, timing);
         } else {
             mcp_model_version **slot = role == ROLE_CANARY ? &e->canary : &e->shadow;
-            if (*slot) {
-                note(e, (*slot)->version, MCP_VERSION_DRAINING, "rollout replaced");
-                gone_add(&gone, *slot);
-            }
+            drop(e, slot, "rollout replaced", &gone);
             *slot = v;
             if (role == ROLE_CANARY) e->canary_weight = spec.canary_weight;
             else e->shadow_sample = spec.shadow_sample;
@@ -1019,12 +1022,7 @@ static mcp_status unload_entry(mcp_repository *r, const char *name, const mcp_mo
     }
     if (e) {
         mcp_model_version **const roles[] = {&e->current, &e->canary, &e->shadow, &e->previous};
-        for (int i = 0; i < 4; i++) {
-            if (!*roles[i]) continue;
-            note(e, (*roles[i])->version, MCP_VERSION_DRAINING, evicted ? "evicted" : "unloaded");
-            gone_add(&gone, *roles[i]);
-            *roles[i] = NULL;
-        }
+        for (int i = 0; i < 4; i++) drop(e, roles[i], evicted ? "evicted" : "unloaded", &gone);
         for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);
         e->n_also = 0;
         e->canary_weight = e->shadow_sample = 0;
@@ -1241,17 +1239,13 @@ mcp_status mcp_repository_set_weights(mcp_repository *r, const char *name, int n
     } else if (!other) {
         /* The primary alone: the canary ends. */
         if (e->canary) {
-            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary ended (the primary at 100)");
-            gone_add(&gone, e->canary);
-            e->canary = NULL;
+            drop(e, &e->canary, "canary ended (the primary at 100)", &gone);
         }
         e->canary_weight = 0;
     } else {
         /* Weight 0 pauses a canary: it stays loaded, out of routing. */
         if (e->canary && e->canary != other) {
-            note(e, e->canary->version, MCP_VERSION_DRAINING, "canary replaced");
-            gone_add(&gone, e->canary);
-            e->canary = NULL;
+            drop(e, &e->canary, "canary replaced", &gone);
         }
         take_role(e, other);
         e->canary = other;
@@ -1279,16 +1273,12 @@ mcp_status mcp_repository_set_shadow(mcp_repository *r, const char *name, const 
     if (!v) return finish(r, e, &gone, not_loaded(e, version, err));
     if (sample <= 0) {
         if (e->shadow == v) {
-            note(e, v->version, MCP_VERSION_DRAINING, "shadow off");
-            gone_add(&gone, v);
-            e->shadow = NULL;
+            drop(e, &e->shadow, "shadow off", &gone);
             e->shadow_sample = 0;
         }
     } else {
         if (e->shadow && e->shadow != v) {
-            note(e, e->shadow->version, MCP_VERSION_DRAINING, "shadow replaced");
-            gone_add(&gone, e->shadow);
-            e->shadow = NULL;
+            drop(e, &e->shadow, "shadow replaced", &gone);
         }
         take_role(e, v);
         e->shadow = v;
@@ -1330,13 +1320,8 @@ mcp_status mcp_repository_undo(mcp_repository *r, const char *name, mcp_err *err
                             : mcp_err_set(err, MCP_STATUS_NOT_FOUND, "model '%s' has no previous version to go back to", name);
         return finish(r, e, &gone, st);
     }
-    mcp_model_version *const roles[] = {e->canary, e->shadow};
-    for (int i = 0; i < 2; i++)
-        if (roles[i]) {
-            note(e, roles[i]->version, MCP_VERSION_DRAINING, "undo");
-            gone_add(&gone, roles[i]);
-        }
-    e->canary = e->shadow = NULL;
+    drop(e, &e->canary, "undo", &gone);
+    drop(e, &e->shadow, "undo", &gone);
     e->canary_weight = e->shadow_sample = 0;
     promote_locked(r, e, e->previous, "undo", &gone);
     return finish(r, e, &gone, MCP_STATUS_OK);
@@ -1352,9 +1337,7 @@ bool mcp_repository_trip(mcp_repository *r, const char *name, mcp_route_watch *w
         pthread_mutex_unlock(&r->mu);
         return false;
     }
-    note(e, (*slot)->version, MCP_VERSION_DRAINING, reason);
-    gone_add(&gone, *slot);
-    *slot = NULL;
+    drop(e, slot, reason, &gone);
     if (canary) e->canary_weight = 0;
     else e->shadow_sample = 0;
     /* The watch stays with what is left of the experiment. */
