@@ -315,6 +315,13 @@ static void malloc_setup(void)
     if (!env || !*env) mallopt(M_ARENA_MAX, 2);
 }
 
+/* The serving core's messages, one line each on stderr. */
+static void log_line(void *user, const char *line)
+{
+    (void)user;
+    fprintf(stderr, "mcp2026-server: %s\n", line);
+}
+
 int main(int argc, char **argv)
 {
     malloc_setup();
@@ -508,6 +515,7 @@ int main(int argc, char **argv)
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
     mcp_frontend_set_plane(fe, plane);
+    mcp_frontend_set_log(fe, log_line, NULL);
     mcp_memory_policy mp = mcp_memory_policy_default();
     mp.budget = (size_t)c.memory_budget;
     mp.pressure = (double)c.unload_pressure / 100.0;

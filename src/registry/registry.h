@@ -526,6 +526,8 @@ typedef struct mcp_repository_hooks {
      * repository's lock held: allocate, do not call back. */
     mcp_route_watch *(*on_route)(const char *model, const mcp_rollout_spec *spec, const mcp_model_version *primary,
                                  const mcp_model_version *canary, const mcp_model_version *shadow, void *user);
+    /* Something the operator should hear of (optional). */
+    void (*on_log)(void *user, const char *line);
     void *user;
 } mcp_repository_hooks;
 void mcp_repository_set_hooks(mcp_repository *r, mcp_repository_hooks hooks);

@@ -363,7 +363,12 @@ static route_map *publish(mcp_repository *r, repo_entry *e)
     }
     route_map *m = map_build(r);
     if (!m) {
-        fprintf(stderr, "mcp2026: out of memory publishing the route table%s%s\n", e ? " of " : "", e ? e->name : "");
+        if (r->hooks.on_log) {
+            char line[400];
+            snprintf(line, sizeof line, "out of memory publishing the route table%s%.300s: requests see the last one",
+                     e ? " of " : "", e ? e->name : "");
+            r->hooks.on_log(r->hooks.user, line);
+        }
         return NULL;
     }
     return atomic_exchange(&r->map, m);

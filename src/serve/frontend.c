@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <malloc.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -58,6 +59,8 @@ struct mcp_frontend {
     bool control_enabled;
     const char *admin_token; /* borrowed */
     mcp_plane *plane;        /* borrowed; NULL = no store */
+    mcp_log_fn log;          /* NULL = quiet */
+    void *log_user;
     size_t body_cap;
     _Atomic size_t body_bytes; /* request data held by every transport */
     /* Calls waiting for a cold start, and the memory policy's thread. */
@@ -78,6 +81,21 @@ struct mcp_frontend {
 
 /* Calls parked at most, all models together; beyond, 503 at once. */
 #define MAX_PARKED 1024
+
+/* What the serving core has to say (a gate trip, an eviction, a record
+ * that could not be written) goes through the log hook, never straight to
+ * a stream. */
+static void fe_log(mcp_frontend *fe, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fe_log(mcp_frontend *fe, const char *fmt, ...)
+{
+    if (!fe->log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fe->log(fe->log_user, line);
+}
 
 static void sleep_ms(int ms)
 {
@@ -669,7 +687,7 @@ static void on_trip(void *user, mcp_rollout_monitor *m, bool canary, const char 
     }
     if (!ctl || mcp_frontend_control(fe, ctl) != MCP_STATUS_OK) {
         /* Routing keeps it off; the table keeps it until the next change. */
-        fprintf(stderr, "mcp2026-server: %s: %s (could not queue the rollout change)\n", mcp_rollout_model(w), reason);
+        fe_log(fe, "%s: %s (could not queue the rollout change)", mcp_rollout_model(w), reason);
         if (ctl) mcp_route_watch_release(ctl->watch);
         mcp_free(ctl);
     }
@@ -806,7 +824,7 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
     }
     if (st == MCP_STATUS_OK) st = mcp_plane_record_rollout(p, fe->repo, ctl->name, &err);
     if (st != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
+        fe_log(fe, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
     }
 }
@@ -892,7 +910,7 @@ static void control_rollout(mcp_frontend *fe, mcp_control *ctl, mcp_err *err)
                           : mcp_err_set(err, MCP_STATUS_NOT_FOUND, "that rollout had ended already");
         mcp_route_watch_release(ctl->watch);
         ctl->watch = NULL;
-        if (ctl->status == MCP_STATUS_OK) fprintf(stderr, "mcp2026-server: %s: %s\n", ctl->name, ctl->reason);
+        if (ctl->status == MCP_STATUS_OK) fe_log(fe, "%s: %s", ctl->name, ctl->reason);
         break;
     }
     if (ctl->status == MCP_STATUS_OK && ctl->action != MCP_ROLLOUT_TRIP) {
@@ -934,7 +952,7 @@ static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *actio
     mcp_catalog_event e = {.actor = actor, .action = action, .target = ctl->name, .outcome = "ok", .reason = what};
     if (mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, rs.primary, &e, &err) != MCP_STATUS_OK ||
         mcp_plane_record_rollout(p, fe->repo, ctl->name, &err) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: %s of '%s' not recorded in the store: %s\n", action, ctl->name, msg);
+        fe_log(fe, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
     }
 }
@@ -1201,6 +1219,14 @@ void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_
 
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane) { fe->plane = plane; }
 
+static void repo_log(void *user, const char *line) { fe_log(user, "%s", line); }
+
+void mcp_frontend_set_log(mcp_frontend *fe, mcp_log_fn fn, void *user)
+{
+    fe->log = fn;
+    fe->log_user = user;
+}
+
 mcp_plane *mcp_frontend_plane(const mcp_frontend *fe) { return fe->plane; }
 
 mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *authorization, mcp_err *err)
@@ -1414,7 +1440,7 @@ static void policy_tick(mcp_frontend *fe, policy_state *ps, const mcp_memory_pol
         if (mcp_repository_evict(fe->repo, victim, victim_v, why, &err) == MCP_STATUS_OK) {
             mcp_metrics_evicted(fe->metrics, victim);
             if (fe->plane) mcp_plane_note(fe->plane, "evict", victim, "ok", why, "memory");
-            fprintf(stderr, "mcp2026-server: %s: unloaded, %s\n", victim, why);
+            fe_log(fe, "%s: unloaded, %s", victim, why);
         }
     }
     mcp_model_version_release(victim_v);
@@ -1496,7 +1522,8 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     for (int i = 0; i < LOADER_THREADS; i++)
         if (pthread_create(&fe->loaders[fe->n_loaders], NULL, loader_main, fe) == 0) fe->n_loaders++;
     mcp_repository_set_hooks(
-        repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .on_route = hook_route, .user = fe});
+        repo, (mcp_repository_hooks){.on_ready = hook_ready, .on_retire = hook_retire, .on_route = hook_route, .on_log = repo_log,
+                               .user = fe});
     mcp_metrics_set_sampler(metrics, sample_gauges, fe);
     *out = fe;
     return MCP_STATUS_OK;

@@ -290,6 +290,10 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
 /* The store and catalog model control records into (borrowed; NULL: none). */
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
+/* Where the serving core's messages go (a gate trip, an eviction, a record
+ * not written); without one it is quiet. */
+typedef void (*mcp_log_fn)(void *user, const char *line);
+void mcp_frontend_set_log(mcp_frontend *fe, mcp_log_fn fn, void *user);
 /* The memory policy (off while budget is 0): a budget for all loaded
  * models in real bytes; the smoothed memory pressure (bytes / budget, an
  * exponential average with half-life smoothing_ms) must reach `pressure`

@@ -698,6 +698,7 @@ class UnloadTests(ts.TempModelsTestCase):
         self.assertIn("under memory pressure", d["reason"])
         self.assertIn("its next request loads it again", d["reason"])
         self.assertEqual(self.state(server, "a")["state"], "READY", "the model in use stays")
+        self.assertIn("mcp2026-server: b: unloaded, idle", server.stderr_text(), "the operator hears of it")
         # The next request loads it again and is answered.
         r = s.post(server.url + "/v2/models/b/infer", json=ts.digits_v2_body(), timeout=60)
         self.assertEqual(r.status_code, 200, r.text)
