@@ -789,6 +789,17 @@ class PollTests(ts.TempModelsTestCase):
         r = ts.http(server, "POST", "/v2/models/tri/infer", json_body=ts.digits_v2_body())
         self.assertEqual(r.status_code, 200, r.text)
         self.assertEqual(r.json()["model_version"], "2")
+        # A descriptor dropped into the repository cannot reach outside the
+        # model roots, and a malformed one is reported, not fatal.
+        with open(os.path.join(repo, "evil.yaml"), "w") as f:
+            f.write("name: evil\nversion: v1.0.0\npath: /etc/hostname\n")
+        with open(os.path.join(repo, "junk.yaml"), "w") as f:
+            f.write("name: [unclosed\n")
+        ts.wait_for(lambda: "evil.yaml" in server.stderr_text() and "junk.yaml" in server.stderr_text(),
+                    "the poll to report both")
+        self.assertIn("outside the model roots", server.stderr_text())
+        r = ts.http(server, "GET", "/v2/repository/models/evil")
+        self.assertTrue(r.status_code == 404 or r.json()["state"] != "READY", r.text)
         # A removed descriptor unloads its model.
         os.remove(os.path.join(repo, "b.yaml"))
         ts.wait_for(lambda: self.state(server, "b")["state"] == "UNAVAILABLE", "b unloaded by the poll")
