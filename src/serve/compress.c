@@ -101,9 +101,16 @@ bool mcp_gzip(const uint8_t *in, size_t n, mcp_buf *out)
     if (n > (1u << 30)) return false;
     z_stream z;
     memset(&z, 0, sizeof z);
+    /* The state is sized to the answer: a window no larger than the body
+     * (it could find nothing further back) and a hash table to match, so a
+     * 2 KB answer takes about 16 KB instead of the 256 KB of the full
+     * state, which churned the heap on every small compressed answer. */
+    int window_bits = 9;
+    while (window_bits < 15 && ((size_t)1 << window_bits) < n) window_bits++;
+    int mem_level = window_bits - 7 < 1 ? 1 : window_bits - 7;
     /* Level 1: answers are made to go out now; the bandwidth saved by
      * harder compression rarely pays for its CPU here. */
-    if (deflateInit2(&z, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return false;
+    if (deflateInit2(&z, 1, Z_DEFLATED, window_bits + 16, mem_level, Z_DEFAULT_STRATEGY) != Z_OK) return false;
     z.next_in = (Bytef *)in;
     z.avail_in = (uInt)n;
     uint8_t chunk[16384];

@@ -797,6 +797,29 @@ class ContentCodingTests(ts.ServerTestCase):
                 self.assertEqual(r.headers.get("Content-Encoding") == "gzip", coded, r.headers)
                 self.assertTrue(r.json())  # requests inflates it
 
+    def test_small_and_large_answers_inflate_to_the_same_bytes(self):
+        # The deflate state is sized to each answer: a window from 512 bytes
+        # up to the full 32 KB; the stream must inflate exactly either way.
+        import zlib
+        sizes = []
+        for path in ("/v2/models/digits", "/v2/repository/models/digits", "/metrics", "/openapi.json"):
+            with self.subTest(path=path):
+                plain = self.call("GET", path, headers={"Accept-Encoding": "identity"}, validate=False)
+                sizes.append(len(plain.content))
+                coded = ts.requests.get(self.server.url + path, headers={"Accept-Encoding": "gzip"}, stream=True,
+                                        timeout=ts.HTTP_TIMEOUT_S)
+                raw = coded.raw.read(decode_content=False)
+                self.assertEqual(plain.status_code, 200)
+                if len(plain.content) >= 1024:
+                    self.assertEqual(coded.headers.get("Content-Encoding"), "gzip", coded.headers)
+                    self.assertEqual(zlib.decompress(raw, 16 + 15), plain.content)
+                else:
+                    self.assertEqual(raw, plain.content)
+        # One answer under the 1 KB bar, some compressed with a window
+        # smaller than the full one, one with the full 32 KB.
+        self.assertLess(sizes[0], 1024, sizes)
+        self.assertTrue(1024 <= sizes[1] < 32768 and sizes[3] > 32768, sizes)
+
 
 class NoRootsTests(ts.ServerTestCase):
     """A server given only --model-path has no model roots: the load API
