@@ -7,7 +7,7 @@ BUILD_ASAN ?= build-asan
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all build run predict test test-asan deps install clean
+.PHONY: all build run predict test test-asan deps fetch install clean
 
 all: build
 
@@ -16,6 +16,11 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	mkdir -p $(BUILD) && touch $@
 
 deps: $(DEPS_STAMP)
+
+# llama.cpp's source from the npm package node-llama-cpp (vocab test vectors,
+# gguf-py, the benchmark's anchor) into .cache/llama.cpp; quick once there.
+fetch: $(DEPS_STAMP)
+	./tools/fetch-llama-cpp.sh
 
 build: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -34,11 +39,11 @@ run: build
 predict: build
 	$(BUILD)/bin/mcpctl run models/demo/digits.onnx $(BUILD)/demo-out input=models/demo/sample_0.npy
 
-test: build
+test: build fetch
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Unit and conformance tests under AddressSanitizer + UndefinedBehaviorSanitizer.
-test-asan: $(DEPS_STAMP)
+test-asan: $(DEPS_STAMP) fetch
 	cmake -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DMCP_SANITIZE=ON >/dev/null
 	cmake --build $(BUILD_ASAN) -j $(JOBS)
 	cd $(BUILD_ASAN) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)

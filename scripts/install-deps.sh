@@ -11,9 +11,12 @@ PACKAGES=(
   libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libdnnl-dev
   libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf python3-grpc-tools zlib1g-dev
   libssl-dev libsqlite3-dev
-  python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml
-  prometheus
+  python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml python3-torch
+  prometheus git
 )
+# npm fetches llama.cpp's source (tools/fetch-llama-cpp.sh); a Node.js that
+# already brings npm is kept.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

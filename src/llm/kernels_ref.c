@@ -1,0 +1,285 @@
+/* The reference kernels: plain C, the definition every fast path is tested
+ * against. Sums of products accumulate in double where the fast paths use
+ * several float accumulators, so the reference is the more exact of the two. */
+#include <math.h>
+#include <string.h>
+
+#include "llm/gguf.h"
+#include "llm/kernels.h"
+#include "tensor/tensor.h"
+
+static float load_f16(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return mcp_f16_to_f32(h);
+}
+
+void mcp_llm_dequantize_row(uint32_t wtype, const uint8_t *row, int64_t k, float *out)
+{
+    switch (wtype) {
+    case MCP_GGML_F32:
+        memcpy(out, row, (size_t)k * 4);
+        return;
+    case MCP_GGML_F16:
+        for (int64_t i = 0; i < k; i++) out[i] = load_f16(row + 2 * i);
+        return;
+    case MCP_GGML_BF16:
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, row + 2 * i, 2);
+            out[i] = mcp_bf16_to_f32(h);
+        }
+        return;
+    case MCP_GGML_Q8_0:
+        for (int64_t b = 0; b < k / 32; b++) {
+            const uint8_t *blk = row + b * 34;
+            float d = load_f16(blk);
+            for (int i = 0; i < 32; i++) out[b * 32 + i] = d * (float)(int8_t)blk[2 + i];
+        }
+        return;
+    case MCP_GGML_Q4_0:
+        for (int64_t b = 0; b < k / 32; b++) {
+            const uint8_t *blk = row + b * 18;
+            float d = load_f16(blk);
+            for (int i = 0; i < 16; i++) {
+                out[b * 32 + i] = d * (float)((blk[2 + i] & 0x0F) - 8);
+                out[b * 32 + i + 16] = d * (float)((blk[2 + i] >> 4) - 8);
+            }
+        }
+        return;
+    default:
+        /* Callers check mcp_llm_gemm_supported first. */
+        memset(out, 0, (size_t)k * sizeof *out);
+        return;
+    }
+}
+
+bool mcp_llm_gemm_supported(uint32_t wtype, mcp_llm_act act)
+{
+    switch (wtype) {
+    case MCP_GGML_F32:
+    case MCP_GGML_F16:
+    case MCP_GGML_BF16:
+        return act == MCP_LLM_ACT_F32;
+    case MCP_GGML_Q8_0:
+    case MCP_GGML_Q4_0:
+        return act == MCP_LLM_ACT_F32 || act == MCP_LLM_ACT_Q8;
+    default:
+        return false;
+    }
+}
+
+mcp_llm_act mcp_llm_act_for(uint32_t wtype)
+{
+    return wtype == MCP_GGML_Q8_0 || wtype == MCP_GGML_Q4_0 ? MCP_LLM_ACT_Q8 : MCP_LLM_ACT_F32;
+}
+
+size_t mcp_llm_act_row_bytes(mcp_llm_act act, int64_t k)
+{
+    return act == MCP_LLM_ACT_Q8 ? (size_t)(k / MCP_LLM_QK) * sizeof(mcp_llm_q8_block) : (size_t)k * sizeof(float);
+}
+
+void mcp_llm_act_quantize_q8_ref(const float *x, int64_t k, mcp_llm_q8_block *out)
+{
+    for (int64_t b = 0; b < k / MCP_LLM_QK; b++) {
+        const float *v = x + b * MCP_LLM_QK;
+        float amax = 0.0f;
+        for (int i = 0; i < MCP_LLM_QK; i++) amax = fmaxf(amax, fabsf(v[i]));
+        float d = amax / 127.0f;
+        float id = d > 0.0f ? 1.0f / d : 0.0f;
+        int32_t sum = 0;
+        for (int i = 0; i < MCP_LLM_QK; i++) {
+            int q = (int)lrintf(v[i] * id);
+            q = q > 127 ? 127 : q < -127 ? -127 : q;
+            out[b].qs[i] = (int8_t)q;
+            sum += q;
+        }
+        out[b].d = d;
+        out[b].sum = sum;
+    }
+}
+
+/* dot(weight row, float activations) over k elements. */
+static double dot_row_f32(uint32_t wtype, const uint8_t *w, const float *x, int64_t k)
+{
+    double acc = 0.0;
+    switch (wtype) {
+    case MCP_GGML_F32:
+        for (int64_t i = 0; i < k; i++) {
+            float v;
+            memcpy(&v, w + 4 * i, 4);
+            acc += (double)v * x[i];
+        }
+        return acc;
+    case MCP_GGML_F16:
+        for (int64_t i = 0; i < k; i++) acc += (double)load_f16(w + 2 * i) * x[i];
+        return acc;
+    case MCP_GGML_BF16:
+        for (int64_t i = 0; i < k; i++) {
+            uint16_t h;
+            memcpy(&h, w + 2 * i, 2);
+            acc += (double)mcp_bf16_to_f32(h) * x[i];
+        }
+        return acc;
+    case MCP_GGML_Q8_0:
+        for (int64_t b = 0; b < k / 32; b++) {
+            const uint8_t *blk = w + b * 34;
+            double s = 0.0;
+            for (int i = 0; i < 32; i++) s += (double)(int8_t)blk[2 + i] * x[b * 32 + i];
+            acc += s * load_f16(blk);
+        }
+        return acc;
+    case MCP_GGML_Q4_0:
+        for (int64_t b = 0; b < k / 32; b++) {
+            const uint8_t *blk = w + b * 18;
+            double s = 0.0;
+            for (int i = 0; i < 16; i++) {
+                s += (double)((blk[2 + i] & 0x0F) - 8) * x[b * 32 + i];
+                s += (double)((blk[2 + i] >> 4) - 8) * x[b * 32 + i + 16];
+            }
+            acc += s * load_f16(blk);
+        }
+        return acc;
+    default:
+        return 0.0;
+    }
+}
+
+/* dot(weight row, Q8 activations): integer sums per block, then scales. */
+static double dot_row_q8(uint32_t wtype, const uint8_t *w, const mcp_llm_q8_block *x, int64_t k)
+{
+    double acc = 0.0;
+    for (int64_t b = 0; b < k / 32; b++) {
+        int32_t s = 0;
+        float dw;
+        if (wtype == MCP_GGML_Q8_0) {
+            const uint8_t *blk = w + b * 34;
+            dw = load_f16(blk);
+            for (int i = 0; i < 32; i++) s += (int32_t)(int8_t)blk[2 + i] * x[b].qs[i];
+        } else {
+            const uint8_t *blk = w + b * 18;
+            dw = load_f16(blk);
+            /* (q - 8) * a summed = q * a summed - 8 * sum(a). */
+            for (int i = 0; i < 16; i++) {
+                s += (int32_t)(blk[2 + i] & 0x0F) * x[b].qs[i];
+                s += (int32_t)(blk[2 + i] >> 4) * x[b].qs[i + 16];
+            }
+            s -= 8 * x[b].sum;
+        }
+        acc += (double)dw * (double)x[b].d * (double)s;
+    }
+    return acc;
+}
+
+void mcp_llm_gemm_ref(const mcp_llm_gemm_args *a)
+{
+    for (int t = 0; t < a->n_tok; t++) {
+        const uint8_t *x = a->x + (size_t)t * a->x_stride;
+        float *y = a->y + (int64_t)t * a->y_stride;
+        for (int64_t r = a->r0; r < a->r1; r++) {
+            const uint8_t *w = a->w + (size_t)r * a->row_bytes;
+            double v = a->act == MCP_LLM_ACT_Q8 ? dot_row_q8(a->wtype, w, (const mcp_llm_q8_block *)x, a->k)
+                                                : dot_row_f32(a->wtype, w, (const float *)x, a->k);
+            y[r] = (float)v;
+        }
+    }
+}
+
+void mcp_llm_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, float *out)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) out[i] = x[i] * scale * w[i];
+}
+
+void mcp_llm_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *out)
+{
+    double mean = 0.0, var = 0.0;
+    for (int64_t i = 0; i < n; i++) mean += x[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) var += ((double)x[i] - mean) * ((double)x[i] - mean);
+    var /= (double)n;
+    float scale = (float)(1.0 / sqrt(var + eps));
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)(x[i] - mean) * scale * w[i];
+        out[i] = b ? v + b[i] : v;
+    }
+}
+
+void mcp_llm_rope(float *x, int64_t n_rot, int64_t pos, const float *inv_freq, bool neox)
+{
+    const int64_t half = n_rot / 2;
+    for (int64_t i = 0; i < half; i++) {
+        double theta = (double)pos * (double)inv_freq[i];
+        float c = (float)cos(theta), s = (float)sin(theta);
+        int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+void mcp_llm_softmax_ref(float *x, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = fmaxf(m, x[i]);
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        sum += x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void mcp_llm_swiglu_ref(const float *gate, const float *up, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void mcp_llm_gelu(const float *x, int64_t n, float *out)
+{
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void mcp_llm_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static float kv_load(const uint8_t *p, int64_t i, bool f16)
+{
+    if (f16) return load_f16(p + 2 * i);
+    float v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
+void mcp_llm_attend_ref(const float *q, const mcp_llm_kv_view *kv, int64_t head_dim, int64_t n_pos, float scale,
+                        float *scratch, float *out)
+{
+    for (int64_t p = 0; p < n_pos; p++) {
+        const uint8_t *key =
+            kv->blocks[p / kv->block_tokens] + kv->offset + (size_t)(p % kv->block_tokens) * kv->token_stride;
+        double s = 0.0;
+        for (int64_t i = 0; i < head_dim; i++) s += (double)q[i] * kv_load(key, i, kv->f16);
+        scratch[p] = (float)s * scale;
+    }
+    mcp_llm_softmax_ref(scratch, n_pos);
+    for (int64_t i = 0; i < head_dim; i++) out[i] = 0.0f;
+    for (int64_t p = 0; p < n_pos; p++) {
+        const uint8_t *val =
+            kv->blocks[p / kv->block_tokens] + kv->offset + (size_t)(p % kv->block_tokens) * kv->token_stride + kv->v_offset;
+        float a = scratch[p];
+        for (int64_t i = 0; i < head_dim; i++) out[i] += a * kv_load(val, i, kv->f16);
+    }
+}

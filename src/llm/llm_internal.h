@@ -1,0 +1,91 @@
+/* The LLM runtime's internal types: a loaded model (hyperparameters and
+ * weights pointing into the GGUF mapping), the paged KV cache, a context. */
+#ifndef MCP_LLM_INTERNAL_H
+#define MCP_LLM_INTERNAL_H
+
+#include "base/base.h"
+#include "llm/gguf.h"
+#include "llm/kernels.h"
+#include "mcp/llm.h"
+
+struct mcp_tokenizer;
+
+typedef enum llm_arch { LLM_ARCH_LLAMA, LLM_ARCH_QWEN2, LLM_ARCH_GPT2 } llm_arch;
+
+/* A weight matrix: rows of k elements in the file's type, in place. */
+typedef struct llm_weight {
+    const char *name; /* in the model's name pool */
+    uint32_t type;
+    int64_t k, rows;
+    size_t row_bytes;
+    const uint8_t *data;
+    mcp_llm_act act; /* the activation form its products use */
+} llm_weight;
+
+/* A vector (norm weight, bias) as floats: copied when stored in another type. */
+typedef struct llm_vec {
+    const float *data;
+    float *owned;
+    int64_t n;
+} llm_vec;
+
+typedef struct llm_layer {
+    llm_vec attn_norm, attn_norm_b;
+    llm_weight wq, wk, wv, wqkv, wo;
+    llm_vec bq, bk, bv, bqkv, bo;
+    llm_vec ffn_norm, ffn_norm_b;
+    llm_weight ffn_gate, ffn_up, ffn_down;
+    llm_vec ffn_up_b, ffn_down_b;
+} llm_layer;
+
+struct mcp_llm_model {
+    mcp_gguf *gguf;
+    llm_arch arch;
+    char arch_name[16];
+    char name[128];
+    char tokenizer_desc[96];
+    int64_t n_vocab, n_ctx_train, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_rot;
+    float norm_eps, rope_base, rope_freq_scale;
+    bool rope_neox;
+    float *inv_freq; /* n_rot / 2 */
+    llm_weight tok_embd, pos_embd, output;
+    llm_vec output_norm, output_norm_b;
+    llm_layer *layers;
+    char *name_pool; /* the layers' tensor names */
+    int threads;
+    bool precise;
+    int64_t n_params;
+    uint64_t weight_bytes;
+    struct mcp_tokenizer *tok;
+};
+
+/* A sequence's place in the cache: its blocks, in order, and its length. */
+typedef struct llm_seq {
+    int32_t *blocks;
+    int n_blocks, cap_blocks;
+    int64_t n_tokens;
+} llm_seq;
+
+struct mcp_llm_context {
+    const mcp_llm_model *m;
+    mcp_llm_context_options o;
+    /* The block pool: n_blocks blocks of block_bytes, each holding every
+     * layer's keys and values of block_tokens tokens, laid out
+     * [layer][K, V][token][kv head][dim]. */
+    uint8_t *pool;
+    size_t pool_len, block_bytes;
+    int64_t n_blocks;
+    int32_t *free_blocks;
+    int64_t n_free;
+    llm_seq *seqs;
+    /* Per-step buffers, sized for max_batch_tokens. */
+    float *x, *h, *q, *k, *v, *att, *ff_a, *ff_b, *logits, *scores;
+    uint8_t *act;
+    size_t act_cap;
+    int n_logits, logits_cap;
+    int64_t *seq_add; /* per sequence: tokens this step adds */
+    int32_t *tok_pos; /* each batch token's position */
+    const uint8_t **block_ptrs; /* per thread: one sequence's block pointers */
+};
+
+#endif
