@@ -270,6 +270,12 @@ static void usage(FILE *f)
             "  perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] [--backend B] [--profile] [--json]\n"
             "                                       load time, median/p90 latency and peak RSS on random inputs;\n"
             "                                       --profile adds time per op type and the slowest nodes\n"
+            "  generate MODEL.gguf --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
+            "           [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--greedy] [--json]\n"
+            "                                       generate text with a language model, streamed as it comes\n"
+            "  inspect MODEL.gguf                   architecture, sizes, tensor types and tokenizer\n"
+            "  perf MODEL.gguf [--prompt-tokens 512] [--gen-tokens 128] [--threads N] [--json]\n"
+            "                                       load time, prefill and decode tokens/s\n"
             "  version                              print the version\n"
             "%s%s",
             mcpctl_client_usage(), mcpctl_store_usage());
@@ -321,11 +327,14 @@ int main(int argc, char **argv)
     }
     argv = args;
     const char *cmd = argv[1];
-    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "generate") || !strcmp(cmd, "store") ||
                       !strcmp(cmd, "push") || !strcmp(cmd, "pull") || !strcmp(cmd, "diff"))) {
         fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
         return 2;
     }
+    bool llm = false;
+    int llm_rc = mcpctl_llm_main(cmd, argc - 2, argv + 2, &llm);
+    if (llm) return llm_rc;
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "perf")) return mcpctl_cmd_perf(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);

@@ -15,5 +15,8 @@ int mcpctl_cmd_perf(int argc, char **argv); /* mcpctl perf (mcpctl_perf.c) */
  * contract as mcpctl_client_main. */
 int mcpctl_store_main(const char *cmd, int argc, char **argv, bool *handled);
 const char *mcpctl_store_usage(void);
+/* generate, and inspect / perf of a GGUF file (mcpctl_llm.c); same contract. */
+int mcpctl_llm_main(const char *cmd, int argc, char **argv, bool *handled);
+bool mcpctl_is_gguf(const char *path);
 
 #endif
