@@ -12,7 +12,7 @@ PACKAGES=(
   libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf python3-grpc-tools zlib1g-dev
   libssl-dev libsqlite3-dev
   python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml python3-torch
-  prometheus git
+  prometheus git libopenblas0-pthread
 )
 # npm fetches llama.cpp's source (tools/fetch-llama-cpp.sh); a Node.js that
 # already brings npm is kept.

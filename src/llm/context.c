@@ -80,9 +80,10 @@ mcp_status mcp_llm_context_create(const mcp_llm_model *m, const mcp_llm_context_
     if (o.kv_budget_bytes > 0) c->n_blocks = o.kv_budget_bytes / (int64_t)c->block_bytes;
     else c->n_blocks = blocks_per_seq * o.max_seqs;
     if (c->n_blocks < 1 || c->n_blocks > INT32_MAX) {
+        mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "a KV budget of %lld bytes holds %lld blocks of %zu bytes",
+                    (long long)o.kv_budget_bytes, (long long)c->n_blocks, c->block_bytes);
         mcp_llm_context_free(c);
-        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "a KV budget of %lld bytes holds %lld blocks of %zu bytes",
-                           (long long)o.kv_budget_bytes, (long long)c->n_blocks, c->block_bytes);
+        return MCP_STATUS_INVALID_ARGUMENT;
     }
     /* The pool is reserved, not committed: pages arrive as blocks fill. */
     c->pool_len = (size_t)c->n_blocks * c->block_bytes;
@@ -421,6 +422,9 @@ mcp_status mcp_llm_decode(mcp_llm_context *c, const mcp_llm_batch *b, char *errb
         const llm_seq *s = &c->seqs[sq];
         need_blocks += (s->n_tokens + c->seq_add[sq] + c->o.block_tokens - 1) / c->o.block_tokens - s->n_blocks;
     }
+    if (need_blocks > c->n_free)
+        return mcp_err_set(err, MCP_STATUS_RESOURCE_EXHAUSTED, "the KV cache needs %lld more blocks; %lld of %lld are free",
+                           (long long)need_blocks, (long long)c->n_free, (long long)c->n_blocks);
     /* The logits buffer grows to what is asked. */
     if (n_out > c->logits_cap) {
         float *grown = falloc((int64_t)n_out * m->n_vocab);

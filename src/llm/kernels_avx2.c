@@ -108,6 +108,18 @@ _Static_assert(TILE_RP == 2 && TILE_RD == 4 && TILE_T == 4, "TILE_SET lists thes
 
 /* ---- F32 activations: weights converted to floats in registers ---- */
 
+/* Bytes of k elements of a row (k a multiple of 32 for quantized types). */
+static inline size_t wrow_bytes(uint32_t wtype, int64_t k)
+{
+    switch (wtype) {
+    case MCP_GGML_F32: return (size_t)k * 4;
+    case MCP_GGML_F16:
+    case MCP_GGML_BF16: return (size_t)k * 2;
+    case MCP_GGML_Q8_0: return (size_t)(k / 32) * 34;
+    default: return (size_t)(k / 32) * 18;
+    }
+}
+
 /* Elements [e, e + 16) of a weight row (e a multiple of 16) as two vectors
  * of floats. Exact for every type: f16 and bf16 widen exactly, and a
  * Q8_0/Q4_0 value times its f16 scale needs at most 19 significant bits. */
@@ -185,7 +197,18 @@ KAVX2_INLINE void tile_f(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
     }
     const int64_t k16 = a->k & ~(int64_t)15;
     int64_t e = 0;
-    for (; e < k16; e += 16) step_f(wtype, w, e, x, e, acc, R, T);
+    /* Each step prefetches the same bytes of the next row tile (the rows of
+     * a tile advance in step, more streams than the hardware prefetcher
+     * follows well, and each tile restarts them). */
+    const size_t step_bytes = wrow_bytes(wtype, 32), next = (size_t)R * a->row_bytes;
+    for (; e < k16; e += 16) {
+        if (!(e & 16))
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++)
+                for (size_t o = 0; o < step_bytes; o += 64)
+                    _mm_prefetch((const char *)w[i] + next + (size_t)e / 32 * step_bytes + o, _MM_HINT_T0);
+        step_f(wtype, w, e, x, e, acc, R, T);
+    }
     /* A float row's last k % 16 elements go through zero-padded copies
      * (quantized rows are whole blocks; the reference ignores a partial one). */
     if (e < a->k && (wtype == MCP_GGML_F32 || wtype == MCP_GGML_F16 || wtype == MCP_GGML_BF16)) {
@@ -267,11 +290,15 @@ KAVX2_INLINE void tile_q(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) acc[i][j] = _mm256_setzero_ps();
     }
+    const size_t next = (size_t)R * a->row_bytes; /* prefetch as in tile_f */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wp[TILE_R];
         const mcp_llm_q8_block *xp[TILE_T];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wp[i] = w[i] + (size_t)b * bs;
+        for (int i = 0; i < R; i++) {
+            wp[i] = w[i] + (size_t)b * bs;
+            _mm_prefetch((const char *)wp[i] + next, _MM_HINT_T0);
+        }
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) xp[j] = x[j] + b;
         step_q(wtype, wp, xp, acc, R, T);

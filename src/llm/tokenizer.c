@@ -132,6 +132,7 @@ static const char *const pre_llama3[] = {"llama3", "llama-v3", "llama-bpe", "fal
                                          "midm-2.0", "lfm2", "jina-v5-nano", "dbrx", "smaug-bpe", "chatglm-bpe", NULL};
 static const char *const pre_qwen2[] = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "stablelm2", "hunyuan",
                                         "solar-open", NULL};
+static const char *const pre_qwen35[] = {"qwen35", NULL};
 
 static mcp_status load_pre(mcp_tokenizer *t, const mcp_gguf *g, mcp_err *err)
 {
@@ -154,10 +155,12 @@ static mcp_status load_pre(mcp_tokenizer *t, const mcp_gguf *g, mcp_err *err)
         t->add_bos = true;
     } else if (str_in(pre, pre_qwen2)) {
         t->pretok = MCP__PRETOK_QWEN2;
+    } else if (str_in(pre, pre_qwen35)) {
+        t->pretok = MCP__PRETOK_QWEN35;
     } else {
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
-                           "%s '%s' is not a supported pre-tokenizer (supported: default, gpt-2, llama-bpe, qwen2 "
-                           "and their aliases)",
+                           "%s '%s' is not a supported pre-tokenizer (supported: default, gpt-2, llama-bpe, qwen2, "
+                           "qwen35 and their aliases)",
                            KEY_PRE, t->pre_name);
     }
     return MCP_STATUS_OK;
@@ -573,7 +576,7 @@ static const char *find_bytes(const char *h, size_t hn, const char *s, size_t sn
     for (const char *p = h; p < end;) {
         p = memchr(p, s[0], (size_t)(end - p));
         if (!p) return NULL;
-        if (memcmp(p, s, sn) == 0) return p;
+        if (p[sn - 1] == s[sn - 1] && memcmp(p, s, sn) == 0) return p;
         p++;
     }
     return NULL;
@@ -587,12 +590,25 @@ static mcp_status partition(const mcp_tokenizer *t, const char *text, size_t len
 {
     frags cur = {0}, next = {0};
     if (len) frags_push(&cur, -1, 0, len);
+    /* Which byte pairs occur in the text: a special token whose first two
+     * bytes never do is skipped without a scan (most of them, in most
+     * texts; Qwen2 has some 300 special tokens). */
+    uint64_t pairs[65536 / 64] = {0};
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned pr = (unsigned)(uint8_t)text[i] << 8 | (uint8_t)text[i + 1];
+        pairs[pr / 64] |= 1ull << (pr % 64);
+    }
     for (uint32_t k = 0; k < t->n_special && !cur.failed; k++) {
         int32_t id = t->special[k];
         const mcp__tok_token *tk = &t->tokens[id];
         if (!parse_special && (tk->attr & (MCP__TOK_CONTROL | MCP__TOK_UNKNOWN))) continue;
         const char *s = t->text + tk->text_off;
         size_t sn = tk->text_len;
+        if (sn > len) continue;
+        if (sn >= 2) {
+            unsigned pr = (unsigned)(uint8_t)s[0] << 8 | (uint8_t)s[1];
+            if (!(pairs[pr / 64] >> (pr % 64) & 1)) continue;
+        }
         bool any = false;
         for (size_t i = 0; i < cur.n && !any; i++) {
             const frag *f = &cur.v[i];

@@ -54,9 +54,9 @@ typedef enum mcp_token_type {
  * tokenizer.ggml.model or tokenizer.ggml.pre fails with
  * MCP_STATUS_UNSUPPORTED naming the value. Pre-tokenizers: "default" and
  * GPT-2's names ("gpt-2", "phi-2", ...), Llama 3's ("llama-bpe", "llama3",
- * ...), Qwen2's ("qwen2", "deepseek-r1-qwen", ...); a BPE file without
- * tokenizer.ggml.pre gets GPT-2's, as in llama.cpp. *out is the caller's
- * (mcp_tokenizer_free). */
+ * ...), Qwen2's ("qwen2", "deepseek-r1-qwen", ...), Qwen3.5's ("qwen35");
+ * a BPE file without tokenizer.ggml.pre gets GPT-2's, as in llama.cpp.
+ * *out is the caller's (mcp_tokenizer_free). */
 mcp_status mcp_tokenizer_from_gguf(const mcp_gguf *g, mcp_tokenizer **out, mcp_err *err);
 /* NULL is a no-op. */
 void mcp_tokenizer_free(mcp_tokenizer *t);

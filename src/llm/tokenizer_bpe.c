@@ -122,6 +122,7 @@ enum { CH_L = 1, CH_N = 2, CH_S = 4 }; /* letter, number, \s; none of them: "oth
 typedef struct scan {
     const uint8_t *s;
     size_t n;
+    bool marks_are_letters; /* Qwen3.5: [\p{L}\p{M}]+ where the others have \p{L}+ */
 } scan;
 
 /* The character at byte pos (pos < n): its length, code point and class. */
@@ -143,7 +144,7 @@ static size_t ch_at(const scan *sc, size_t pos, uint32_t *cp, unsigned *cls)
         *cls = CH_S;
     } else {
         mcp_uclass c = mcp_unicode_class(*cp);
-        *cls = c == MCP_UCLASS_L ? CH_L : c == MCP_UCLASS_N ? CH_N : 0;
+        *cls = c == MCP_UCLASS_L || (c == MCP_UCLASS_M && sc->marks_are_letters) ? CH_L : c == MCP_UCLASS_N ? CH_N : 0;
     }
     return len;
 }
@@ -227,7 +228,10 @@ static size_t next_gpt2(const scan *sc, size_t pos)
 
 /* Llama 3 (max_digits 3) and Qwen2 (1):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
- *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * Qwen3.5 is Qwen2's with [\p{L}\p{M}]+ for \p{L}+ and [^\s\p{L}\p{M}\p{N}]
+ * for [^\s\p{L}\p{N}]: the same scanner with marks read as letters (a mark
+ * before letters is also what the optional [^\r\n\p{L}\p{N}] would take). */
 static size_t next_llama3(const scan *sc, size_t pos, unsigned max_digits)
 {
     uint32_t cp;
@@ -402,14 +406,15 @@ static mcp_status bpe_word(const mcp_tokenizer *t, bpe_work *w, const uint8_t *w
 
 mcp_status mcp__bpe_encode(const mcp_tokenizer *t, const char *text, size_t len, mcp__ids *out, mcp_err *err)
 {
-    scan sc = {(const uint8_t *)text, len};
+    scan sc = {(const uint8_t *)text, len, t->pretok == MCP__PRETOK_QWEN35};
     bpe_work w = {0};
     mcp_status st = MCP_STATUS_OK;
     for (size_t pos = 0; pos < len && st == MCP_STATUS_OK;) {
         size_t end;
         switch (t->pretok) {
         case MCP__PRETOK_LLAMA3: end = next_llama3(&sc, pos, 3); break;
-        case MCP__PRETOK_QWEN2: end = next_llama3(&sc, pos, 1); break;
+        case MCP__PRETOK_QWEN2:
+        case MCP__PRETOK_QWEN35: end = next_llama3(&sc, pos, 1); break;
         default: end = next_gpt2(&sc, pos); break;
         }
         MCP_ASSERT(end > pos && end <= len);

@@ -23,6 +23,7 @@ typedef enum mcp__pretok {
     MCP__PRETOK_LLAMA3, /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
                            ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
     MCP__PRETOK_QWEN2,  /* Llama 3's with \p{N} for \p{N}{1,3} */
+    MCP__PRETOK_QWEN35, /* Qwen2's with [\p{L}\p{M}]+ for \p{L}+ */
 } mcp__pretok;
 
 typedef struct mcp__tok_token {

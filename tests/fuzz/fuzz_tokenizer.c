@@ -130,10 +130,11 @@ static void setup(void)
     tiny_bpe("gpt-2");
     tiny_bpe("llama-bpe");
     tiny_bpe("qwen2");
+    tiny_bpe("qwen35");
     tiny_spm();
 #ifdef MCP_LLAMA_CPP_DIR
     /* The real vocabularies, when fetched; absent files are skipped. */
-    static const char *const names[] = {"gpt-2", "llama-bpe", "qwen2", "llama-spm", "phi-3"};
+    static const char *const names[] = {"gpt-2", "llama-bpe", "qwen2", "qwen35", "llama-spm", "phi-3"};
     for (size_t i = 0; i < sizeof names / sizeof names[0] && g_n < MAX_TOKENIZERS; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/models/ggml-vocab-%s.gguf", MCP_LLAMA_CPP_DIR, names[i]);

@@ -34,13 +34,17 @@ _tmp = None
 
 
 def models():
-    """Generates the models once per run."""
+    """The models of LLM_MODELS_DIR (ctest's llm_models fixture writes them),
+    or generated once per run."""
     global _models, _tmp
     if _models is None:
-        _tmp = tempfile.TemporaryDirectory(prefix="mcp-llm-ref-")
-        out = subprocess.run([PY, os.path.join(SRC, "tools", "make_llm_test_models.py"), _tmp.name],
-                             check=True, capture_output=True, text=True).stdout
-        _models = {os.path.basename(p)[:-5]: p for p in out.split()}
+        where = os.environ.get("LLM_MODELS_DIR")
+        if not where:
+            _tmp = tempfile.TemporaryDirectory(prefix="mcp-llm-ref-")
+            where = _tmp.name
+            subprocess.run([PY, os.path.join(SRC, "tools", "make_llm_test_models.py"), where], check=True,
+                           capture_output=True)
+        _models = {f[:-5]: os.path.join(where, f) for f in os.listdir(where) if f.endswith(".gguf")}
     return _models
 
 

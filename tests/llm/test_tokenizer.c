@@ -298,6 +298,15 @@ static int32_t byte_token(uint8_t b)
     return mcp_tokenizer_find(g_tok, s, n);
 }
 
+/* Whether every byte has its token, so no text loses bytes (true of the
+ * vocabularies ctest runs; some others, MPT's, lack a few). */
+static bool covers_bytes(void)
+{
+    for (unsigned b = 0; b < 256; b++)
+        if (byte_token((uint8_t)b) < 0) return false;
+    return true;
+}
+
 static void test_stream(void)
 {
     static const char text[] = "Grüße, 世界! 🦙🚀 naïve café 日本語の テキスト 😶‍🌫️ ✅ Ελληνικά";
@@ -310,6 +319,10 @@ static void test_stream(void)
 
     /* A character split over byte tokens: nothing comes out until its last
      * byte, then all of it. */
+    if (!covers_bytes()) {
+        fprintf(stderr, "    the vocabulary lacks byte tokens: byte-level stream checks skipped\n");
+        return;
+    }
     static const uint8_t llama[] = {0xf0, 0x9f, 0xa6, 0x99}; /* 🦙 */
     int32_t bt[4];
     for (int i = 0; i < 4; i++) bt[i] = byte_token(llama[i]);
@@ -366,6 +379,7 @@ static void test_stream(void)
 
 static void test_invalid_utf8(void)
 {
+    bool lossless = covers_bytes();
 #define LIT(s) {s, sizeof s - 1}
     static const struct {
         const char *s;
@@ -391,7 +405,7 @@ static void test_invalid_utf8(void)
         /* Defined result: the bytes come back exactly. */
         mcp_buf out = {0};
         TU_CHECK_STATUS(mcp_tokenizer_decode(g_tok, ids, n_ids, false, &out, NULL), MCP_STATUS_OK, NULL);
-        TU_CHECK(out.len == cases[i].n && memcmp(out.data, cases[i].s, cases[i].n) == 0);
+        if (lossless) TU_CHECK(out.len == cases[i].n && memcmp(out.data, cases[i].s, cases[i].n) == 0);
         mcp_buf_free(&out);
         mcp_free(ids);
     }
@@ -409,7 +423,7 @@ static void test_invalid_utf8(void)
         if (!encode(g_tok, buf, n, r & 1, r & 2, &ids, &n_ids)) continue;
         mcp_buf out = {0};
         TU_CHECK_STATUS(mcp_tokenizer_decode(g_tok, ids, n_ids, false, &out, NULL), MCP_STATUS_OK, NULL);
-        if (!(r & 2)) TU_CHECK(out.len == n && memcmp(out.data, buf, n) == 0);
+        if (lossless && !(r & 2)) TU_CHECK(out.len == n && memcmp(out.data, buf, n) == 0);
         mcp_buf_free(&out);
         mcp_free(ids);
     }
