@@ -25,7 +25,7 @@ def main(path):
             ours[key]["pp"].append(o["prefill_tokens_per_s"])
             ours[key]["tg"].append(o["decode_tokens_per_s"])
             ours[key]["load_ms"].append(o["load_ms"])
-            ours[key]["bytes"].append(o["weight_bytes"])
+            ours[key]["bytes"].append(o["decode_bytes"])
         else:
             for t in r["result"]:
                 llama[key]["pp" if t["n_gen"] == 0 else "tg"].append(t["avg_ts"])

@@ -61,6 +61,7 @@ typedef struct mcp_llm_info {
     bool rope_neox;
     int64_t n_params;      /* elements of every tensor */
     uint64_t weight_bytes; /* bytes of every tensor, as stored */
+    uint64_t decode_bytes; /* bytes one decode step reads: every weight but the embedding table (unless tied to the output) */
     const char *tokenizer; /* "gpt2 (byte-level BPE, pre llama-bpe)", "llama (SentencePiece)" */
     int32_t bos, eos;      /* -1 when the model has none */
     int threads;

@@ -471,14 +471,15 @@ static int cmd_perf_gguf(int argc, char **argv)
         if (json)
             printf("{\"model\":\"%s\",\"threads\":%d,\"isa\":\"%s\",\"load_ms\":%.2f,\"prompt_tokens\":%d,\"gen_tokens\":%d,"
                    "\"prefill_tokens_per_s\":%.2f,\"prefill_min\":%.2f,\"prefill_max\":%.2f,"
-                   "\"decode_tokens_per_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"weight_bytes\":%llu}\n",
+                   "\"decode_tokens_per_s\":%.2f,\"decode_min\":%.2f,\"decode_max\":%.2f,\"weight_bytes\":%llu,"
+                   "\"decode_bytes\":%llu}\n",
                    path, info.threads, info.isa, load_ms, pp, tg, pp_med, pp_s[0], pp_s[reps - 1], tg_med, tg_s[0],
-                   tg_s[reps - 1], (unsigned long long)info.weight_bytes);
+                   tg_s[reps - 1], (unsigned long long)info.weight_bytes, (unsigned long long)info.decode_bytes);
         else
             printf("%s: load %.1f ms, %d threads (%s)\n  prefill %d tokens: %.1f tokens/s (%.1f-%.1f)\n"
                    "  decode %d tokens: %.1f tokens/s (%.1f-%.1f), %.2f GB/s of weights\n",
                    path, load_ms, info.threads, info.isa, pp, pp_med, pp_s[0], pp_s[reps - 1], tg, tg_med, tg_s[0],
-                   tg_s[reps - 1], tg_med * (double)info.weight_bytes / 1e9);
+                   tg_s[reps - 1], tg_med * (double)info.decode_bytes / 1e9);
     }
     mcp_free(toks);
     mcp_free(pp_s);

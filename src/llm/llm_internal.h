@@ -55,7 +55,7 @@ struct mcp_llm_model {
     int threads;
     bool precise;
     int64_t n_params;
-    uint64_t weight_bytes;
+    uint64_t weight_bytes, decode_bytes;
     struct mcp_tokenizer *tok;
 };
 

@@ -303,6 +303,10 @@ static mcp_status load_tensors(loader *L)
         m->n_params += (int64_t)m->gguf->tensors[i].n_elems;
         m->weight_bytes += m->gguf->tensors[i].nbytes;
     }
+    /* A step reads one row of the embeddings (and of learned positions). */
+    m->decode_bytes = m->weight_bytes;
+    if (m->output.data != m->tok_embd.data) m->decode_bytes -= m->tok_embd.row_bytes * (uint64_t)m->tok_embd.rows;
+    if (m->pos_embd.data) m->decode_bytes -= m->pos_embd.row_bytes * (uint64_t)m->pos_embd.rows;
     return MCP_STATUS_OK;
 }
 
@@ -367,6 +371,7 @@ void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *o)
     o->norm_eps = m->norm_eps;
     o->n_params = m->n_params;
     o->weight_bytes = m->weight_bytes;
+    o->decode_bytes = m->decode_bytes;
     o->tokenizer = m->tokenizer_desc;
     o->bos = mcp_tokenizer_bos(m->tok);
     o->eos = mcp_tokenizer_eos(m->tok);
