@@ -899,3 +899,55 @@ int32_t mcp_tokenizer_find(const mcp_tokenizer *t, const char *text, size_t len)
     if (!t || (!text && len)) return -1;
     return mcp__tok_lookup(t, text ? text : "", len);
 }
+
+bool mcp__grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    size_t cap2 = *cap ? *cap : 64;
+    while (cap2 < need) {
+        if (cap2 > SIZE_MAX / 2) return false;
+        cap2 *= 2;
+    }
+    size_t bytes;
+    if (!mcp_mul_overflow_size(cap2, elem, &bytes)) return false;
+    void *q = mcp_realloc(*p, bytes);
+    if (!q) return false;
+    *p = q;
+    *cap = cap2;
+    return true;
+}
+
+static bool bigram_before(const mcp__bigram *a, const mcp__bigram *b)
+{
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+
+bool mcp__heap_push(mcp__heap *h, mcp__bigram g)
+{
+    if (!mcp__grow((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v)) return false;
+    size_t i = h->n++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!bigram_before(&g, &h->v[up])) break;
+        h->v[i] = h->v[up];
+        i = up;
+    }
+    h->v[i] = g;
+    return true;
+}
+
+mcp__bigram mcp__heap_pop(mcp__heap *h)
+{
+    mcp__bigram top = h->v[0], last = h->v[--h->n];
+    size_t i = 0, n = h->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && bigram_before(&h->v[c + 1], &h->v[c])) c++;
+        if (!bigram_before(&h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (n) h->v[i] = last;
+    return top;
+}

@@ -273,72 +273,13 @@ typedef struct sym {
     int32_t prev, next;
 } sym;
 
-typedef struct bigram {
-    int32_t rank, left, right;
-    uint32_t size;
-} bigram;
-
 typedef struct bpe_work {
     uint8_t *enc;
     size_t enc_cap;
     sym *syms;
     size_t syms_cap;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    mcp__heap heap;
 } bpe_work;
-
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return true;
-    size_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) {
-        if (cap2 > SIZE_MAX / 2) return false;
-        cap2 *= 2;
-    }
-    size_t bytes;
-    if (!mcp_mul_overflow_size(cap2, elem, &bytes)) return false;
-    void *q = mcp_realloc(*p, bytes);
-    if (!q) return false;
-    *p = q;
-    *cap = cap2;
-    return true;
-}
-
-/* Lower rank first, then the leftmost pair. */
-static bool bigram_before(const bigram *a, const bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(bpe_work *w, bigram g)
-{
-    if (!grow((void **)&w->heap, &w->heap_cap, w->heap_n + 1, sizeof *w->heap)) return false;
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!bigram_before(&g, &w->heap[up])) break;
-        w->heap[i] = w->heap[up];
-        i = up;
-    }
-    w->heap[i] = g;
-    return true;
-}
-
-static bigram heap_pop(bpe_work *w)
-{
-    bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!bigram_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
-}
 
 static bool add_bigram(const mcp_tokenizer *t, bpe_work *w, int32_t l, int32_t r)
 {
@@ -346,14 +287,14 @@ static bool add_bigram(const mcp_tokenizer *t, bpe_work *w, int32_t l, int32_t r
     const sym *a = &w->syms[l], *b = &w->syms[r];
     int32_t rank = merge_rank(t, (const char *)w->enc + a->off, a->len, (const char *)w->enc + b->off, b->len);
     if (rank < 0) return true;
-    return heap_push(w, (bigram){rank, l, r, a->len + b->len});
+    return mcp__heap_push(&w->heap, (mcp__bigram){(double)rank, l, r, a->len + b->len});
 }
 
 /* One pre-tokenized word, word[0..m), m >= 1. */
 static mcp_status bpe_word(const mcp_tokenizer *t, bpe_work *w, const uint8_t *word, size_t m, mcp__ids *out,
                            mcp_err *err)
 {
-    if (!grow((void **)&w->enc, &w->enc_cap, 2 * m, 1) || !grow((void **)&w->syms, &w->syms_cap, m, sizeof *w->syms))
+    if (!mcp__grow((void **)&w->enc, &w->enc_cap, 2 * m, 1) || !mcp__grow((void **)&w->syms, &w->syms_cap, m, sizeof *w->syms))
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory encoding a %zu-byte word", m);
     /* One symbol per byte: the byte's GPT-2 character. */
     size_t e = 0;
@@ -370,11 +311,11 @@ static mcp_status bpe_word(const mcp_tokenizer *t, bpe_work *w, const uint8_t *w
             return MCP_STATUS_OK;
         }
     }
-    w->heap_n = 0;
+    w->heap.n = 0;
     bool ok = true;
     for (size_t i = 1; i < m && ok; i++) ok = add_bigram(t, w, (int32_t)i - 1, (int32_t)i);
-    while (ok && w->heap_n) {
-        bigram g = heap_pop(w);
+    while (ok && w->heap.n) {
+        mcp__bigram g = mcp__heap_pop(&w->heap);
         sym *l = &w->syms[g.left], *r = &w->syms[g.right];
         /* Stale: one side has merged since (symbols only grow, so equal
          * sizes mean both are as they were). */
@@ -423,6 +364,6 @@ mcp_status mcp__bpe_encode(const mcp_tokenizer *t, const char *text, size_t len,
     }
     mcp_free(w.enc);
     mcp_free(w.syms);
-    mcp_free(w.heap);
+    mcp_free(w.heap.v);
     return st;
 }

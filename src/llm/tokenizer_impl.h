@@ -85,6 +85,28 @@ typedef struct mcp__ids {
 
 void mcp__ids_push(mcp__ids *o, int32_t id);
 
+/* A candidate merge of two adjacent symbols, for both merge loops: lower
+ * key first (BPE: the merge's rank; SentencePiece: minus the score of the
+ * joined token), then the leftmost pair. */
+typedef struct mcp__bigram {
+    double key;
+    int32_t left, right;
+    uint32_t size;
+} mcp__bigram;
+
+/* A binary min-heap of bigrams. */
+typedef struct mcp__heap {
+    mcp__bigram *v;
+    size_t n, cap;
+} mcp__heap;
+
+/* false when out of memory. */
+bool mcp__heap_push(mcp__heap *h, mcp__bigram g);
+/* The first bigram (h->n > 0). */
+mcp__bigram mcp__heap_pop(mcp__heap *h);
+/* Grows *p to hold `need` elements of `elem` bytes (doubling); false when out of memory. */
+bool mcp__grow(void **p, size_t *cap, size_t need, size_t elem);
+
 /* Hashing for the maps: mcp__tok_mix(mcp__tok_hash(p, n, MCP__TOK_HASH_SEED)).
  * The hash is unseeded: the tables are built from the model file, and text
  * only looks up, so input cannot lengthen the probe chains. */

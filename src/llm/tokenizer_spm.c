@@ -14,63 +14,12 @@ typedef struct sym {
     int32_t prev, next;
 } sym;
 
-typedef struct bigram {
-    float score;
-    int32_t left, right;
-    uint32_t size;
-} bigram;
-
 typedef struct spm_work {
     const mcp_tokenizer *t;
     char *text;
     sym *syms;
-    bigram *heap;
-    size_t heap_n, heap_cap;
+    mcp__heap heap;
 } spm_work;
-
-/* Higher score first, then the leftmost pair. */
-static bool bigram_before(const bigram *a, const bigram *b)
-{
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool heap_push(spm_work *w, bigram g)
-{
-    if (w->heap_n == w->heap_cap) {
-        size_t cap = w->heap_cap ? w->heap_cap * 2 : 64;
-        size_t bytes;
-        if (!mcp_mul_overflow_size(cap, sizeof *w->heap, &bytes)) return false;
-        bigram *h = mcp_realloc(w->heap, bytes);
-        if (!h) return false;
-        w->heap = h;
-        w->heap_cap = cap;
-    }
-    size_t i = w->heap_n++;
-    while (i > 0) {
-        size_t up = (i - 1) / 2;
-        if (!bigram_before(&g, &w->heap[up])) break;
-        w->heap[i] = w->heap[up];
-        i = up;
-    }
-    w->heap[i] = g;
-    return true;
-}
-
-static bigram heap_pop(spm_work *w)
-{
-    bigram top = w->heap[0], last = w->heap[--w->heap_n];
-    size_t i = 0, n = w->heap_n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && bigram_before(&w->heap[c + 1], &w->heap[c])) c++;
-        if (!bigram_before(&w->heap[c], &last)) break;
-        w->heap[i] = w->heap[c];
-        i = c;
-    }
-    if (n) w->heap[i] = last;
-    return top;
-}
 
 /* Adjacent symbols are adjacent in the text, so their joined text is one
  * slice of it. */
@@ -80,7 +29,7 @@ static bool add_bigram(spm_work *w, int32_t l, int32_t r)
     const sym *a = &w->syms[l], *b = &w->syms[r];
     int32_t id = mcp__tok_lookup(w->t, w->text + a->off, a->len + b->len);
     if (id < 0) return true;
-    return heap_push(w, (bigram){w->t->tokens[id].score, l, r, a->len + b->len});
+    return mcp__heap_push(&w->heap, (mcp__bigram){-(double)w->t->tokens[id].score, l, r, a->len + b->len});
 }
 
 static mcp_status spm_run(spm_work *w, size_t n, mcp__ids *out, mcp_err *err)
@@ -99,8 +48,8 @@ static mcp_status spm_run(spm_work *w, size_t n, mcp__ids *out, mcp_err *err)
     }
     bool ok = true;
     for (size_t i = 1; i < n_sym && ok; i++) ok = add_bigram(w, (int32_t)i - 1, (int32_t)i);
-    while (ok && w->heap_n) {
-        bigram g = heap_pop(w);
+    while (ok && w->heap.n) {
+        mcp__bigram g = mcp__heap_pop(&w->heap);
         sym *l = &w->syms[g.left], *r = &w->syms[g.right];
         /* Stale: a side merged since (sizes only grow). */
         if (l->len == 0 || r->len == 0 || l->len + r->len != g.size) continue;
@@ -141,7 +90,7 @@ mcp_status mcp__spm_encode(const mcp_tokenizer *t, const char *text, size_t len,
     size_t n_spaces = space_prefix ? 1 : 0;
     for (size_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
     size_t n = len + (space_prefix ? 1 : 0) + 2 * n_spaces;
-    spm_work w = {t, NULL, NULL, NULL, 0, 0};
+    spm_work w = {t, NULL, NULL, {NULL, 0, 0}};
     size_t sym_bytes;
     w.text = mcp_malloc(n ? n : 1);
     w.syms = mcp_mul_overflow_size(n ? n : 1, sizeof *w.syms, &sym_bytes) ? mcp_malloc(sym_bytes) : NULL;
@@ -162,6 +111,6 @@ mcp_status mcp__spm_encode(const mcp_tokenizer *t, const char *text, size_t len,
     }
     mcp_free(w.text);
     mcp_free(w.syms);
-    mcp_free(w.heap);
+    mcp_free(w.heap.v);
     return st;
 }
