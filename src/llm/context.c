@@ -199,15 +199,46 @@ static void add_bias(const llm_vec *b, float *y, int64_t ld, int n)
     for (int t = 0; t < n; t++) mcp_llm_add(y + (int64_t)t * ld, b->data, b->n);
 }
 
-static void norm_rows(step *S, const llm_vec *w, const llm_vec *b, const float *x, float *out, int n)
+static void norm_row(const mcp_llm_model *m, const llm_vec *w, const llm_vec *b, const float *x, float *out)
 {
-    const mcp_llm_model *m = S->m;
+    if (m->arch == LLM_ARCH_GPT2) mcp_llm_layernorm(x, w->data, b->data, m->n_embd, m->norm_eps, out);
+    else mcp_llm_rmsnorm(x, w->data, m->n_embd, m->norm_eps, out);
+}
+
+/* x += add (+ add_b): a residual, when add is given; ends with a barrier. */
+static void residual(step *S, const float *add, const llm_vec *add_b)
+{
+    const int64_t e = S->m->n_embd;
 #pragma omp for schedule(static)
-    for (int t = 0; t < n; t++) {
-        const float *xi = x + (int64_t)t * m->n_embd;
-        float *oi = out + (int64_t)t * m->n_embd;
-        if (m->arch == LLM_ARCH_GPT2) mcp_llm_layernorm(xi, w->data, b->data, m->n_embd, m->norm_eps, oi);
-        else mcp_llm_rmsnorm(xi, w->data, m->n_embd, m->norm_eps, oi);
+    for (int t = 0; t < S->T; t++) {
+        float *xi = S->c->x + (int64_t)t * e;
+        const float *ai = add + (int64_t)t * e;
+        if (add_b->data)
+            for (int64_t i = 0; i < e; i++) xi[i] += ai[i] + add_b->data[i];
+        else mcp_llm_add(xi, ai, e);
+    }
+}
+
+/* Per token, in one pass: the residual x += add (+ add_b) when add is given
+ * (the previous product's output), h = norm(x), and h in the form `act`
+ * in the activation buffer. One barrier for the three. add may be h. */
+static void resid_norm_act(step *S, const float *add, const llm_vec *add_b, const llm_vec *w, const llm_vec *b,
+                           mcp_llm_act act)
+{
+    mcp_llm_context *c = S->c;
+    const int64_t e = S->m->n_embd;
+    const size_t rb = mcp_llm_act_row_bytes(act, e);
+#pragma omp for schedule(static)
+    for (int t = 0; t < S->T; t++) {
+        float *xi = c->x + (int64_t)t * e, *hi = c->h + (int64_t)t * e;
+        if (add) {
+            const float *ai = add + (int64_t)t * e;
+            if (add_b->data)
+                for (int64_t i = 0; i < e; i++) xi[i] += ai[i] + add_b->data[i];
+            else mcp_llm_add(xi, ai, e);
+        }
+        norm_row(S->m, w, b, xi, hi);
+        mcp_llm_act_quantize(act, hi, e, c->act + (size_t)t * rb);
     }
 }
 
@@ -233,7 +264,9 @@ static void store_kv(const mcp_llm_context *c, uint8_t *dst, const float *src, i
 
 static int tok_seq(const mcp_llm_batch *b, int t) { return b->seq ? b->seq[t] : 0; }
 
-static void layer_forward(step *S, int64_t il)
+/* One layer. The previous layer's last residual (its down projection, in
+ * h) is added here, fused with this layer's first norm. */
+static void layer_forward(step *S, int64_t il, const llm_layer *prev)
 {
     mcp_llm_context *c = S->c;
     const mcp_llm_model *m = S->m;
@@ -242,17 +275,16 @@ static void layer_forward(step *S, int64_t il)
     const int64_t e = m->n_embd, hd = m->head_dim, qd = m->n_head * hd, kvd = m->n_head_kv * hd;
     const bool gpt2 = m->arch == LLM_ARCH_GPT2;
 
-    norm_rows(S, &l->attn_norm, &l->attn_norm_b, c->x, c->h, T);
     /* Q, K, V: GPT-2 has one fused matrix, split after. */
     int64_t ldq = qd;
+    resid_norm_act(S, prev ? c->h : NULL, prev ? &prev->ffn_down_b : NULL, &l->attn_norm, &l->attn_norm_b,
+                   gpt2 ? l->wqkv.act : l->wq.act);
     if (gpt2) {
         ldq = qd + 2 * kvd;
-        prep_act(S, c->h, e, T, e, l->wqkv.act);
         gemm_part(S, &l->wqkv, T, c->q, ldq);
 #pragma omp barrier
         add_bias(&l->bqkv, c->q, ldq, T);
     } else {
-        prep_act(S, c->h, e, T, e, l->wq.act);
         gemm_part(S, &l->wq, T, c->q, qd);
         if (l->wk.act != l->wq.act) {
 #pragma omp barrier
@@ -308,19 +340,11 @@ static void layer_forward(step *S, int64_t il)
         mcp_llm_attend(c->q + (int64_t)t * ldq + h * hd, &view, hd, c->tok_pos[t] + 1, scale, scores,
                        c->att + (int64_t)t * qd + h * hd);
     }
-    /* Output projection, residual. */
+    /* Output projection; its residual is fused with the feed-forward norm. */
     prep_act(S, c->att, qd, T, qd, l->wo.act);
     gemm_part(S, &l->wo, T, c->h, e);
 #pragma omp barrier
-#pragma omp for schedule(static)
-    for (int t = 0; t < T; t++) {
-        float *hi = c->h + (int64_t)t * e;
-        if (l->bo.data) mcp_llm_add(hi, l->bo.data, e);
-        mcp_llm_add(c->x + (int64_t)t * e, hi, e);
-    }
-    /* Feed-forward. */
-    norm_rows(S, &l->ffn_norm, &l->ffn_norm_b, c->x, c->h, T);
-    prep_act(S, c->h, e, T, e, l->ffn_up.act);
+    resid_norm_act(S, c->h, &l->bo, &l->ffn_norm, &l->ffn_norm_b, l->ffn_up.act);
     gemm_part(S, &l->ffn_up, T, c->ff_b, m->n_ff);
     if (!gpt2) {
         if (l->ffn_gate.act != l->ffn_up.act) {
@@ -330,6 +354,8 @@ static void layer_forward(step *S, int64_t il)
         gemm_part(S, &l->ffn_gate, T, c->ff_a, m->n_ff);
     }
 #pragma omp barrier
+    /* The gated activation and its quantization in one pass. */
+    const size_t rb = mcp_llm_act_row_bytes(l->ffn_down.act, m->n_ff);
 #pragma omp for schedule(static)
     for (int t = 0; t < T; t++) {
         float *up = c->ff_b + (int64_t)t * m->n_ff, *a = c->ff_a + (int64_t)t * m->n_ff;
@@ -339,16 +365,10 @@ static void layer_forward(step *S, int64_t il)
         } else {
             mcp_llm_swiglu(a, up, m->n_ff, a);
         }
+        mcp_llm_act_quantize(l->ffn_down.act, a, m->n_ff, c->act + (size_t)t * rb);
     }
-    prep_act(S, c->ff_a, m->n_ff, T, m->n_ff, l->ffn_down.act);
     gemm_part(S, &l->ffn_down, T, c->h, e);
 #pragma omp barrier
-#pragma omp for schedule(static)
-    for (int t = 0; t < T; t++) {
-        float *hi = c->h + (int64_t)t * e;
-        if (l->ffn_down_b.data) mcp_llm_add(hi, l->ffn_down_b.data, e);
-        mcp_llm_add(c->x + (int64_t)t * e, hi, e);
-    }
 }
 
 static void forward(step *S)
@@ -370,14 +390,12 @@ static void forward(step *S)
                 mcp_llm_add(xi, tmp, e);
             }
         }
-        for (int64_t il = 0; il < m->n_layer; il++) layer_forward(S, il);
+        for (int64_t il = 0; il < m->n_layer; il++) layer_forward(S, il, il ? &m->layers[il - 1] : NULL);
+        residual(S, c->h, &m->layers[m->n_layer - 1].ffn_down_b);
         /* The final norm of the rows whose logits are wanted, packed. */
 #pragma omp for schedule(static)
         for (int i = 0; i < S->n_out; i++) {
-            const float *xi = c->x + (int64_t)S->out_rows[i] * e;
-            float *hi = c->h + (int64_t)i * e;
-            if (m->arch == LLM_ARCH_GPT2) mcp_llm_layernorm(xi, m->output_norm.data, m->output_norm_b.data, e, m->norm_eps, hi);
-            else mcp_llm_rmsnorm(xi, m->output_norm.data, e, m->norm_eps, hi);
+            norm_row(m, &m->output_norm, &m->output_norm_b, c->x + (int64_t)S->out_rows[i] * e, c->h + (int64_t)i * e);
         }
         prep_act(S, c->h, e, S->n_out, e, m->output.act);
         gemm_part(S, &m->output, S->n_out, c->logits, m->n_vocab);
