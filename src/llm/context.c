@@ -105,7 +105,8 @@ mcp_status mcp_llm_context_create(const mcp_llm_model *m, const mcp_llm_context_
     c->att = falloc(T * qd);
     c->ff_a = falloc(T * m->n_ff);
     c->ff_b = falloc(T * m->n_ff);
-    c->scores = falloc(nt * o.n_ctx);
+    c->scores_stride = o.n_ctx > m->head_dim ? o.n_ctx : m->head_dim;
+    c->scores = falloc(nt * c->scores_stride);
     c->act_cap = (size_t)T * mcp_llm_act_row_bytes(MCP_LLM_ACT_F32, kmax);
     c->act = mcp_malloc(c->act_cap);
     c->tok_pos = mcp_malloc((size_t)T * sizeof *c->tok_pos);
@@ -256,10 +257,8 @@ static void store_kv(const mcp_llm_context *c, uint8_t *dst, const float *src, i
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
-    for (int64_t i = 0; i < n; i++) {
-        uint16_t h = mcp_f32_to_f16(src[i]);
-        memcpy(dst + 2 * i, &h, 2);
-    }
+    /* Blocks are aligned and rows of heads even-sized: 2-byte aligned. */
+    mcp_llm_f32_to_f16_row(src, (uint16_t *)(void *)dst, n);
 }
 
 static int tok_seq(const mcp_llm_batch *b, int t) { return b->seq ? b->seq[t] : 0; }
@@ -309,8 +308,11 @@ static void layer_forward(step *S, int64_t il, const llm_layer *prev)
         float *v = gpt2 ? q + qd + kvd : c->v + (int64_t)t * kvd;
         const int64_t pos = c->tok_pos[t];
         if (m->n_rot > 0) {
-            for (int64_t h = 0; h < m->n_head; h++) mcp_llm_rope(q + h * hd, m->n_rot, pos, m->inv_freq, m->rope_neox);
-            for (int64_t h = 0; h < m->n_head_kv; h++) mcp_llm_rope(k + h * hd, m->n_rot, pos, m->inv_freq, m->rope_neox);
+            /* The angles once per token, for every head. */
+            float *cs = c->scores + (size_t)omp_get_thread_num() * (size_t)c->scores_stride;
+            mcp_llm_rope_angles(m->n_rot, pos, m->inv_freq, cs);
+            for (int64_t h = 0; h < m->n_head; h++) mcp_llm_rope(q + h * hd, m->n_rot, cs, m->rope_neox);
+            for (int64_t h = 0; h < m->n_head_kv; h++) mcp_llm_rope(k + h * hd, m->n_rot, cs, m->rope_neox);
         }
         const llm_seq *s = &c->seqs[tok_seq(S->b, t)];
         store_kv(c, kv_slot(c, s, il, pos, 0), k, kvd);
@@ -323,7 +325,7 @@ static void layer_forward(step *S, int64_t il, const llm_layer *prev)
     const int tid = omp_get_thread_num();
     const int64_t per_thread = (c->o.n_ctx + bt - 1) / bt;
     const uint8_t **ptrs = c->block_ptrs + (size_t)tid * (size_t)per_thread;
-    float *scores = c->scores + (size_t)tid * (size_t)c->o.n_ctx;
+    float *scores = c->scores + (size_t)tid * (size_t)c->scores_stride;
     int last_seq = -1;
 #pragma omp for schedule(static)
     for (int64_t th = 0; th < (int64_t)T * m->n_head; th++) {

@@ -109,3 +109,10 @@ void mcp_llm_softmax(float *x, int64_t n)
     if (t && t->softmax) t->softmax(x, n);
     else mcp_llm_softmax_ref(x, n);
 }
+
+void mcp_llm_f32_to_f16_row(const float *x, uint16_t *out, int64_t n)
+{
+    const mcp_llm_kernels *t = table();
+    if (t && t->f32_to_f16_row) t->f32_to_f16_row(x, out, n);
+    else mcp_llm_f32_to_f16_row_ref(x, out, n);
+}

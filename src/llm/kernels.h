@@ -87,11 +87,15 @@ void mcp_llm_dequantize_row(uint32_t wtype, const uint8_t *row, int64_t k, float
 void mcp_llm_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out);
 /* out = (x - mean) / sqrt(var + eps) * w + b (b may be NULL) */
 void mcp_llm_layernorm(const float *x, const float *w, const float *b, int64_t n, float eps, float *out);
-/* Rotary embedding of one head at position `pos`, rotating its first `n_rot`
- * dimensions by theta_i = pos * inv_freq[i] (i < n_rot / 2; the model
- * computes inv_freq from the base, the scaling and any per-dimension
- * factors). neox: pairs (i, i + n_rot/2); otherwise pairs (2i, 2i+1). */
-void mcp_llm_rope(float *x, int64_t n_rot, int64_t pos, const float *inv_freq, bool neox);
+/* Rotary embedding: mcp_llm_rope_angles fills cs with (cos, sin) of
+ * pos * inv_freq[i] for i < n_rot / 2, once per token; mcp_llm_rope rotates
+ * the first n_rot dimensions of one head by them (the model computes
+ * inv_freq from the base, the scaling and any per-dimension factors).
+ * neox: pairs (i, i + n_rot/2); otherwise pairs (2i, 2i+1). */
+void mcp_llm_rope_angles(int64_t n_rot, int64_t pos, const float *inv_freq, float *cs);
+void mcp_llm_rope(float *x, int64_t n_rot, const float *cs, bool neox);
+/* n floats to IEEE half precision (round to nearest even): the F16 KV cache. */
+void mcp_llm_f32_to_f16_row(const float *x, uint16_t *out, int64_t n);
 /* In-place softmax over n values. */
 void mcp_llm_softmax(float *x, int64_t n);
 /* out[i] = silu(gate[i]) * up[i] */
@@ -132,6 +136,7 @@ typedef struct mcp_llm_kernels {
     void (*rmsnorm)(const float *x, const float *w, int64_t n, float eps, float *out);
     void (*swiglu)(const float *gate, const float *up, int64_t n, float *out);
     void (*softmax)(float *x, int64_t n);
+    void (*f32_to_f16_row)(const float *x, uint16_t *out, int64_t n);
 } mcp_llm_kernels;
 extern const mcp_llm_kernels mcp_llm_kernels_avx2;
 extern const mcp_llm_kernels mcp_llm_kernels_avx512;
@@ -144,5 +149,6 @@ void mcp_llm_attend_ref(const float *q, const mcp_llm_kv_view *kv, int64_t head_
 void mcp_llm_rmsnorm_ref(const float *x, const float *w, int64_t n, float eps, float *out);
 void mcp_llm_swiglu_ref(const float *gate, const float *up, int64_t n, float *out);
 void mcp_llm_softmax_ref(float *x, int64_t n);
+void mcp_llm_f32_to_f16_row_ref(const float *x, uint16_t *out, int64_t n);
 
 #endif

@@ -208,17 +208,30 @@ void mcp_llm_layernorm(const float *x, const float *w, const float *b, int64_t n
     }
 }
 
-void mcp_llm_rope(float *x, int64_t n_rot, int64_t pos, const float *inv_freq, bool neox)
+void mcp_llm_rope_angles(int64_t n_rot, int64_t pos, const float *inv_freq, float *cs)
+{
+    for (int64_t i = 0; i < n_rot / 2; i++) {
+        double theta = (double)pos * (double)inv_freq[i];
+        cs[2 * i] = (float)cos(theta);
+        cs[2 * i + 1] = (float)sin(theta);
+    }
+}
+
+void mcp_llm_rope(float *x, int64_t n_rot, const float *cs, bool neox)
 {
     const int64_t half = n_rot / 2;
     for (int64_t i = 0; i < half; i++) {
-        double theta = (double)pos * (double)inv_freq[i];
-        float c = (float)cos(theta), s = (float)sin(theta);
+        const float c = cs[2 * i], s = cs[2 * i + 1];
         int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;
     }
+}
+
+void mcp_llm_f32_to_f16_row_ref(const float *x, uint16_t *out, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) out[i] = mcp_f32_to_f16(x[i]);
 }
 
 void mcp_llm_softmax_ref(float *x, int64_t n)

@@ -83,6 +83,7 @@ struct mcp_llm_context {
     uint8_t *act;
     size_t act_cap;
     int n_logits, logits_cap;
+    int64_t scores_stride; /* floats per thread in scores: attention weights, RoPE angles */
     int64_t *seq_add; /* per sequence: tokens this step adds */
     int32_t *tok_pos; /* each batch token's position */
     const uint8_t **block_ptrs; /* per thread: one sequence's block pointers */
