@@ -3,10 +3,11 @@
 # is deterministic and the same as --json's text, a seed repeats a sampled
 # run, stop strings cut the text, --max-tokens bounds it; bad arguments and
 # bad files exit non-zero naming the problem.
-#   test_mcpctl_llm.sh MCPCTL MODELS_DIR (tools/make_llm_test_models.py)
+#   test_mcpctl_llm.sh MCPCTL MODELS_DIR (tools/make_llm_test_models.py) DEMO_DIR
 set -u
 MCPCTL=$1
 MODELS=$2
+DEMO=$3
 M=$MODELS/llama-Q8_0.gguf
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -62,6 +63,20 @@ import json,sys; d=json.load(open(sys.argv[1]))
 assert d['prefill_tokens_per_s'] > 0 and d['decode_tokens_per_s'] > 0 and d['prompt_tokens'] == 32, d
 assert d['decode_bytes'] <= d['weight_bytes'], d" "$TMP/p"
 check "perf --json reports prefill and decode" $?
+
+# The demo model writes English: common words, printable text, an end.
+"$MCPCTL" generate "$DEMO/fortunes.gguf" --prompt "The secret of life is" --max-tokens 60 --greedy --json > "$TMP/d" 2>/dev/null
+/usr/bin/python3 - "$TMP/d" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+t = d["text"]
+words = re.findall(r"[a-z']+", t.lower())
+common = {"the", "a", "to", "of", "and", "is", "be", "in", "it", "that", "you", "not", "best", "thing", "done"}
+assert len(words) >= 4 and sum(w in common for w in words) >= 3, t
+assert all(c.isprintable() or c in "\n\t" for c in t), repr(t)
+assert d["completion_tokens"] >= 4, d
+PY
+check "the demo model writes English ($(head -c 120 "$TMP/d"))" $?
 
 expect_error() { # description, pattern, command...
   local desc=$1 pattern=$2
