@@ -50,13 +50,45 @@ typedef struct mcp_llm_q8_block {
     int8_t qs[MCP_LLM_QK];
 } mcp_llm_q8_block;
 
+/* A Q8 activation row of k elements (k a multiple of 32, nb = k / 32
+ * blocks) holds the same values twice, in two layouts:
+ *
+ * 1. At the start, the nb blocks in order (mcp_llm_q8_block): the form
+ *    products that stream weights (decode) combine with GGUF blocks as
+ *    they lie.
+ * 2. At mcp_llm_q8_grouped_offset(k), the grouped form, which loads
+ *    straight into vpdpbusd operands once the weights are repacked alike
+ *    (prefill). The blocks are taken in groups of g: nb / 16 groups of 16,
+ *    then one group each of 8, 4 and 2 as the binary digits of the rest say
+ *    (the rest rounded up to even; the block that pads it has d = 0 and
+ *    qs = 0). A group of g blocks is D = g / 2 vectors of 16 four-byte
+ *    lanes: byte c of lane L of vector v is element 4 * (v + D * (L / g)) + c
+ *    of block L % g, so every lane belongs to one block. After the vectors
+ *    come 16 floats (lane L: d of its block), then 16 int32 (-8 times the
+ *    sum of the lane's bytes), then 16 int32 (-128 times it): a group is
+ *    MCP_LLM_Q8_GROUP_BYTES(g) bytes.
+ *
+ * Both parts are written in full by mcp_llm_act_quantize, padding included
+ * (zero bytes), so rows compare with memcmp. */
+#define MCP_LLM_Q8_GROUP_BYTES(g) ((size_t)(g) * 32u + 192u)
+size_t mcp_llm_q8_grouped_offset(int64_t k);
+size_t mcp_llm_q8_grouped_bytes(int64_t k);
+/* The grouped form from the blocks, the reference's (the fast quantizers
+ * call these for what they do not vectorize): of one group (`first` its
+ * first block, g its size, out its start), and of a whole row whose blocks
+ * are written (the pad before the grouped form zeroed, then every group). */
+void mcp_llm_q8_group_ref(const mcp_llm_q8_block *blocks, int64_t nb, int64_t first, int g, uint8_t *out);
+void mcp_llm_q8_group_row_ref(mcp_llm_q8_block *row, int64_t k);
+
 /* Whether weights of GGUF type `wtype` multiply activations presented as `act`. */
 bool mcp_llm_gemm_supported(uint32_t wtype, mcp_llm_act act);
 /* The activation form the fast path uses for `wtype`: Q8 for Q8_0/Q4_0, F32 otherwise. */
 mcp_llm_act mcp_llm_act_for(uint32_t wtype);
-/* Bytes of one activation row of k elements (k a multiple of 32 for Q8). */
+/* Bytes of one activation row of k elements (k a multiple of 32 for Q8; a
+ * multiple of 64 bytes for Q8). */
 size_t mcp_llm_act_row_bytes(mcp_llm_act act, int64_t k);
-/* x (k floats) into its `act` form at out (F32: copied). */
+/* x (k floats) into its `act` form at out (F32: copied; Q8: both layouts
+ * above, act_row_bytes in all). */
 void mcp_llm_act_quantize(mcp_llm_act act, const float *x, int64_t k, void *out);
 
 /* y[t * y_stride + r] = dot(row r of W, activation row t), for r in
@@ -130,6 +162,7 @@ typedef struct mcp_llm_kernels {
     /* Whether gemm handles this weight type and activation form. */
     bool (*gemm_has)(uint32_t wtype, mcp_llm_act act);
     void (*gemm)(const mcp_llm_gemm_args *a);
+    /* A whole Q8 row (both layouts) at out. */
     void (*act_quantize_q8)(const float *x, int64_t k, mcp_llm_q8_block *out);
     void (*attend)(const float *q, const mcp_llm_kv_view *kv, int64_t head_dim, int64_t n_pos, float scale, float *scratch,
                    float *out);

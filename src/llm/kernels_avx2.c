@@ -376,6 +376,35 @@ static KAVX2 void act_quantize_q8(const float *x, int64_t k, mcp_llm_q8_block *o
         out[b].d = d;
         out[b].sum = _mm_cvtsi128_si32(s4);
     }
+    /* The grouped form serves only the AVX-512 VNNI products; a portable
+     * copy of bytes is enough here. */
+    mcp_llm_q8_group_row_ref(out, k);
+}
+
+/* ---- f32 to f16 (the KV cache) ---- */
+
+KAVX2_INLINE __m128i f16x8(__m256 v)
+{
+    __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* Rounding, overflow and subnormals agree with the reference; a NaN
+     * keeps payload bits here, where the reference gives the quiet NaN. */
+    __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m128i n16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+    __m128i q = _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16((short)0x8000)), _mm_set1_epi16(0x7e00));
+    return _mm_blendv_epi8(h, q, n16);
+}
+
+static KAVX2 void f32_to_f16_row(const float *x, uint16_t *out, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(out + i), f16x8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        float b[8] = {0};
+        uint16_t h[8];
+        memcpy(b, x + i, (size_t)(n - i) * sizeof *x);
+        _mm_storeu_si128((__m128i *)h, f16x8(_mm256_loadu_ps(b)));
+        memcpy(out + i, h, (size_t)(n - i) * sizeof *out);
+    }
 }
 
 /* ---- Per-token operations ---- */
@@ -595,4 +624,5 @@ const mcp_llm_kernels mcp_llm_kernels_avx2 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .softmax = softmax,
+    .f32_to_f16_row = f32_to_f16_row,
 };

@@ -258,135 +258,484 @@ K512_INLINE __m512i load2x256(const void *p0, const void *p1)
                               _mm256_loadu_si256((const __m256i *)p1), 1);
 }
 
-K512_INLINE int32_t load_i32(const uint8_t *p)
+
+/* ---- Q8 activations, prefill: weights repacked into the grouped form ----
+ *
+ * With many tokens, each row tile's weights are repacked once per call (per
+ * token chunk) into the layout of the activations' grouped form (kernels.h),
+ * in a buffer on the stack that stays in L1, and every token tile then
+ * reuses them. There every lane of a vector belongs to one block, so eight
+ * vpdpbusd (16 blocks, 512 products) go before the one conversion, multiply
+ * and FMA that apply the scales; in the quad form above it is two before
+ * three. vpdpbusd and the float work share ports 0 and 5 here (measured:
+ * twelve independent vpdpbusd retire in 6.6 cycles, eight with four FMAs in
+ * 6.5), so that is 11 instead of 20 vector uops per 512 products, and no
+ * shuffles of activations at all. The integer sums start from the
+ * activations' precomputed -8 or -128 times their sums, which takes the
+ * weights' offset off in the same way as the quad form.
+ *
+ * Tiles are PF_R rows x PF_T tokens: PF_R * PF_T float and as many int32
+ * accumulators, PF_R weight and PF_T activation vectors: 31 of the 32
+ * registers. k is cut into segments of PF_SEG groups so that the repacked
+ * rows of a tile fit in L1; later segments add to y. */
+
+enum {
+    DQ_R = 8, /* rows per decode tile */
+    PF_R = 4,
+    PF_T = 3,
+    PF_SEG = 12,     /* groups of 16 blocks per segment of k */
+};
+#define PF_CHUNK_BYTES (1024u * 1024u) /* grouped activation bytes of a token chunk, kept in L2 */
+/* Repacked bytes of one row's group of 16 blocks: 8 vectors and the scales. */
+#define PF_GROUP_BYTES (9u * 64u)
+
+/* The 16 x 8 transpose that turns x[j] (blocks 2j and 2j + 1, their eight
+ * dwords each in order) into v[d] (dword d of the 16 blocks): three rounds
+ * of two-source permutes, each halving the dwords a vector holds per block. */
+K512_INLINE void transpose_group(const __m512i x[8], __m512i v[8])
 {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
+    const __m512i lo1 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i lo2 = _mm512_setr_epi32(0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29);
+    const __m512i lo3 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i hi1 = _mm512_add_epi32(lo1, _mm512_set1_epi32(4)), hi2 = _mm512_add_epi32(lo2, _mm512_set1_epi32(2)),
+                  hi3 = _mm512_add_epi32(lo3, _mm512_set1_epi32(1));
+    __m512i y[4][2], z[2][2][2];
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        y[p][0] = _mm512_permutex2var_epi32(x[2 * p], lo1, x[2 * p + 1]);
+        y[p][1] = _mm512_permutex2var_epi32(x[2 * p], hi1, x[2 * p + 1]);
+    }
+#pragma GCC unroll 2
+    for (int q = 0; q < 2; q++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            z[q][h][0] = _mm512_permutex2var_epi32(y[2 * q][h], lo2, y[2 * q + 1][h]);
+            z[q][h][1] = _mm512_permutex2var_epi32(y[2 * q][h], hi2, y[2 * q + 1][h]);
+        }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++) {
+            v[4 * h + 2 * e] = _mm512_permutex2var_epi32(z[0][h][e], lo3, z[1][h][e]);
+            v[4 * h + 2 * e + 1] = _mm512_permutex2var_epi32(z[0][h][e], hi3, z[1][h][e]);
+        }
 }
 
-/* Four f16 scales `stride` bytes apart, each repeated over its block's four
- * lanes. Dword broadcasts from memory cost no shuffle; gathering the four
- * halves with vpinsrw took seven more shuffle-port uops per row and step,
- * and decode is bound by those ports. */
-K512_INLINE __m512 quad_scales(const uint8_t *p, size_t stride)
+/* 16 blocks of a weight row (p the first) into their grouped form at out
+ * (64-byte aligned): values made unsigned as in the quad form, then the scales. */
+KVNNI_INLINE void repack_group16(uint32_t wtype, const uint8_t *p, uint8_t *out)
 {
-    __m512i v = _mm512_set1_epi32(load_i32(p));
-    v = _mm512_mask_set1_epi32(v, 0x00F0, load_i32(p + stride));
-    v = _mm512_mask_set1_epi32(v, 0x0F00, load_i32(p + 2 * stride));
-    v = _mm512_mask_set1_epi32(v, 0xF000, load_i32(p + 3 * stride));
-    return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+    const size_t bs = wtype == MCP_GGML_Q8_0 ? 34 : 18;
+    __m512i x[8], v[8];
+    if (wtype == MCP_GGML_Q8_0) {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) x[j] = _mm512_xor_si512(load2x256(p + 2 * j * bs + 2, p + (2 * j + 1) * bs + 2), flip);
+    } else {
+        /* Each block's 16 bytes twice, low nibbles from the first copy and
+         * high ones from the second: elements 0-15, then 16-31. */
+        const __m512i sh = _mm512_setr_epi64(0, 0, 0x0004000400040004ll, 0x0004000400040004ll, 0, 0,
+                                             0x0004000400040004ll, 0x0004000400040004ll);
+        const __m512i m4 = _mm512_set1_epi8(0x0F);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            __m512i b = _mm512_castsi256_si512(_mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2 * j * bs + 2))),
+                _mm_loadu_si128((const __m128i *)(p + (2 * j + 1) * bs + 2)), 1));
+            b = _mm512_shuffle_i64x2(b, b, _MM_SHUFFLE(1, 1, 0, 0));
+            x[j] = _mm512_and_si512(_mm512_srlv_epi16(b, sh), m4);
+        }
+    }
+    transpose_group(x, v);
+#pragma GCC unroll 8
+    for (int d = 0; d < 8; d++) _mm512_store_si512((__m512i *)(out + 64 * d), v[d]);
+    uint16_t h[16];
+    for (int l = 0; l < 16; l++) memcpy(&h[l], p + (size_t)l * bs, 2);
+    _mm512_store_ps((float *)(void *)(out + 512), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)));
 }
 
-KVNNI_INLINE void quad_w(uint32_t wtype, const uint8_t *p, __m512i *wl, __m512i *wh, __m512 *dw)
+/* A tail group of g < 16 blocks (first its first, of nb in the row) in the
+ * same form, byte by byte: D = g / 2 vectors, then the scales. */
+static K512 void repack_tail(uint32_t wtype, const uint8_t *row, int64_t nb, int64_t first, int g, uint8_t *out)
+{
+    const size_t bs = wtype == MCP_GGML_Q8_0 ? 34 : 18;
+    const int D = g / 2;
+    float *dw = (float *)(void *)(out + (size_t)D * 64);
+    for (int lane = 0; lane < 16; lane++) {
+        const int64_t b = first + lane % g;
+        const uint8_t *blk = row + (size_t)b * bs;
+        for (int v = 0; v < D; v++)
+            for (int c = 0; c < 4; c++) {
+                int e = 4 * (v + D * (lane / g)) + c;
+                uint8_t q = 0;
+                if (b < nb)
+                    q = wtype == MCP_GGML_Q8_0 ? (uint8_t)(blk[2 + e] ^ 0x80)
+                                               : (uint8_t)(e < 16 ? blk[2 + e] & 0x0F : blk[2 + e - 16] >> 4);
+                out[(size_t)v * 64 + (size_t)lane * 4 + (size_t)c] = q;
+            }
+        dw[lane] = b < nb ? bcast_f16(blk)[0] : 0.0f;
+    }
+}
+
+/* One segment of k for a row tile: nf groups of 16 from group g0, then the
+ * tail groups when it is the last. */
+typedef struct pf_seg {
+    const uint8_t *wbuf; /* the repacked rows */
+    size_t xoff;         /* its first group's offset in an activation row */
+    int nf;
+    int tails; /* the tail groups' sizes, as bits (8, 4, 2); 0 but in the last */
+} pf_seg;
+
+/* The tile's rows r..r+nr (the rest zero) of segment sg into buf: per
+ * group, PF_R rows of D vectors and the scales each. */
+static KVNNI void pf_repack(const mcp_llm_gemm_args *a, int64_t r, int nr, int64_t g0, const pf_seg *sg, uint8_t *buf)
+{
+    const size_t bs = a->wtype == MCP_GGML_Q8_0 ? 34 : 18;
+    const int64_t nb = a->k / 32;
+    uint8_t *o = buf;
+    for (int gi = 0; gi < sg->nf; gi++)
+        for (int i = 0; i < PF_R; i++, o += PF_GROUP_BYTES) {
+            if (i < nr) repack_group16(a->wtype, a->w + (size_t)(r + i) * a->row_bytes + (size_t)(g0 + gi) * 16 * bs, o);
+            else memset(o, 0, PF_GROUP_BYTES);
+        }
+    int64_t first = (g0 + sg->nf) * 16;
+    for (int g = 8; g >= 2; g /= 2) {
+        if (!(sg->tails & g)) continue;
+        const size_t gb = (size_t)(g / 2 + 1) * 64;
+        for (int i = 0; i < PF_R; i++, o += gb) {
+            if (i < nr) repack_tail(a->wtype, a->w + (size_t)(r + i) * a->row_bytes, nb, first, g, o);
+            else memset(o, 0, gb);
+        }
+        first += g;
+    }
+}
+
+/* acc[i][j] += one group (D vectors) of rows i against tokens j; coff: the
+ * offset of the correction for this weight type in the activations' group. */
+KVNNI_INLINE void pf_group(const uint8_t *wg, const uint8_t *const *xg, size_t coff, __m512 acc[PF_R][PF_T], const int D,
+                           const int T)
+{
+    __m512i s[PF_R][PF_T];
+#pragma GCC unroll 4
+    for (int i = 0; i < PF_R; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) s[i][j] = _mm512_loadu_si512(xg[j] + coff);
+#pragma GCC unroll 8
+    for (int v = 0; v < D; v++) {
+        __m512i w[PF_R], x[PF_T];
+#pragma GCC unroll 4
+        for (int i = 0; i < PF_R; i++) w[i] = _mm512_load_si512(wg + ((size_t)i * (D + 1) + v) * 64);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) x[j] = _mm512_loadu_si512(xg[j] + (size_t)v * 64);
+#pragma GCC unroll 4
+        for (int i = 0; i < PF_R; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < T; j++) s[i][j] = _mm512_dpbusd_epi32(s[i][j], w[i], x[j]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < PF_R; i++) {
+        __m512 dw = _mm512_load_ps(wg + ((size_t)i * (D + 1) + D) * 64);
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++)
+            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]),
+                                        _mm512_mul_ps(dw, _mm512_loadu_ps(xg[j] + (size_t)D * 64)), acc[i][j]);
+    }
+}
+
+/* The sums of four vectors, in order: halving rounds of two-source
+ * permutes (14 uops where four separate reductions take about 32). */
+K512_INLINE __m128 reduce4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    const __m512i e1 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i o1 = _mm512_add_epi32(e1, _mm512_set1_epi32(8));
+    const __m512i e2 = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+    const __m512i o2 = _mm512_add_epi32(e2, _mm512_set1_epi32(4));
+    __m512 c01 = _mm512_add_ps(_mm512_permutex2var_ps(a0, e1, a1), _mm512_permutex2var_ps(a0, o1, a1));
+    __m512 c23 = _mm512_add_ps(_mm512_permutex2var_ps(a2, e1, a3), _mm512_permutex2var_ps(a2, o1, a3));
+    __m512 c = _mm512_add_ps(_mm512_permutex2var_ps(c01, e2, c23), _mm512_permutex2var_ps(c01, o2, c23));
+    c = _mm512_add_ps(c, _mm512_permute_ps(c, _MM_SHUFFLE(1, 0, 3, 2)));
+    c = _mm512_add_ps(c, _mm512_permute_ps(c, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), c));
+}
+
+KVNNI_INLINE void pf_tile(const mcp_llm_gemm_args *a, const pf_seg *sg, size_t coff, int64_t r, int nr, int t, bool add,
+                          const int T)
+{
+    const uint8_t *xg[PF_T];
+    __m512 acc[PF_R][PF_T];
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+        xg[j] = a->x + (size_t)(t + j) * a->x_stride + sg->xoff;
+#pragma GCC unroll 4
+        for (int i = 0; i < PF_R; i++) acc[i][j] = _mm512_setzero_ps();
+    }
+    const uint8_t *wg = sg->wbuf;
+    for (int gi = 0; gi < sg->nf; gi++) {
+        pf_group(wg, xg, 8 * 64 + coff, acc, 8, T);
+        wg += PF_R * PF_GROUP_BYTES;
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xg[j] += MCP_LLM_Q8_GROUP_BYTES(16);
+    }
+    if (sg->tails & 8) {
+        pf_group(wg, xg, 4 * 64 + coff, acc, 4, T);
+        wg += PF_R * 5 * 64;
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xg[j] += MCP_LLM_Q8_GROUP_BYTES(8);
+    }
+    if (sg->tails & 4) {
+        pf_group(wg, xg, 2 * 64 + coff, acc, 2, T);
+        wg += PF_R * 3 * 64;
+#pragma GCC unroll 4
+        for (int j = 0; j < T; j++) xg[j] += MCP_LLM_Q8_GROUP_BYTES(4);
+    }
+    if (sg->tails & 2) pf_group(wg, xg, 1 * 64 + coff, acc, 1, T);
+    const __mmask8 m = (__mmask8)((1u << nr) - 1u);
+#pragma GCC unroll 4
+    for (int j = 0; j < T; j++) {
+        float *y = a->y + (int64_t)(t + j) * a->y_stride + r;
+        __m128 v = reduce4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]);
+        if (add) v = _mm_add_ps(v, _mm_maskz_loadu_ps(m, y));
+        _mm_mask_storeu_ps(y, m, v);
+    }
+}
+
+static KVNNI void pf_tile_3(const mcp_llm_gemm_args *a, const pf_seg *sg, size_t coff, int64_t r, int nr, int t, bool add)
+{
+    pf_tile(a, sg, coff, r, nr, t, add, 3);
+}
+static KVNNI void pf_tile_2(const mcp_llm_gemm_args *a, const pf_seg *sg, size_t coff, int64_t r, int nr, int t, bool add)
+{
+    pf_tile(a, sg, coff, r, nr, t, add, 2);
+}
+static KVNNI void pf_tile_1(const mcp_llm_gemm_args *a, const pf_seg *sg, size_t coff, int64_t r, int nr, int t, bool add)
+{
+    pf_tile(a, sg, coff, r, nr, t, add, 1);
+}
+_Static_assert(PF_T == 3, "gemm_q_prefill calls pf_tile_1..3");
+
+/* ---- Q8 activations, decode: the prefill's sums from weights as they lie ----
+ *
+ * One token reuses nothing, so repacking rows would only add work; but a
+ * token decoded alone must give the bits it gets inside a prompt (the KV
+ * cache and batching tests compare them), so the float arithmetic is the
+ * prefill's: per group, one conversion, multiply and FMA of the same
+ * per-lane integer sums, the same reductions, the same segments. The
+ * integer sums are exact, so they may come another way: vpdpbusd in the
+ * quad form on weights as they lie, then lane sums that gather each
+ * block's (or each lane's part of a block's) products into its grouped
+ * lane. Activations in the quad form come from the row's blocks, once per
+ * group for the whole tile of rows. */
+
+/* Lane L: the sum of lanes 4(L%4)..4(L%4)+3 of q[L/4]. */
+KVNNI_INLINE __m512i sum_quads(__m512i q0, __m512i q1, __m512i q2, __m512i q3)
+{
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+    __m512i c01 = _mm512_add_epi32(_mm512_permutex2var_epi32(q0, ev, q1), _mm512_permutex2var_epi32(q0, od, q1));
+    __m512i c23 = _mm512_add_epi32(_mm512_permutex2var_epi32(q2, ev, q3), _mm512_permutex2var_epi32(q2, od, q3));
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(c01, ev, c23), _mm512_permutex2var_epi32(c01, od, c23));
+}
+
+/* n (1, 2 or 4) blocks of weights at p in the quad form (unsigned);
+ * lanes of missing blocks zero. */
+KVNNI_INLINE void dq_w(uint32_t wtype, const uint8_t *p, const int n, __m512i *wl, __m512i *wh)
 {
     if (wtype == MCP_GGML_Q8_0) {
         const __m512i flip = _mm512_set1_epi8((char)0x80);
-        split_quad(load2x256(p + 2, p + 36), load2x256(p + 70, p + 104), wl, wh);
-        *wl = _mm512_xor_si512(*wl, flip);
-        *wh = _mm512_xor_si512(*wh, flip);
-        *dw = quad_scales(p, 34);
+        __m512i a01, a23 = _mm512_setzero_si512();
+        if (n >= 2) a01 = _mm512_xor_si512(load2x256(p + 2, p + 36), flip);
+        else a01 = _mm512_maskz_xor_epi64(0x0F, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p + 2))), flip);
+        if (n == 4) a23 = _mm512_xor_si512(load2x256(p + 70, p + 104), flip);
+        split_quad(a01, a23, wl, wh);
     } else {
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 2)));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 20)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 38)), 2);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 56)), 3);
+        __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(p + 2)));
+        if (n >= 2) v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 20)), 1);
+        if (n == 4) {
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 38)), 2);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(p + 56)), 3);
+        }
         const __m512i m4 = _mm512_set1_epi8(0x0F);
         *wl = _mm512_and_si512(v, m4);
         *wh = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        *dw = quad_scales(p, 18);
     }
 }
 
-/* excess: the weights' offset (8 or 128) in every byte. */
-KVNNI_INLINE void quad_a(const mcp_llm_q8_block *q, __m512i excess, __m512i *al, __m512i *ah, __m512i *corr,
-                         __m512 *xd)
+/* The weights' scales of a group of g blocks (n of them real) in its lanes. */
+KVNNI_INLINE __m512 dq_scales(const uint8_t *p, size_t bs, const int n, const int g)
 {
-    split_quad(load2x256(q[0].qs, q[1].qs), load2x256(q[2].qs, q[3].qs), al, ah);
-    __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), excess, *al), excess, *ah);
-    *corr = _mm512_sub_epi32(_mm512_setzero_si512(), s);
-    __m128 d = _mm_setr_ps(q[0].d, q[1].d, q[2].d, q[3].d);
-    *xd = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-                                _mm512_castps128_ps512(d));
-}
-
-KVNNI_INLINE void step_q(uint32_t wtype, const uint8_t *const *w, const mcp_llm_q8_block *const *x,
-                         __m512 acc[TILE_R][TILE_T], const int R, const int T)
-{
-    const __m512i excess = _mm512_set1_epi8(wtype == MCP_GGML_Q8_0 ? (char)0x80 : 8);
-    __m512i wl[TILE_R], wh[TILE_R];
-    __m512 dw[TILE_R];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) quad_w(wtype, w[i], &wl[i], &wh[i], &dw[i]);
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++) {
-        __m512i al, ah, corr;
-        __m512 xd;
-        quad_a(x[j], excess, &al, &ah, &corr, &xd);
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr, wl[i], al), wh[i], ah);
-            acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw[i], xd), acc[i][j]);
-        }
+    const unsigned rep = g == 16 ? 1u : g == 8 ? 0x0101u : g == 4 ? 0x1111u : 0x5555u;
+    __m256i h = _mm256_setzero_si256();
+#pragma GCC unroll 16
+    for (int j = 0; j < n; j++) {
+        uint16_t v;
+        memcpy(&v, p + (size_t)j * bs, 2);
+        h = _mm256_mask_set1_epi16(h, (__mmask16)(rep << j), (short)v);
     }
+    return _mm512_cvtph_ps(h);
 }
 
-KVNNI_INLINE void tile_q(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, int t, const int R, const int T)
+/* acc[i] += the group of g blocks from block b (n real) of rows w[i], as
+ * pf_group does it; xb the token's blocks, xgg its grouped group. */
+KVNNI_INLINE void dq_group(uint32_t wtype, const uint8_t *const *w, size_t next, int64_t b, const int n, const int g,
+                           const mcp_llm_q8_block *xb, const uint8_t *xgg, size_t coff, __m512 *acc, const int R)
 {
     const size_t bs = wtype == MCP_GGML_Q8_0 ? 34 : 18;
-    const int64_t nb = a->k / 32, nq = nb / QUAD * QUAD;
-    const uint8_t *w[TILE_R];
-    const mcp_llm_q8_block *x[TILE_T];
-    __m512 acc[TILE_R][TILE_T];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->row_bytes;
+    const int nq = g == 16 ? 4 : g == 8 ? 2 : 1, D = g / 2;
+    __m512i al[4], ah[4];
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++) {
-        x[j] = (const mcp_llm_q8_block *)(a->x + (size_t)(t + j) * a->x_stride);
+    for (int q = 0; q < nq; q++)
+        split_quad(load2x256(xb[b + 4 * q].qs, xb[b + 4 * q + 1].qs), load2x256(xb[b + 4 * q + 2].qs, xb[b + 4 * q + 3].qs),
+                   &al[q], &ah[q]);
+    const __m512 dx = _mm512_loadu_ps(xgg + (size_t)D * 64);
+    const __m512i corr = _mm512_loadu_si512(xgg + (size_t)D * 64 + coff);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) acc[i][j] = _mm512_setzero_ps();
-    }
-    const size_t next = (size_t)R * a->row_bytes;
-    for (int64_t b = 0; b < nq; b += QUAD) {
-        const uint8_t *wp[TILE_R];
-        const mcp_llm_q8_block *xp[TILE_T];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            wp[i] = w[i] + (size_t)b * bs;
-            for (size_t o = 0; o < QUAD * bs; o += 64) _mm_prefetch((const char *)wp[i] + next + o, _MM_HINT_T0);
-        }
+    for (int i = 0; i < R; i++) {
+        const uint8_t *p = w[i] + (size_t)b * bs;
+        for (size_t o = 0; o < (size_t)g * bs; o += 64) _mm_prefetch((const char *)p + next + o, _MM_HINT_T0);
+        __m512i wl, wh, s;
+        if (g == 16) {
+            __m512i q[4];
 #pragma GCC unroll 4
-        for (int j = 0; j < T; j++) xp[j] = x[j] + b;
-        step_q(wtype, wp, xp, acc, R, T);
-    }
-    /* The last nb % QUAD blocks go through copies padded with zero blocks,
-     * whose scales are zero. */
-    if (nq < nb) {
-        size_t n = (size_t)(nb - nq);
-        uint8_t wb[TILE_R][QUAD * 34];
-        mcp_llm_q8_block xb[TILE_T][QUAD];
-        const uint8_t *wp[TILE_R];
-        const mcp_llm_q8_block *xp[TILE_T];
-        memset(wb, 0, sizeof wb);
-        memset(xb, 0, sizeof xb);
-        for (int i = 0; i < R; i++) {
-            memcpy(wb[i], w[i] + (size_t)nq * bs, n * bs);
-            wp[i] = wb[i];
+            for (int k = 0; k < 4; k++) {
+                dq_w(wtype, p + (size_t)k * 4 * bs, 4, &wl, &wh);
+                q[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wl, al[k]), wh, ah[k]);
+            }
+            s = sum_quads(q[0], q[1], q[2], q[3]);
+        } else if (g == 8) {
+            __m512i lo[2], hi[2];
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                dq_w(wtype, p + (size_t)k * 4 * bs, 4, &wl, &wh);
+                lo[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wl, al[k]);
+                hi[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wh, ah[k]);
+            }
+            s = sum_quads(lo[0], lo[1], hi[0], hi[1]);
+        } else {
+            dq_w(wtype, p, n, &wl, &wh);
+            __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wl, al[0]);
+            __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wh, ah[0]);
+            if (g == 4) {
+                /* Lane L: block L % 4, elements 8 (L / 4) to 8 (L / 4) + 7. */
+                const __m512i e4 = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 16, 20, 24, 28, 18, 22, 26, 30);
+                s = _mm512_add_epi32(_mm512_permutex2var_epi32(lo, e4, hi),
+                                     _mm512_permutex2var_epi32(lo, _mm512_add_epi32(e4, _mm512_set1_epi32(1)), hi));
+            } else {
+                /* Lane L: block L % 2, elements 4 (L / 2) to 4 (L / 2) + 3. */
+                const __m512i e2 = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 16, 20, 17, 21, 18, 22, 19, 23);
+                s = _mm512_permutex2var_epi32(lo, e2, hi);
+            }
         }
-        for (int j = 0; j < T; j++) {
-            memcpy(xb[j], x[j] + nq, n * sizeof(mcp_llm_q8_block));
-            xp[j] = xb[j];
-        }
-        step_q(wtype, wp, xp, acc, R, T);
+        s = _mm512_add_epi32(s, corr);
+        const __m512 dw = dq_scales(p, bs, n, g);
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, dx), acc[i]);
     }
-#pragma GCC unroll 4
-    for (int j = 0; j < T; j++)
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) a->y[(int64_t)(t + j) * a->y_stride + r + i] = _mm512_reduce_add_ps(acc[i][j]);
 }
 
-TILE_SET(KVNNI, q, q8_0, MCP_GGML_Q8_0)
-TILE_SET(KVNNI, q, q4_0, MCP_GGML_Q4_0)
+KVNNI_INLINE void dq_tile(const mcp_llm_gemm_args *a, int64_t r, const int R)
+{
+    const uint32_t wt = a->wtype;
+    const int64_t nb = a->k / 32, nfull = nb / 16;
+    const int tails = (int)((nb % 16 + 1) & ~(int64_t)1);
+    const size_t coff = wt == MCP_GGML_Q8_0 ? 128 : 64;
+    const mcp_llm_q8_block *xb = (const mcp_llm_q8_block *)a->x;
+    const uint8_t *w[DQ_R];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->row_bytes;
+    const size_t next = (size_t)R * a->row_bytes;
+    const uint8_t *xg = a->x + mcp_llm_q8_grouped_offset(a->k);
+    for (int64_t g0 = 0;; g0 += PF_SEG) {
+        const int nf = (int)(nfull - g0 < PF_SEG ? nfull - g0 : PF_SEG);
+        const bool last = g0 + nf >= nfull;
+        __m512 acc[DQ_R];
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+        int64_t b = g0 * 16;
+        for (int gi = 0; gi < nf; gi++, b += 16, xg += MCP_LLM_Q8_GROUP_BYTES(16))
+            dq_group(wt, w, next, b, 16, 16, xb, xg, coff, acc, R);
+        if (last) {
+            if (tails & 8) {
+                dq_group(wt, w, next, b, 8, 8, xb, xg, coff, acc, R);
+                b += 8;
+                xg += MCP_LLM_Q8_GROUP_BYTES(8);
+            }
+            if (tails & 4) {
+                dq_group(wt, w, next, b, 4, 4, xb, xg, coff, acc, R);
+                b += 4;
+                xg += MCP_LLM_Q8_GROUP_BYTES(4);
+            }
+            if (tails & 2) {
+                if (nb - b >= 2) dq_group(wt, w, next, b, 2, 2, xb, xg, coff, acc, R);
+                else dq_group(wt, w, next, b, 1, 2, xb, xg, coff, acc, R);
+            }
+        }
+        float *y = a->y + r;
+        if (R == 1) {
+            __m128 v = reduce4(acc[0], acc[0], acc[0], acc[0]);
+            float f = _mm_cvtss_f32(v);
+            y[0] = g0 > 0 ? y[0] + f : f;
+        } else {
+#pragma GCC unroll 2
+            for (int i = 0; i < R; i += 4) {
+                __m128 v = reduce4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+                if (g0 > 0) v = _mm_add_ps(v, _mm_loadu_ps(y + i));
+                _mm_storeu_ps(y + i, v);
+            }
+        }
+        if (last) break;
+    }
+}
+
+static KVNNI void dq_tile_8(const mcp_llm_gemm_args *a, int64_t r)
+{
+    dq_tile(a, r, 8);
+}
+static KVNNI void dq_tile_4(const mcp_llm_gemm_args *a, int64_t r)
+{
+    dq_tile(a, r, 4);
+}
+static KVNNI void dq_tile_1(const mcp_llm_gemm_args *a, int64_t r)
+{
+    dq_tile(a, r, 1);
+}
+
+static KVNNI void gemm_q_decode(const mcp_llm_gemm_args *a)
+{
+    int64_t r = a->r0;
+    for (; r + 8 <= a->r1; r += 8) dq_tile_8(a, r);
+    for (; r + 4 <= a->r1; r += 4) dq_tile_4(a, r);
+    for (; r < a->r1; r++) dq_tile_1(a, r);
+}
+
+static KVNNI void gemm_q_prefill(const mcp_llm_gemm_args *a)
+{
+    const int64_t nb = a->k / 32, nfull = nb / 16;
+    const int tails = (int)((nb % 16 + 1) & ~(int64_t)1);
+    /* The corrections follow the scales: -8 x sum first, then -128 x sum. */
+    const size_t coff = a->wtype == MCP_GGML_Q8_0 ? 128 : 64;
+    const size_t gbytes = mcp_llm_q8_grouped_bytes(a->k), xoff0 = mcp_llm_q8_grouped_offset(a->k);
+    int chunk = (int)(PF_CHUNK_BYTES / gbytes) / PF_T * PF_T;
+    if (chunk < PF_T) chunk = PF_T;
+    _Alignas(64) uint8_t wbuf[PF_R * (PF_SEG * PF_GROUP_BYTES + (5 + 3 + 2) * 64)];
+    for (int t0 = 0; t0 < a->n_tok; t0 += chunk) {
+        const int t1 = a->n_tok - t0 > chunk ? t0 + chunk : a->n_tok;
+        for (int64_t r = a->r0; r < a->r1; r += PF_R) {
+            const int nr = a->r1 - r < PF_R ? (int)(a->r1 - r) : PF_R;
+            for (int64_t g0 = 0;; g0 += PF_SEG) {
+                pf_seg sg = {wbuf, xoff0 + (size_t)g0 * MCP_LLM_Q8_GROUP_BYTES(16),
+                             (int)(nfull - g0 < PF_SEG ? nfull - g0 : PF_SEG), 0};
+                const bool last = g0 + sg.nf >= nfull;
+                if (last) sg.tails = tails;
+                pf_repack(a, r, nr, g0, &sg, wbuf);
+                int t = t0;
+                for (; t + 3 <= t1; t += 3) pf_tile_3(a, &sg, coff, r, nr, t, g0 > 0);
+                if (t1 - t == 2) pf_tile_2(a, &sg, coff, r, nr, t, g0 > 0);
+                else if (t1 - t == 1) pf_tile_1(a, &sg, coff, r, nr, t, g0 > 0);
+                if (last) break;
+            }
+        }
+    }
+}
 
 static bool gemm_has(uint32_t wtype, mcp_llm_act act)
 {
@@ -401,7 +750,10 @@ static void gemm(const mcp_llm_gemm_args *a)
             mcp_llm_kernels_avx2.gemm(a);
             return;
         }
-        run_tiles(a, a->wtype == MCP_GGML_Q8_0 ? &tiles_q_q8_0 : &tiles_q_q4_0);
+        /* Every token count must give the same bits (see the decode
+         * section): one token streams weights, more repack them. */
+        if (a->n_tok > 1) gemm_q_prefill(a);
+        else gemm_q_decode(a);
         return;
     }
     switch (a->wtype) {
@@ -441,6 +793,51 @@ static K512 void act_quantize_q8(const float *x, int64_t k, mcp_llm_q8_block *ou
         _mm_storeu_si128((__m128i *)(out[b].qs + 16), _mm512_cvtepi32_epi8(q1));
         out[b].d = d;
         out[b].sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+    /* The grouped form: groups of 16 by the transpose the weights take,
+     * whose every lane is a whole block (its sum is the block's); the tail
+     * groups byte by byte. */
+    const int64_t nb = k / MCP_LLM_QK;
+    const size_t go = mcp_llm_q8_grouped_offset(k);
+    uint8_t *row = (uint8_t *)out, *p = row + go;
+    memset(row + (size_t)nb * sizeof *out, 0, go - (size_t)nb * sizeof *out);
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16, p += MCP_LLM_Q8_GROUP_BYTES(16)) {
+        __m512i xv[8], v[8];
+        for (int j = 0; j < 8; j++) xv[j] = load2x256(out[b + 2 * j].qs, out[b + 2 * j + 1].qs);
+        transpose_group(xv, v);
+        for (int d = 0; d < 8; d++) _mm512_storeu_si512(p + 64 * d, v[d]);
+        float *dd = (float *)(void *)(p + 512);
+        int32_t *c8 = (int32_t *)(void *)(p + 576), *c128 = c8 + 16;
+        for (int l = 0; l < 16; l++) {
+            dd[l] = out[b + l].d;
+            c8[l] = -8 * out[b + l].sum;
+            c128[l] = -128 * out[b + l].sum;
+        }
+    }
+    const int64_t rest = (nb - b + 1) & ~(int64_t)1;
+    for (int g = 8; g >= 2; g /= 2)
+        if (rest & g) {
+            mcp_llm_q8_group_ref(out, nb, b, g, p);
+            b += g;
+            p += MCP_LLM_Q8_GROUP_BYTES(g);
+        }
+}
+
+/* ---- f32 to f16 (the KV cache) ---- */
+
+static K512 void f32_to_f16_row(const float *x, uint16_t *out, int64_t n)
+{
+    const __m256i sign = _mm256_set1_epi16((short)0x8000), qnan = _mm256_set1_epi16(0x7e00);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+        __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        /* Rounding, overflow and subnormals agree with the reference; a NaN
+         * keeps payload bits here, where the reference gives the quiet NaN. */
+        __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        h = _mm256_mask_blend_epi16(nan, h, _mm256_or_si256(_mm256_and_si256(h, sign), qnan));
+        _mm256_mask_storeu_epi16(out + i, k, h);
     }
 }
 
@@ -613,4 +1010,5 @@ const mcp_llm_kernels mcp_llm_kernels_avx512 = {
     .rmsnorm = rmsnorm,
     .swiglu = swiglu,
     .softmax = softmax,
+    .f32_to_f16_row = f32_to_f16_row,
 };

@@ -75,9 +75,59 @@ mcp_llm_act mcp_llm_act_for(uint32_t wtype)
     return wtype == MCP_GGML_Q8_0 || wtype == MCP_GGML_Q4_0 ? MCP_LLM_ACT_Q8 : MCP_LLM_ACT_F32;
 }
 
+size_t mcp_llm_q8_grouped_offset(int64_t k)
+{
+    return ((size_t)(k / MCP_LLM_QK) * sizeof(mcp_llm_q8_block) + 63u) & ~(size_t)63u;
+}
+
+size_t mcp_llm_q8_grouped_bytes(int64_t k)
+{
+    const int64_t nb = k / MCP_LLM_QK, rest = (nb % 16 + 1) & ~(int64_t)1;
+    size_t n = (size_t)(nb / 16) * MCP_LLM_Q8_GROUP_BYTES(16);
+    for (int g = 8; g >= 2; g /= 2)
+        if (rest & g) n += MCP_LLM_Q8_GROUP_BYTES(g);
+    return n;
+}
+
 size_t mcp_llm_act_row_bytes(mcp_llm_act act, int64_t k)
 {
-    return act == MCP_LLM_ACT_Q8 ? (size_t)(k / MCP_LLM_QK) * sizeof(mcp_llm_q8_block) : (size_t)k * sizeof(float);
+    return act == MCP_LLM_ACT_Q8 ? mcp_llm_q8_grouped_offset(k) + mcp_llm_q8_grouped_bytes(k) : (size_t)k * sizeof(float);
+}
+
+void mcp_llm_q8_group_ref(const mcp_llm_q8_block *blocks, int64_t nb, int64_t first, int g, uint8_t *out)
+{
+    const int D = g / 2;
+    float *d = (float *)(void *)(out + (size_t)g * 32);
+    int32_t *c8 = (int32_t *)(void *)(out + (size_t)g * 32 + 64), *c128 = c8 + 16;
+    for (int lane = 0; lane < 16; lane++) {
+        const int64_t b = first + lane % g;
+        int32_t sum = 0;
+        for (int v = 0; v < D; v++)
+            for (int c = 0; c < 4; c++) {
+                int8_t q = b < nb ? blocks[b].qs[4 * (v + D * (lane / g)) + c] : 0;
+                out[(size_t)v * 64 + (size_t)lane * 4 + (size_t)c] = (uint8_t)q;
+                sum += q;
+            }
+        d[lane] = b < nb ? blocks[b].d : 0.0f;
+        c8[lane] = -8 * sum;
+        c128[lane] = -128 * sum;
+    }
+}
+
+void mcp_llm_q8_group_row_ref(mcp_llm_q8_block *out, int64_t k)
+{
+    const int64_t nb = k / MCP_LLM_QK;
+    uint8_t *row = (uint8_t *)out, *p = row + mcp_llm_q8_grouped_offset(k);
+    memset(row + (size_t)nb * sizeof *out, 0, mcp_llm_q8_grouped_offset(k) - (size_t)nb * sizeof *out);
+    int64_t b = 0;
+    for (; b + 16 <= nb; b += 16, p += MCP_LLM_Q8_GROUP_BYTES(16)) mcp_llm_q8_group_ref(out, nb, b, 16, p);
+    const int64_t rest = (nb - b + 1) & ~(int64_t)1;
+    for (int g = 8; g >= 2; g /= 2)
+        if (rest & g) {
+            mcp_llm_q8_group_ref(out, nb, b, g, p);
+            b += g;
+            p += MCP_LLM_Q8_GROUP_BYTES(g);
+        }
 }
 
 void mcp_llm_act_quantize_q8_ref(const float *x, int64_t k, mcp_llm_q8_block *out)
@@ -98,6 +148,7 @@ void mcp_llm_act_quantize_q8_ref(const float *x, int64_t k, mcp_llm_q8_block *ou
         out[b].d = d;
         out[b].sum = sum;
     }
+    mcp_llm_q8_group_row_ref(out, k);
 }
 
 /* dot(weight row, float activations) over k elements. */

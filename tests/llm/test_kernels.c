@@ -146,22 +146,37 @@ static void check_gemm(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, in
             memcpy(dst, src, (size_t)k * 4);
             continue;
         }
-        mcp_llm_q8_block *q = (mcp_llm_q8_block *)dst;
-        mcp_llm_act_quantize_q8_ref(src, k, q);
         /* Extremes of what the quantizer makes: +-127 throughout a block. */
         if (t == 3 && k >= 64) {
-            int32_t sum = 0;
-            for (int i = 0; i < 32; i++) {
-                q[1].qs[i] = (int8_t)(i % 3 == 0 ? -127 : 127);
-                sum += q[1].qs[i];
-            }
-            q[1].sum = sum;
+            float *f = (float *)(void *)((uint8_t *)fx + (size_t)t * fx_stride);
+            for (int i = 0; i < 32; i++) f[32 + i] = i % 3 == 0 ? -0.5f : 0.5f;
         }
+        mcp_llm_act_quantize_q8_ref(src, k, (mcp_llm_q8_block *)dst);
     }
     for (int64_t i = 0; i < (int64_t)n_tok * y_stride; i++) y[i] = yr[i] = sentinel;
     mcp_llm_gemm_args a = {.wtype = c->wtype, .w = w, .row_bytes = row_bytes, .k = k, .r0 = r0, .r1 = r1,
                            .act = c->act, .x = x, .x_stride = x_stride, .n_tok = n_tok, .y = y, .y_stride = y_stride};
     mcp_llm_gemm(&a);
+    /* A token alone gives the bits it gets among the others (the KV cache
+     * and batching rely on it): prefill and decode paths agree exactly. */
+    if (n_tok > 1) {
+        float *y1 = malloc((size_t)y_stride * sizeof *y1);
+        TU_REQUIRE(y1);
+        for (int t = 0; t < n_tok; t++) {
+            mcp_llm_gemm_args a1 = a;
+            a1.x = x + (size_t)t * x_stride;
+            a1.n_tok = 1;
+            a1.y = y1;
+            mcp_llm_gemm(&a1);
+            tu_checks++;
+            if (memcmp(y1 + r0, y + t * y_stride + r0, (size_t)(r1 - r0) * sizeof *y1) != 0) {
+                TU_FAIL_AT(__FILE__, __LINE__, "%s %s k=%lld n_tok=%d: token %d alone differs", mcp_llm_isa_name(isa),
+                           c->name, (long long)k, n_tok, t);
+                break;
+            }
+        }
+        free(y1);
+    }
     a.y = yr;
     mcp_llm_gemm_ref(&a);
     int bad = 0;
@@ -209,7 +224,10 @@ static void check_gemm(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, in
     free(af);
 }
 
-static const int64_t ks[] = {32, 64, 96, 256, 4096, 4128};
+/* Q8 rows take groups of 16, 8, 4 and 2 blocks (576: 16 + 2, 960: 16 + 8 +
+ * 4 + 2, 4128: 8 x 16 + 2 with one padding block); 8288 is more than one
+ * segment of the AVX-512 prefill (12 groups). */
+static const int64_t ks[] = {32, 64, 96, 128, 256, 576, 960, 4096, 4128, 8288};
 static const int n_toks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 33};
 
 static void test_tables(void)
@@ -218,7 +236,8 @@ static void test_tables(void)
     const mcp_llm_kernels *ts[] = {&mcp_llm_kernels_avx2, &mcp_llm_kernels_avx512};
     for (int i = 0; i < 2; i++) {
         const mcp_llm_kernels *t = ts[i];
-        TU_CHECK(t->gemm_has && t->gemm && t->act_quantize_q8 && t->attend && t->rmsnorm && t->swiglu && t->softmax);
+        TU_CHECK(t->gemm_has && t->gemm && t->act_quantize_q8 && t->attend && t->rmsnorm && t->swiglu && t->softmax &&
+                 t->f32_to_f16_row);
         for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++)
             TU_CHECK(t->gemm_has && t->gemm_has(combos[c].wtype, combos[c].act));
     }
@@ -237,6 +256,9 @@ static void test_gemm(void)
                         for (int mag = MAG_HUGE; mag < MAG_COUNT; mag++)
                             check_gemm((mcp_llm_isa)isa, &combos[c], ks[ki], n_toks[ni], mag);
                 }
+        /* Q8 prefill over more than one token chunk (1 MiB of grouped rows). */
+        check_gemm((mcp_llm_isa)isa, &combos[5], 8288, 200, MAG_NORMAL);
+        check_gemm((mcp_llm_isa)isa, &combos[6], 8288, 200, MAG_NORMAL);
         /* Float weights take any k, not only whole blocks. */
         for (size_t c = 0; c < 3; c++) {
             check_gemm((mcp_llm_isa)isa, &combos[c], 7, 3, MAG_NORMAL);
@@ -268,10 +290,13 @@ static void test_gemm_empty(void)
 
 static void test_act_quantize(void)
 {
-    const int64_t k = 4128;
+    const int64_t k = 8288; /* the largest of ks */
     float *x = malloc((size_t)k * sizeof *x);
-    mcp_llm_q8_block *q = malloc((size_t)(k / 32) * sizeof *q), *qr = malloc((size_t)(k / 32) * sizeof *qr);
-    TU_REQUIRE(x && q && qr);
+    const size_t rb_max = mcp_llm_act_row_bytes(MCP_LLM_ACT_Q8, k);
+    /* The fast row 4 bytes off 64-byte alignment: nothing may assume more. */
+    uint8_t *qbuf = malloc(rb_max + 4), *qrb = malloc(rb_max);
+    mcp_llm_q8_block *q = (mcp_llm_q8_block *)(void *)(qbuf + 4), *qr = (mcp_llm_q8_block *)(void *)qrb;
+    TU_REQUIRE(x && qbuf && qrb);
     for (int rep = 0; rep < 20; rep++) {
         for (int64_t b = 0; b < k / 32; b++) {
             float *v = x + b * 32;
@@ -297,8 +322,9 @@ static void test_act_quantize(void)
             for (int isa = MCP_LLM_ISA_REF; isa <= (int)mcp_llm_isa_best(); isa++) {
                 TU_REQUIRE(mcp_llm_set_isa((mcp_llm_isa)isa));
                 int64_t n = ks[ki] / 32;
-                memset(q, 0xA5, (size_t)n * sizeof *q);
-                memset(qr, 0x5A, (size_t)n * sizeof *qr);
+                const size_t rb = mcp_llm_act_row_bytes(MCP_LLM_ACT_Q8, ks[ki]);
+                memset(q, 0xA5, rb);
+                memset(qr, 0x5A, rb);
                 mcp_llm_act_quantize(MCP_LLM_ACT_Q8, x, ks[ki], q);
                 mcp_llm_act_quantize_q8_ref(x, ks[ki], qr);
                 for (int64_t b = 0; b < n; b++) {
@@ -310,13 +336,19 @@ static void test_act_quantize(void)
                         break;
                     }
                 }
+                /* The grouped form and the padding, byte for byte. */
+                tu_checks++;
+                if (memcmp((uint8_t *)q + n * (int64_t)sizeof *q, (uint8_t *)qr + n * (int64_t)sizeof *qr,
+                           rb - (size_t)n * sizeof *q) != 0)
+                    TU_FAIL_AT(__FILE__, __LINE__, "%s: act_quantize_q8 grouped form of k=%lld differs",
+                               mcp_llm_isa_name((mcp_llm_isa)isa), (long long)ks[ki]);
             }
         }
     }
     mcp_llm_set_isa(mcp_llm_isa_best());
     free(x);
-    free(q);
-    free(qr);
+    free(qbuf);
+    free(qrb);
 }
 
 static void test_rmsnorm(void)
@@ -480,6 +512,49 @@ static void test_attend(void)
     mcp_llm_set_isa(mcp_llm_isa_best());
 }
 
+/* f32 to f16 must give the reference's bits exactly: rounding ties to even,
+ * overflow to infinity (from 65520), subnormal results, infinities, NaNs
+ * (quiet, sign kept, payload dropped), at every length of the tail. */
+static void test_f32_to_f16(void)
+{
+    enum { N = 600 };
+    static float x[N];
+    static uint16_t h[N + 1], hr[N];
+    const uint32_t bits[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fbfffffu,
+                             0x477fefffu, 0x477ff000u, 0x477fe000u, 0x38800000u, 0x387fffffu, 0x33000000u,
+                             0x33000001u, 0x32ffffffu, 0x00000001u, 0x80000000u, 0x00000000u, 0x3f801000u,
+                             0x3f803000u, 0x3f800fffu, 0x387fe000u, 0x38001000u, 0x37801000u, 0x7f7fffffu};
+    for (int isa = MCP_LLM_ISA_REF; isa <= (int)mcp_llm_isa_best(); isa++) {
+        TU_REQUIRE(mcp_llm_set_isa((mcp_llm_isa)isa));
+        for (int rep = 0; rep < 4; rep++) {
+            for (int i = 0; i < N; i++) {
+                float m = powf(2.0f, (float)((int)urand(50) - 30));
+                x[i] = frand() * m;
+                if (urand(4) == 0) {
+                    uint32_t b = bits[urand(sizeof bits / sizeof bits[0])];
+                    memcpy(&x[i], &b, 4);
+                }
+            }
+            for (int n = 0; n <= 40; n++) {
+                const int64_t len = n == 40 ? N : n;
+                h[len] = 0xBEEF;
+                mcp_llm_f32_to_f16_row(x, h, len);
+                mcp_llm_f32_to_f16_row_ref(x, hr, len);
+                tu_checks++;
+                if (memcmp(h, hr, (size_t)len * 2) != 0 || h[len] != 0xBEEF) {
+                    int i = 0;
+                    while (i < len && h[i] == hr[i]) i++;
+                    uint32_t b;
+                    memcpy(&b, &x[i < len ? i : 0], 4);
+                    TU_FAIL_AT(__FILE__, __LINE__, "%s: f32_to_f16 n=%lld: element %d (0x%08x) 0x%04x vs 0x%04x",
+                               mcp_llm_isa_name((mcp_llm_isa)isa), (long long)len, i, b, h[i], hr[i]);
+                }
+            }
+        }
+    }
+    mcp_llm_set_isa(mcp_llm_isa_best());
+}
+
 int main(void)
 {
     fprintf(stderr, "best ISA: %s\n", mcp_llm_isa_name(mcp_llm_isa_best()));
@@ -490,5 +565,6 @@ int main(void)
     TU_RUN(test_rmsnorm);
     TU_RUN(test_swiglu_softmax);
     TU_RUN(test_attend);
+    TU_RUN(test_f32_to_f16);
     return tu_finish("llm_kernels");
 }
