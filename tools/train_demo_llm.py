@@ -35,7 +35,8 @@ EOT = "<|endoftext|>"
 # GPT-2's pre-tokenizer, with Python's classes for letters and digits.
 PRE = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+""")
 
-SHAPE = dict(n_embd=192, n_layer=4, n_head=6, n_head_kv=2, n_ff=512, n_ctx=256)
+# Small enough that the Q4_0 file stays under 1 MiB.
+SHAPE = dict(n_embd=192, n_layer=4, n_head=6, n_head_kv=2, n_ff=384, n_ctx=256)
 
 
 def byte_to_unicode():
@@ -224,7 +225,7 @@ def write_gguf(path, model, tok, shape):
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(10000.0)
     w.add_rope_dimension_count(shape["n_embd"] // shape["n_head"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("gpt-2")
     w.add_token_list(tok.tokens)
@@ -235,8 +236,8 @@ def write_gguf(path, model, tok, shape):
     w.add_add_bos_token(True)
 
     def mat(name, t):
-        data = gguf.quants.quantize(t.detach().float().numpy(), T.Q8_0)
-        w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=T.Q8_0)
+        data = gguf.quants.quantize(t.detach().float().numpy(), T.Q4_0)
+        w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=T.Q4_0)
 
     def vec(name, t):
         w.add_tensor(name, t.detach().float().numpy().astype(np.float32))

@@ -951,3 +951,18 @@ mcp__bigram mcp__heap_pop(mcp__heap *h)
     if (n) h->v[i] = last;
     return top;
 }
+
+bool mcp__merge_next(mcp__heap *h, mcp__sym *syms, mcp__bigram *g)
+{
+    while (h->n) {
+        *g = mcp__heap_pop(h);
+        mcp__sym *l = &syms[g->left], *r = &syms[g->right];
+        if (l->len == 0 || r->len == 0 || l->len + r->len != g->size) continue;
+        l->len += r->len;
+        r->len = 0;
+        l->next = r->next;
+        if (r->next >= 0) syms[r->next].prev = g->left;
+        return true;
+    }
+    return false;
+}

@@ -268,10 +268,7 @@ static size_t next_llama3(const scan *sc, size_t pos, unsigned max_digits)
 
 /* ---- merging ---- */
 
-typedef struct sym {
-    uint32_t off, len; /* in the mapped word */
-    int32_t prev, next;
-} sym;
+typedef mcp__sym sym;
 
 typedef struct bpe_work {
     uint8_t *enc;
@@ -314,16 +311,9 @@ static mcp_status bpe_word(const mcp_tokenizer *t, bpe_work *w, const uint8_t *w
     w->heap.n = 0;
     bool ok = true;
     for (size_t i = 1; i < m && ok; i++) ok = add_bigram(t, w, (int32_t)i - 1, (int32_t)i);
-    while (ok && w->heap.n) {
-        mcp__bigram g = mcp__heap_pop(&w->heap);
-        sym *l = &w->syms[g.left], *r = &w->syms[g.right];
-        /* Stale: one side has merged since (symbols only grow, so equal
-         * sizes mean both are as they were). */
-        if (l->len == 0 || r->len == 0 || l->len + r->len != g.size) continue;
-        l->len += r->len;
-        r->len = 0;
-        l->next = r->next;
-        if (r->next >= 0) w->syms[r->next].prev = g.left;
+    mcp__bigram g;
+    while (ok && mcp__merge_next(&w->heap, w->syms, &g)) {
+        const sym *l = &w->syms[g.left];
         ok = add_bigram(t, w, l->prev, g.left) && add_bigram(t, w, g.left, l->next);
     }
     if (!ok) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory encoding a %zu-byte word", m);

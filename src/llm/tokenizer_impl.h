@@ -94,6 +94,13 @@ typedef struct mcp__bigram {
     uint32_t size;
 } mcp__bigram;
 
+/* A symbol of a word being merged: its bytes, and its neighbours in a
+ * linked list (-1 at the ends); len 0 once merged into its left neighbour. */
+typedef struct mcp__sym {
+    uint32_t off, len;
+    int32_t prev, next;
+} mcp__sym;
+
 /* A binary min-heap of bigrams. */
 typedef struct mcp__heap {
     mcp__bigram *v;
@@ -104,6 +111,11 @@ typedef struct mcp__heap {
 bool mcp__heap_push(mcp__heap *h, mcp__bigram g);
 /* The first bigram (h->n > 0). */
 mcp__bigram mcp__heap_pop(mcp__heap *h);
+/* Pops bigrams until one whose two symbols are still as they were (sizes
+ * only grow, so equal sizes mean unchanged), merges them and returns it in
+ * *g; false when the heap is empty. The caller then offers the merged
+ * symbol's new pairs (g->left with its neighbours). */
+bool mcp__merge_next(mcp__heap *h, mcp__sym *syms, mcp__bigram *g);
 /* Grows *p to hold `need` elements of `elem` bytes (doubling); false when out of memory. */
 bool mcp__grow(void **p, size_t *cap, size_t need, size_t elem);
 

@@ -9,10 +9,7 @@
 #include "llm/tokenizer_impl.h"
 #include "llm/unicode.h"
 
-typedef struct sym {
-    uint32_t off, len;
-    int32_t prev, next;
-} sym;
+typedef mcp__sym sym;
 
 typedef struct spm_work {
     const mcp_tokenizer *t;
@@ -48,15 +45,9 @@ static mcp_status spm_run(spm_work *w, size_t n, mcp__ids *out, mcp_err *err)
     }
     bool ok = true;
     for (size_t i = 1; i < n_sym && ok; i++) ok = add_bigram(w, (int32_t)i - 1, (int32_t)i);
-    while (ok && w->heap.n) {
-        mcp__bigram g = mcp__heap_pop(&w->heap);
-        sym *l = &w->syms[g.left], *r = &w->syms[g.right];
-        /* Stale: a side merged since (sizes only grow). */
-        if (l->len == 0 || r->len == 0 || l->len + r->len != g.size) continue;
-        l->len += r->len;
-        r->len = 0;
-        l->next = r->next;
-        if (r->next >= 0) w->syms[r->next].prev = g.left;
+    mcp__bigram g;
+    while (ok && mcp__merge_next(&w->heap, w->syms, &g)) {
+        const sym *l = &w->syms[g.left];
         ok = add_bigram(w, l->prev, g.left) && add_bigram(w, g.left, l->next);
     }
     if (!ok) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory encoding %zu bytes", n);
