@@ -14,7 +14,7 @@ mcp_status mcp_llm_tokenize(const mcp_llm_model *m, const char *text, size_t len
     *n = 0;
     mcp_status st = mcp_tokenizer_encode(m->tok, text, len, add_special, parse_special, &all, &count, &err);
     if (st != MCP_STATUS_OK) return st;
-    memcpy(ids, all, (count < cap ? count : cap) * sizeof *ids);
+    if (ids && cap && count) memcpy(ids, all, (count < cap ? count : cap) * sizeof *ids);
     mcp_free(all);
     *n = count;
     return MCP_STATUS_OK;
