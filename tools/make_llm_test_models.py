@@ -29,7 +29,7 @@ except ImportError:
     sys.exit(f"make_llm_test_models: gguf-py not found under {LLAMA_CPP}; run tools/fetch-llama-cpp.sh")
 
 T = gguf.GGMLQuantizationType
-TYPES = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q4_0": T.Q4_0}
+TYPES = {"F32": T.F32, "F16": T.F16, "BF16": T.BF16, "Q8_0": T.Q8_0, "Q4_0": T.Q4_0, "Q4_K_M": "Q4_K_M"}
 
 # Small shapes: every product's inner size a multiple of 32 (the quantized
 # blocks), grouped-query attention (4 heads sharing 2 KV heads), two layers.
@@ -60,9 +60,39 @@ def copy_tokenizer(w, vocab_file):
     return n_vocab
 
 
-def add(w, name, arr, qtype):
-    """A tensor in `qtype` (norms and biases always F32)."""
+def k_quant_blocks(arr, qtype, rng):
+    """Random Q4_K or Q6_K blocks for a matrix shaped like arr, its values
+    spread like arr's (gguf-py dequantizes but does not quantize K-quants;
+    random weights need no quantizer, and the reference reads them back
+    through gguf-py's own dequantization)."""
+    rows, k = arr.shape
+    n = rows * k // 256
+    std = float(np.std(arr)) or 1.0
+    if qtype == T.Q4_K:
+        # d * scale * q - dmin * min, scale and min 6-bit, q 4-bit.
+        b = rng.integers(0, 256, (n, 144), dtype=np.uint8)
+        b[:, 0:2] = np.full(n, std / 120.0, np.float16).view(np.uint8).reshape(n, 2)
+        b[:, 2:4] = np.full(n, std / 32.0, np.float16).view(np.uint8).reshape(n, 2)
+    else:
+        # d * scale * (q - 32), scale int8, q 6-bit.
+        b = rng.integers(0, 256, (n, 210), dtype=np.uint8)
+        b[:, 192:208] = rng.integers(-64, 65, (n, 16)).astype(np.int8).view(np.uint8)
+        b[:, 208:210] = np.full(n, std / 1000.0, np.float16).view(np.uint8).reshape(n, 2)
+    return b.reshape(rows, k // 256 * b.shape[1])
+
+
+def add(w, name, arr, qtype, rng=None):
+    """A tensor in `qtype` (norms and biases always F32). For the K-quant
+    "type" Q4_K_M, Q4_K with the value, down and output matrices in Q6_K,
+    as llama.cpp's Q4_K_M files have them."""
     arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if qtype == "Q4_K_M" and arr.ndim == 2:
+        q6 = any(s in name for s in ("attn_v.", "ffn_down.", "output.weight"))
+        kt = T.Q6_K if q6 else T.Q4_K
+        w.add_tensor(name, k_quant_blocks(arr, kt, rng), raw_dtype=kt)
+        return
+    if qtype == "Q4_K_M":
+        qtype = T.F32
     if qtype == T.F32 or arr.ndim == 1:
         w.add_tensor(name, arr)
     elif qtype == T.F16:
@@ -97,7 +127,8 @@ def write_model(path, arch, qtype, vocab_file, seed, n_embd, n_head, n_head_kv, 
             w.add_rope_scaling_factor(rope_linear)
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if qtype == T.F32 else gguf.LlamaFileType.MOSTLY_F16
                     if qtype == T.F16 else gguf.LlamaFileType.MOSTLY_BF16 if qtype == T.BF16
-                    else gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == T.Q8_0 else gguf.LlamaFileType.MOSTLY_Q4_0)
+                    else gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == T.Q8_0
+                    else gguf.LlamaFileType.MOSTLY_Q4_K_M if qtype == "Q4_K_M" else gguf.LlamaFileType.MOSTLY_Q4_0)
 
     def mat(rows, k, scale=None):
         return rng.standard_normal((rows, k)) * (scale if scale else 1.0 / np.sqrt(k))
@@ -105,9 +136,9 @@ def write_model(path, arch, qtype, vocab_file, seed, n_embd, n_head, n_head_kv, 
     def vec(n, around=0.0, spread=0.1):
         return around + spread * rng.standard_normal(n)
 
-    add(w, "token_embd.weight", mat(n_vocab, n_embd, 0.5), qtype)
+    add(w, "token_embd.weight", mat(n_vocab, n_embd, 0.5), qtype, rng)
     if arch == "gpt2":
-        add(w, "position_embd.weight", mat(n_ctx, n_embd, 0.1), qtype)
+        add(w, "position_embd.weight", mat(n_ctx, n_embd, 0.1), qtype, rng)
     if rope_freqs:
         add(w, "rope_freqs.weight", 1.0 + 3.0 * rng.random(hd // 2), T.F32)
     for i in range(n_layer):
@@ -115,35 +146,35 @@ def write_model(path, arch, qtype, vocab_file, seed, n_embd, n_head, n_head_kv, 
         add(w, p + "attn_norm.weight", vec(n_embd, 1.0), T.F32)
         if arch == "gpt2":
             add(w, p + "attn_norm.bias", vec(n_embd), T.F32)
-            add(w, p + "attn_qkv.weight", mat(qd + 2 * kvd, n_embd), qtype)
+            add(w, p + "attn_qkv.weight", mat(qd + 2 * kvd, n_embd), qtype, rng)
             add(w, p + "attn_qkv.bias", vec(qd + 2 * kvd), T.F32)
         else:
-            add(w, p + "attn_q.weight", mat(qd, n_embd), qtype)
-            add(w, p + "attn_k.weight", mat(kvd, n_embd), qtype)
-            add(w, p + "attn_v.weight", mat(kvd, n_embd), qtype)
+            add(w, p + "attn_q.weight", mat(qd, n_embd), qtype, rng)
+            add(w, p + "attn_k.weight", mat(kvd, n_embd), qtype, rng)
+            add(w, p + "attn_v.weight", mat(kvd, n_embd), qtype, rng)
             if arch == "qwen2":
                 add(w, p + "attn_q.bias", vec(qd), T.F32)
                 add(w, p + "attn_k.bias", vec(kvd), T.F32)
                 add(w, p + "attn_v.bias", vec(kvd), T.F32)
-        add(w, p + "attn_output.weight", mat(n_embd, qd), qtype)
+        add(w, p + "attn_output.weight", mat(n_embd, qd), qtype, rng)
         if arch == "gpt2":
             add(w, p + "attn_output.bias", vec(n_embd), T.F32)
         add(w, p + "ffn_norm.weight", vec(n_embd, 1.0), T.F32)
         if arch == "gpt2":
             add(w, p + "ffn_norm.bias", vec(n_embd), T.F32)
         else:
-            add(w, p + "ffn_gate.weight", mat(n_ff, n_embd), qtype)
-        add(w, p + "ffn_up.weight", mat(n_ff, n_embd), qtype)
+            add(w, p + "ffn_gate.weight", mat(n_ff, n_embd), qtype, rng)
+        add(w, p + "ffn_up.weight", mat(n_ff, n_embd), qtype, rng)
         if arch == "gpt2":
             add(w, p + "ffn_up.bias", vec(n_ff), T.F32)
-        add(w, p + "ffn_down.weight", mat(n_embd, n_ff), qtype)
+        add(w, p + "ffn_down.weight", mat(n_embd, n_ff), qtype, rng)
         if arch == "gpt2":
             add(w, p + "ffn_down.bias", vec(n_embd), T.F32)
     add(w, "output_norm.weight", vec(n_embd, 1.0), T.F32)
     if arch == "gpt2":
         add(w, "output_norm.bias", vec(n_embd), T.F32)
     if not tied:
-        add(w, "output.weight", mat(n_vocab, n_embd), qtype)
+        add(w, "output.weight", mat(n_vocab, n_embd), qtype, rng)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -156,6 +187,8 @@ def small_models():
     bpe = os.path.join(LLAMA_CPP, "models", "ggml-vocab-gpt-2.gguf")
     out = {}
     for tname in TYPES:
+        if tname == "Q4_K_M":
+            continue
         out[f"llama-{tname}"] = ("llama", tname, spm, {})
         out[f"qwen2-{tname}"] = ("qwen2", tname, bpe, {})
         out[f"gpt2-{tname}"] = ("gpt2", tname, bpe, dict(n_head_kv=4))
@@ -165,6 +198,10 @@ def small_models():
     out["llama-ropefreqs-F32"] = ("llama", "F32", spm, dict(rope_freqs=True))
     out["llama-ropelinear-F32"] = ("llama", "F32", spm, dict(rope_linear=4.0))
     out["mistral-F32"] = ("mistral", "F32", spm, {})
+    # K-quants need rows of 256: a wider model, and Qwen2 with its biases.
+    wide = dict(n_embd=256, n_ff=512)
+    out["llama-Q4_K_M"] = ("llama", "Q4_K_M", spm, wide)
+    out["qwen2-Q4_K_M"] = ("qwen2", "Q4_K_M", bpe, wide)
     return out
 
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "llm/gguf.h"
 #include "llm/kernels.h"
 
 static _Atomic int isa_current = -1;
@@ -63,11 +64,43 @@ static const mcp_llm_kernels *table(void)
     }
 }
 
+/* Weights a table has no product for (the K-quants), against float
+ * activations: a few rows at a time dequantized into a buffer on the stack,
+ * then multiplied by the table's F32 product, every token at once. */
+enum { DEQ_FLOATS = 16384 };
+
+static bool gemm_dequantized(const mcp_llm_kernels *t, const mcp_llm_gemm_args *a)
+{
+    if (a->act != MCP_LLM_ACT_F32 || a->k > DEQ_FLOATS || !t->gemm_has(MCP_GGML_F32, MCP_LLM_ACT_F32)) return false;
+    _Alignas(64) float buf[DEQ_FLOATS];
+    const int64_t chunk = DEQ_FLOATS / a->k;
+    for (int64_t r = a->r0; r < a->r1; r += chunk) {
+        const int64_t n = a->r1 - r < chunk ? a->r1 - r : chunk;
+        for (int64_t i = 0; i < n; i++)
+            mcp_llm_dequantize_row(a->wtype, a->w + (size_t)(r + i) * a->row_bytes, a->k, buf + i * a->k);
+        mcp_llm_gemm_args f = *a;
+        f.wtype = MCP_GGML_F32;
+        f.w = (const uint8_t *)buf;
+        f.row_bytes = (size_t)a->k * sizeof(float);
+        f.r0 = 0;
+        f.r1 = n;
+        f.y = a->y + r;
+        t->gemm(&f);
+    }
+    return true;
+}
+
 void mcp_llm_gemm(const mcp_llm_gemm_args *a)
 {
     const mcp_llm_kernels *t = table();
-    if (t && t->gemm && t->gemm_has && t->gemm_has(a->wtype, a->act)) t->gemm(a);
-    else mcp_llm_gemm_ref(a);
+    if (t && t->gemm && t->gemm_has) {
+        if (t->gemm_has(a->wtype, a->act)) {
+            t->gemm(a);
+            return;
+        }
+        if (gemm_dequantized(t, a)) return;
+    }
+    mcp_llm_gemm_ref(a);
 }
 
 void mcp_llm_act_quantize(mcp_llm_act act, const float *x, int64_t k, void *out)

@@ -737,9 +737,10 @@ static KVNNI void gemm_q_prefill(const mcp_llm_gemm_args *a)
     }
 }
 
+/* The K-quants are not here: the dispatcher dequantizes them for the F32 product. */
 static bool gemm_has(uint32_t wtype, mcp_llm_act act)
 {
-    return mcp_llm_gemm_supported(wtype, act);
+    return wtype != MCP_GGML_Q4_K && wtype != MCP_GGML_Q6_K && mcp_llm_gemm_supported(wtype, act);
 }
 
 static void gemm(const mcp_llm_gemm_args *a)

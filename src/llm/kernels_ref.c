@@ -15,6 +15,60 @@ static float load_f16(const uint8_t *p)
     return mcp_f16_to_f32(h);
 }
 
+/* Q4_K, 256 elements in 144 bytes: f16 d, f16 dmin, 12 bytes packing eight
+ * 6-bit scales and eight 6-bit mins (one pair per 32 elements), then 128
+ * bytes of 4-bit values. Sub-block j: element = d * scale_j * q - dmin * min_j;
+ * the 64 elements of chunk c are the low nibbles of bytes 32c..32c+31 (sub-block
+ * 2c), then their high nibbles (sub-block 2c + 1). */
+static void q4_k_scale_min(const uint8_t *s, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+static void dequant_q4_k(const uint8_t *blk, float *out)
+{
+    const float d = load_f16(blk), dmin = load_f16(blk + 2);
+    const uint8_t *q = blk + 16;
+    for (int c = 0; c < 4; c++, q += 32, out += 64) {
+        int sc0, m0, sc1, m1;
+        q4_k_scale_min(blk + 4, 2 * c, &sc0, &m0);
+        q4_k_scale_min(blk + 4, 2 * c + 1, &sc1, &m1);
+        const float d0 = d * (float)sc0, o0 = dmin * (float)m0, d1 = d * (float)sc1, o1 = dmin * (float)m1;
+        for (int l = 0; l < 32; l++) {
+            out[l] = d0 * (float)(q[l] & 0x0F) - o0;
+            out[32 + l] = d1 * (float)(q[l] >> 4) - o1;
+        }
+    }
+}
+
+/* Q6_K, 256 elements in 210 bytes: 128 bytes of low 4 bits, 64 bytes of
+ * high 2 bits, sixteen int8 scales (one per 16 elements), f16 d. Element =
+ * d * scale * (q - 32). Each half of 128 elements takes 64 low bytes, 32
+ * high bytes and 8 scales: element l + 32i (l < 32, i < 4) has low bits from
+ * byte l (i even) or l + 32 (i odd), low nibble for i < 2, high for i >= 2,
+ * and high bits 2i..2i+1 of high byte l; its scale is l / 16 + 2i. */
+static void dequant_q6_k(const uint8_t *blk, float *out)
+{
+    const uint8_t *ql = blk, *qh = blk + 128;
+    const int8_t *sc = (const int8_t *)(const void *)(blk + 192);
+    const float d = load_f16(blk + 208);
+    for (int half = 0; half < 2; half++, ql += 64, qh += 32, sc += 8, out += 128) {
+        for (int l = 0; l < 32; l++) {
+            for (int i = 0; i < 4; i++) {
+                const uint8_t lo = ql[l + (i & 1) * 32];
+                const int q = ((i < 2 ? lo & 0x0F : lo >> 4) | (((qh[l] >> (2 * i)) & 3) << 4)) - 32;
+                out[l + 32 * i] = d * (float)sc[l / 16 + 2 * i] * (float)q;
+            }
+        }
+    }
+}
+
 void mcp_llm_dequantize_row(uint32_t wtype, const uint8_t *row, int64_t k, float *out)
 {
     switch (wtype) {
@@ -48,6 +102,12 @@ void mcp_llm_dequantize_row(uint32_t wtype, const uint8_t *row, int64_t k, float
             }
         }
         return;
+    case MCP_GGML_Q4_K:
+        for (int64_t b = 0; b < k / 256; b++) dequant_q4_k(row + b * 144, out + b * 256);
+        return;
+    case MCP_GGML_Q6_K:
+        for (int64_t b = 0; b < k / 256; b++) dequant_q6_k(row + b * 210, out + b * 256);
+        return;
     default:
         /* Callers check mcp_llm_gemm_supported first. */
         memset(out, 0, (size_t)k * sizeof *out);
@@ -65,6 +125,9 @@ bool mcp_llm_gemm_supported(uint32_t wtype, mcp_llm_act act)
     case MCP_GGML_Q8_0:
     case MCP_GGML_Q4_0:
         return act == MCP_LLM_ACT_F32 || act == MCP_LLM_ACT_Q8;
+    case MCP_GGML_Q4_K:
+    case MCP_GGML_Q6_K:
+        return act == MCP_LLM_ACT_F32;
     default:
         return false;
     }
@@ -192,6 +255,16 @@ static double dot_row_f32(uint32_t wtype, const uint8_t *w, const float *x, int6
             acc += s * load_f16(blk);
         }
         return acc;
+    case MCP_GGML_Q4_K:
+    case MCP_GGML_Q6_K: {
+        const size_t bs = wtype == MCP_GGML_Q4_K ? 144 : 210;
+        float f[256];
+        for (int64_t b = 0; b < k / 256; b++) {
+            mcp_llm_dequantize_row(wtype, w + (size_t)b * bs, 256, f);
+            for (int i = 0; i < 256; i++) acc += (double)f[i] * x[b * 256 + i];
+        }
+        return acc;
+    }
     default:
         return 0.0;
     }

@@ -79,7 +79,7 @@ static mcp_status opt_f(loader *L, const char *suffix, float *out, float dflt, f
     return MCP_STATUS_OK;
 }
 
-static const char *type_list = "F32, F16, BF16, Q8_0, Q4_0";
+static const char *type_list = "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K";
 
 /* A weight of `rows` rows of `k`: present (unless optional), 2-D of that
  * shape, of a type the kernels multiply. */

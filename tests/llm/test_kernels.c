@@ -42,6 +42,8 @@ static size_t wrow_bytes(uint32_t wtype, int64_t k)
     case MCP_GGML_F16:
     case MCP_GGML_BF16: return (size_t)k * 2;
     case MCP_GGML_Q8_0: return (size_t)(k / 32) * 34;
+    case MCP_GGML_Q4_K: return (size_t)(k / 256) * 144;
+    case MCP_GGML_Q6_K: return (size_t)(k / 256) * 210;
     default: return (size_t)(k / 32) * 18;
     }
 }
@@ -74,6 +76,21 @@ static void fill_weights(uint32_t wtype, uint8_t *w, int64_t rows, size_t row_by
             continue;
         }
         float m = mag == MAG_NORMAL ? 0.05f : mag == MAG_HUGE ? 500.0f : 1e-6f;
+        if (wtype == MCP_GGML_Q4_K || wtype == MCP_GGML_Q6_K) {
+            /* Random bits, f16 scales set: every scale, min and value pattern. */
+            const size_t bs = wtype == MCP_GGML_Q4_K ? 144 : 210;
+            for (int64_t b = 0; b < k / 256; b++) {
+                uint8_t *blk = row + (size_t)b * bs;
+                for (size_t i = 0; i < bs; i++) blk[i] = (uint8_t)urand(256);
+                if (wtype == MCP_GGML_Q4_K) {
+                    put_f16(blk, (b + r) % 7 == 3 ? 0.0f : m / 64.0f);
+                    put_f16(blk + 2, m / 128.0f);
+                } else {
+                    put_f16(blk + 208, (b + r) % 7 == 3 ? 0.0f : m / 512.0f);
+                }
+            }
+            continue;
+        }
         size_t bs = wtype == MCP_GGML_Q8_0 ? 34 : 18;
         for (int64_t b = 0; b < k / 32; b++) {
             uint8_t *blk = row + (size_t)b * bs;
@@ -264,6 +281,81 @@ static void test_gemm(void)
             check_gemm((mcp_llm_isa)isa, &combos[c], 7, 3, MAG_NORMAL);
             check_gemm((mcp_llm_isa)isa, &combos[c], 100, 5, MAG_NORMAL);
             check_gemm((mcp_llm_isa)isa, &combos[c], 1001, 1, MAG_NORMAL);
+        }
+    }
+    mcp_llm_set_isa(mcp_llm_isa_best());
+}
+
+/* Q4_K and Q6_K blocks written from known elements by a packer (the
+ * format's other direction), read back by dequantize_row. */
+static void test_k_quant_layout(void)
+{
+    uint8_t blk[210];
+    float out[256];
+    /* Q4_K: d = 0.5, dmin = 0.25; sub-block j has scale 14 + 7j and min
+     * 63 - 5j (6 bits, so the packing's high bits are used); element i
+     * has value i * 7 % 16. */
+    memset(blk, 0, sizeof blk);
+    put_f16(blk, 0.5f);
+    put_f16(blk + 2, 0.25f);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = 14 + 7 * j;
+        mn[j] = 63 - 5 * j;
+        uint8_t *s = blk + 4;
+        if (j < 4) {
+            s[j] = (uint8_t)((s[j] & 0xC0) | sc[j]);
+            s[j + 4] = (uint8_t)((s[j + 4] & 0xC0) | mn[j]);
+        } else {
+            s[j + 4] = (uint8_t)((sc[j] & 0x0F) | ((mn[j] & 0x0F) << 4));
+            s[j - 4] = (uint8_t)(s[j - 4] | ((sc[j] >> 4) << 6));
+            s[j] = (uint8_t)(s[j] | ((mn[j] >> 4) << 6));
+        }
+    }
+    for (int i = 0; i < 256; i++) {
+        const int q = i * 7 % 16, chunk = i / 64, hi = (i / 32) % 2, l = i % 32;
+        uint8_t *byte = blk + 16 + 32 * chunk + l;
+        *byte = (uint8_t)(hi ? (*byte & 0x0F) | (q << 4) : (*byte & 0xF0) | q);
+    }
+    mcp_llm_dequantize_row(MCP_GGML_Q4_K, blk, 256, out);
+    for (int i = 0; i < 256; i++) {
+        const int j = i / 32;
+        TU_CHECK_NEAR(out[i], 0.5f * (float)sc[j] * (float)(i * 7 % 16) - 0.25f * (float)mn[j], 1e-6);
+    }
+    /* Q6_K: d = 0.125; the scale of elements 16s..16s+15 is s * 9 - 70;
+     * element i has value (i * 11 % 64) - 32. */
+    memset(blk, 0, sizeof blk);
+    put_f16(blk + 208, 0.125f);
+    for (int s16 = 0; s16 < 16; s16++) blk[192 + s16] = (uint8_t)(int8_t)(s16 * 9 - 70);
+    for (int i = 0; i < 256; i++) {
+        const int q = i * 11 % 64, half = i / 128, e = i % 128, quarter = e / 32, l = e % 32;
+        uint8_t *lo = blk + 64 * half + l + (quarter & 1) * 32, *hb = blk + 128 + 32 * half + l;
+        *lo = (uint8_t)(quarter < 2 ? (*lo & 0xF0) | (q & 0x0F) : (*lo & 0x0F) | ((q & 0x0F) << 4));
+        *hb = (uint8_t)(*hb | ((q >> 4) << (2 * quarter)));
+    }
+    mcp_llm_dequantize_row(MCP_GGML_Q6_K, blk, 256, out);
+    for (int i = 0; i < 256; i++)
+        TU_CHECK_NEAR(out[i], 0.125f * (float)((i / 16) * 9 - 70) * (float)(i * 11 % 64 - 32), 1e-6);
+}
+
+/* K-quant products: the tables have none, so the dispatcher dequantizes
+ * rows and runs the table's F32 product (up to 16384 elements a row; past
+ * that, the reference). */
+static void test_gemm_k_quants(void)
+{
+    static const combo kc[] = {{MCP_GGML_Q4_K, MCP_LLM_ACT_F32, "q4_k/f32"}, {MCP_GGML_Q6_K, MCP_LLM_ACT_F32, "q6_k/f32"}};
+    static const int64_t kk[] = {256, 512, 2048, 5632, 16384, 16640};
+    static const int kn[] = {1, 3, 9};
+    for (int isa = MCP_LLM_ISA_REF; isa <= (int)mcp_llm_isa_best(); isa++) {
+        TU_REQUIRE(mcp_llm_set_isa((mcp_llm_isa)isa));
+        for (size_t c = 0; c < 2; c++) {
+            TU_CHECK(mcp_llm_gemm_supported(kc[c].wtype, MCP_LLM_ACT_F32));
+            TU_CHECK(!mcp_llm_gemm_supported(kc[c].wtype, MCP_LLM_ACT_Q8));
+            TU_CHECK(mcp_llm_act_for(kc[c].wtype) == MCP_LLM_ACT_F32);
+            for (size_t ki = 0; ki < sizeof kk / sizeof kk[0]; ki++)
+                for (size_t ni = 0; ni < sizeof kn / sizeof kn[0]; ni++)
+                    for (int mag = MAG_NORMAL; mag < MAG_COUNT; mag++)
+                        check_gemm((mcp_llm_isa)isa, &kc[c], kk[ki], kn[ni], mag);
         }
     }
     mcp_llm_set_isa(mcp_llm_isa_best());
@@ -562,6 +654,8 @@ int main(void)
     TU_RUN(test_act_quantize);
     TU_RUN(test_gemm_empty);
     TU_RUN(test_gemm);
+    TU_RUN(test_k_quant_layout);
+    TU_RUN(test_gemm_k_quants);
     TU_RUN(test_rmsnorm);
     TU_RUN(test_swiglu_softmax);
     TU_RUN(test_attend);
