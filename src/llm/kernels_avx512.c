@@ -41,6 +41,8 @@ enum {
     TILE_T = 4,   /* tokens per prefill tile */
     QUAD = 4,     /* Q8_0/Q4_0 blocks per step of the integer product */
 };
+/* Decode takes rows at least this long one at a time (run_tiles, gemm_q_decode). */
+#define DECODE_ROW_ALONE_BYTES 1024u
 /* Activation bytes of a token chunk kept in L2 while its row tiles run. */
 #define CHUNK_ACT_BYTES (256u * 1024u)
 
@@ -66,6 +68,11 @@ static void run_tiles(const mcp_llm_gemm_args *a, const tile_set *ts)
 {
     if (a->n_tok == 1) {
         int64_t r = a->r0;
+        /* Rows of a KB or more one at a time: a single stream through
+         * contiguous rows outruns eight interleaved ones (measured on Zen 4:
+         * 1.7x on F16 decode); each row's arithmetic is the same either way. */
+        if (a->row_bytes >= DECODE_ROW_ALONE_BYTES)
+            for (; r < a->r1; r++) ts->one[0](a, r, 0);
         for (; r + TILE_RD <= a->r1; r += TILE_RD) ts->decode(a, r, 0);
         for (; r + TILE_RP <= a->r1; r += TILE_RP) ts->rows[0](a, r, 0);
         for (; r < a->r1; r++) ts->one[0](a, r, 0);
@@ -702,6 +709,8 @@ static KVNNI void dq_tile_1(const mcp_llm_gemm_args *a, int64_t r)
 static KVNNI void gemm_q_decode(const mcp_llm_gemm_args *a)
 {
     int64_t r = a->r0;
+    if (a->row_bytes >= DECODE_ROW_ALONE_BYTES)
+        for (; r < a->r1; r++) dq_tile_1(a, r);
     for (; r + 8 <= a->r1; r += 8) dq_tile_8(a, r);
     for (; r + 4 <= a->r1; r += 4) dq_tile_4(a, r);
     for (; r < a->r1; r++) dq_tile_1(a, r);
