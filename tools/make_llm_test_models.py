@@ -91,8 +91,6 @@ def add(w, name, arr, qtype, rng=None):
         kt = T.Q6_K if q6 else T.Q4_K
         w.add_tensor(name, k_quant_blocks(arr, kt, rng), raw_dtype=kt)
         return
-    if qtype == "Q4_K_M":
-        qtype = T.F32
     if qtype == T.F32 or arr.ndim == 1:
         w.add_tensor(name, arr)
     elif qtype == T.F16:

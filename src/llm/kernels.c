@@ -65,15 +65,19 @@ static const mcp_llm_kernels *table(void)
 }
 
 /* Weights a table has no product for (the K-quants), against float
- * activations: a few rows at a time dequantized into a buffer on the stack,
- * then multiplied by the table's F32 product, every token at once. */
+ * activations: a few rows at a time dequantized into a buffer on the stack
+ * (a row longer than it, one at a time into the heap), then multiplied by
+ * the table's F32 product, every token at once. */
 enum { DEQ_FLOATS = 16384 };
 
 static bool gemm_dequantized(const mcp_llm_kernels *t, const mcp_llm_gemm_args *a)
 {
-    if (a->act != MCP_LLM_ACT_F32 || a->k > DEQ_FLOATS || !t->gemm_has(MCP_GGML_F32, MCP_LLM_ACT_F32)) return false;
-    _Alignas(64) float buf[DEQ_FLOATS];
-    const int64_t chunk = DEQ_FLOATS / a->k;
+    if (a->act != MCP_LLM_ACT_F32 || !t->gemm_has(MCP_GGML_F32, MCP_LLM_ACT_F32)) return false;
+    _Alignas(64) float stack[DEQ_FLOATS];
+    float *buf = stack;
+    if (a->k > DEQ_FLOATS && !(buf = aligned_alloc(64, ((size_t)a->k * sizeof(float) + 63u) & ~(size_t)63u)))
+        return false;
+    const int64_t chunk = a->k > DEQ_FLOATS ? 1 : DEQ_FLOATS / a->k;
     for (int64_t r = a->r0; r < a->r1; r += chunk) {
         const int64_t n = a->r1 - r < chunk ? a->r1 - r : chunk;
         for (int64_t i = 0; i < n; i++)
@@ -87,6 +91,7 @@ static bool gemm_dequantized(const mcp_llm_kernels *t, const mcp_llm_gemm_args *
         f.y = a->y + r;
         t->gemm(&f);
     }
+    if (buf != stack) free(buf);
     return true;
 }
 

@@ -82,6 +82,10 @@ void mcp_llm_q8_group_row_ref(mcp_llm_q8_block *row, int64_t k);
 
 /* Whether weights of GGUF type `wtype` multiply activations presented as `act`. */
 bool mcp_llm_gemm_supported(uint32_t wtype, mcp_llm_act act);
+/* Whether the ISA tables multiply them as they lie; the rest of what is
+ * supported (the K-quants) the dispatcher dequantizes a few rows at a time
+ * for the tables' F32 product. */
+bool mcp_llm_gemm_direct(uint32_t wtype, mcp_llm_act act);
 /* The activation form the fast path uses for `wtype`: Q8 for Q8_0/Q4_0, F32 otherwise. */
 mcp_llm_act mcp_llm_act_for(uint32_t wtype);
 /* Bytes of one activation row of k elements (k a multiple of 32 for Q8; a

@@ -312,10 +312,9 @@ KAVX2_INLINE void tile_q(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
 TILE_SET(q, q8_0, MCP_GGML_Q8_0)
 TILE_SET(q, q4_0, MCP_GGML_Q4_0)
 
-/* The K-quants are not here: the dispatcher dequantizes them for the F32 product. */
 static bool gemm_has(uint32_t wtype, mcp_llm_act act)
 {
-    return wtype != MCP_GGML_Q4_K && wtype != MCP_GGML_Q6_K && mcp_llm_gemm_supported(wtype, act);
+    return mcp_llm_gemm_direct(wtype, act);
 }
 
 static void gemm(const mcp_llm_gemm_args *a)

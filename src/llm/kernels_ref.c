@@ -133,6 +133,11 @@ bool mcp_llm_gemm_supported(uint32_t wtype, mcp_llm_act act)
     }
 }
 
+bool mcp_llm_gemm_direct(uint32_t wtype, mcp_llm_act act)
+{
+    return wtype != MCP_GGML_Q4_K && wtype != MCP_GGML_Q6_K && mcp_llm_gemm_supported(wtype, act);
+}
+
 mcp_llm_act mcp_llm_act_for(uint32_t wtype)
 {
     return wtype == MCP_GGML_Q8_0 || wtype == MCP_GGML_Q4_0 ? MCP_LLM_ACT_Q8 : MCP_LLM_ACT_F32;

@@ -339,8 +339,8 @@ static void test_k_quant_layout(void)
 }
 
 /* K-quant products: the tables have none, so the dispatcher dequantizes
- * rows and runs the table's F32 product (up to 16384 elements a row; past
- * that, the reference). */
+ * rows and runs the table's F32 product (rows up to 16384 elements a few at
+ * a time on the stack, longer ones one at a time on the heap). */
 static void test_gemm_k_quants(void)
 {
     static const combo kc[] = {{MCP_GGML_Q4_K, MCP_LLM_ACT_F32, "q4_k/f32"}, {MCP_GGML_Q6_K, MCP_LLM_ACT_F32, "q6_k/f32"}};
@@ -352,6 +352,7 @@ static void test_gemm_k_quants(void)
             TU_CHECK(mcp_llm_gemm_supported(kc[c].wtype, MCP_LLM_ACT_F32));
             TU_CHECK(!mcp_llm_gemm_supported(kc[c].wtype, MCP_LLM_ACT_Q8));
             TU_CHECK(mcp_llm_act_for(kc[c].wtype) == MCP_LLM_ACT_F32);
+            TU_CHECK(!mcp_llm_gemm_direct(kc[c].wtype, MCP_LLM_ACT_F32));
             for (size_t ki = 0; ki < sizeof kk / sizeof kk[0]; ki++)
                 for (size_t ni = 0; ni < sizeof kn / sizeof kn[0]; ni++)
                     for (int mag = MAG_NORMAL; mag < MAG_COUNT; mag++)
