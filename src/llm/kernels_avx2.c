@@ -11,12 +11,14 @@
  * across tokens and streams TILE_RD rows at a time. Prefill visits tokens in
  * chunks whose activations fit in L2, so the row tiles re-read them there.
  *
- * Integer products use vpmaddubsw, which multiplies unsigned by signed bytes,
- * with the sign trick: |w| times a with w's sign, so that each pair of
- * products is exact in int16 (at most 2 * 128 * 127) as long as activations
- * stay in [-127, 127], which act_quantize_q8 guarantees. */
+ * Integer products use vpmaddubsw, which multiplies unsigned by signed bytes:
+ * Q8_0 with the sign trick (|w| times a with w's sign), Q4_0 with its
+ * nibbles as they are less 8 x a (see q_unpack); each pair of products is
+ * exact in int16 (at most 2 * 128 * 127) as long as activations stay in
+ * [-127, 127], which act_quantize_q8 guarantees. */
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "llm/gguf.h"
@@ -40,6 +42,28 @@ KAVX2_INLINE __m256 bcast_f16(const uint8_t *p)
     uint16_t h;
     memcpy(&h, p, 2);
     return _mm256_cvtph_ps(_mm_set1_epi16((short)h));
+}
+
+/* Every f16 as a float, for the weights' block scales of the integer
+ * products: a scalar load and a broadcast from here keep vcvtph2ps (two
+ * vector uops) off the vector pipes, which bound those products. Built once,
+ * exactly (F16C), before the first Q8 product. */
+static float f16_table[65536];
+static pthread_once_t f16_table_once = PTHREAD_ONCE_INIT;
+
+static KAVX2 void f16_table_build(void)
+{
+    for (uint32_t h = 0; h < 65536; h += 8) {
+        __m128i v = _mm_add_epi16(_mm_set1_epi16((short)h), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_storeu_ps(f16_table + h, _mm256_cvtph_ps(v));
+    }
+}
+
+KAVX2_INLINE __m256 bcast_f16_table(const uint8_t *p)
+{
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _mm256_broadcast_ss(f16_table + h);
 }
 
 KAVX2_INLINE float hsum(__m256 v)
@@ -243,35 +267,58 @@ TILE_SET(f, q4_0, MCP_GGML_Q4_0)
 
 /* ---- Q8 activations: integer products, one block per step ---- */
 
+/* A block of weights as vpmaddubsw's unsigned operand u (and sg, what the
+ * token's bytes take the sign of), and its products with a token's block
+ * as int16 pairs, exact: Q8_0 by the sign trick; Q4_0 with its nibbles as
+ * they are, 0..15, less the token's pairs of 8 x a (c8, once per token for
+ * every row): u0 a0 + u1 a1 - 8 a0 - 8 a1 is the pair of (u - 8) a, so the
+ * int32 sums are those of the signed values lane for lane. */
+KAVX2_INLINE void q_unpack(uint32_t wtype, const uint8_t *blk, __m256i *u, __m256i *sg)
+{
+    if (wtype == MCP_GGML_Q8_0) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        *u = _mm256_sign_epi8(v, v);
+        *sg = v;
+        return;
+    }
+    __m128i n = _mm_loadu_si128((const __m128i *)(blk + 2));
+    *u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), _mm256_set1_epi8(0x0F));
+    *sg = *u;
+}
+
+KAVX2_INLINE __m256i q_c8(uint32_t wtype, __m256i av)
+{
+    return wtype == MCP_GGML_Q8_0 ? _mm256_setzero_si256() : _mm256_maddubs_epi16(_mm256_set1_epi8(8), av);
+}
+
+/* acc + the block's product with the token's: int32 sums times the product
+ * of the two scales, the one float step of every Q8 path of this file. */
+KAVX2_INLINE __m256 q_acc(uint32_t wtype, __m256i u, __m256i sg, __m256 dw, __m256i av, __m256i c8, __m256 xd,
+                          __m256 acc)
+{
+    __m256i pairs = wtype == MCP_GGML_Q8_0 ? _mm256_maddubs_epi16(u, _mm256_sign_epi8(av, sg))
+                                           : _mm256_sub_epi16(_mm256_maddubs_epi16(u, av), c8);
+    __m256i p = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, xd), acc);
+}
+
 KAVX2_INLINE void step_q(uint32_t wtype, const uint8_t *const *w, const mcp_llm_q8_block *const *x,
                          __m256 acc[TILE_R][TILE_T], const int R, const int T)
 {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i u[TILE_R], sg[TILE_R];
     __m256 dw[TILE_R];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-        __m256i v;
-        if (wtype == MCP_GGML_Q8_0) {
-            v = _mm256_loadu_si256((const __m256i *)(w[i] + 2));
-        } else {
-            __m128i n = _mm_loadu_si128((const __m128i *)(w[i] + 2));
-            v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), _mm256_set1_epi8(0x0F));
-            v = _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-        }
-        u[i] = _mm256_sign_epi8(v, v);
-        sg[i] = v;
-        dw[i] = bcast_f16(w[i]);
+        q_unpack(wtype, w[i], &u[i], &sg[i]);
+        dw[i] = bcast_f16_table(w[i]);
     }
 #pragma GCC unroll 4
     for (int j = 0; j < T; j++) {
         __m256i av = _mm256_loadu_si256((const __m256i *)x[j]->qs);
+        __m256i c8 = q_c8(wtype, av);
         __m256 xd = _mm256_set1_ps(x[j]->d);
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) {
-            __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i], _mm256_sign_epi8(av, sg[i])), ones);
-            acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[i], xd), acc[i][j]);
-        }
+        for (int i = 0; i < R; i++) acc[i][j] = q_acc(wtype, u[i], sg[i], dw[i], av, c8, xd, acc[i][j]);
     }
 }
 
@@ -297,7 +344,8 @@ KAVX2_INLINE void tile_q(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             wp[i] = w[i] + (size_t)b * bs;
-            _mm_prefetch((const char *)wp[i] + next, _MM_HINT_T0);
+            /* Q4_0: every other block is enough to touch each line. */
+            if (wtype == MCP_GGML_Q8_0 || !(b & 1)) _mm_prefetch((const char *)wp[i] + next, _MM_HINT_T0);
         }
 #pragma GCC unroll 4
         for (int j = 0; j < T; j++) xp[j] = x[j] + b;
@@ -321,6 +369,7 @@ static void gemm(const mcp_llm_gemm_args *a)
 {
     if (a->r1 <= a->r0 || a->n_tok <= 0) return;
     if (a->act == MCP_LLM_ACT_Q8) {
+        pthread_once(&f16_table_once, f16_table_build);
         run_tiles(a, a->wtype == MCP_GGML_Q8_0 ? &tiles_q_q8_0 : &tiles_q_q4_0);
         return;
     }
