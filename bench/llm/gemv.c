@@ -5,7 +5,7 @@
  * last-level cache (what streaming from memory gives). Random weights; the
  * figure is the median of the repetitions with the lowest and highest.
  *
- *   build/bin/llm_gemv_bench [--reps N]
+ *   build/bin/llm_gemv_bench [--reps N] [--k K]
  */
 #include <math.h>
 #include <stdio.h>
@@ -93,18 +93,21 @@ static result run(uint32_t wt, int64_t k, int64_t rows, int n_tok, int reps, con
 int main(int argc, char **argv)
 {
     int reps = 9;
+    int64_t k = 2048;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--k") && i + 1 < argc) k = atoll(argv[++i]) / 64 * 64;
         else {
-            fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--reps N] [--k K (a multiple of 64)]\n", argv[0]);
             return 2;
         }
     }
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
+    if (k < 64 || k > 65536) k = 2048;
     const uint32_t types[] = {MCP_GGML_F32, MCP_GGML_F16, MCP_GGML_BF16, MCP_GGML_Q8_0, MCP_GGML_Q4_0};
     const char *names[] = {"f32", "f16", "bf16", "q8_0", "q4_0"};
-    const int64_t k = 2048, n_tok = 64;
+    const int64_t n_tok = 64;
     /* L2-resident: 256 KB of weights; streaming: 512 MB. */
     const struct {
         const char *what;

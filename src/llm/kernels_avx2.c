@@ -7,7 +7,7 @@
  * Weight products work on tiles of rows x tokens held in registers: each
  * weight vector loaded (and converted) once serves every token of the tile,
  * each activation vector every row of it. With 16 registers, prefill tiles
- * are TILE_RP rows x TILE_T tokens; decode (one token) has nothing to keep
+ * are TILE_RPF (float activations) or TILE_RPQ (Q8) rows x TILE_T tokens; decode (one token) has nothing to keep
  * across tokens and streams TILE_RD rows at a time. Prefill visits tokens in
  * chunks whose activations fit in L2, so the row tiles re-read them there.
  *
@@ -29,10 +29,11 @@
 #define KAVX2_INLINE static inline __attribute__((always_inline, target(ISA_AVX2)))
 
 enum {
-    TILE_RP = 2, /* rows per prefill tile */
-    TILE_RD = 4, /* rows per decode tile */
-    TILE_R = 4,  /* the larger of the two, for array sizes */
-    TILE_T = 4,  /* tokens per prefill tile */
+    TILE_RPF = 3, /* rows per prefill tile, float activations */
+    TILE_RPQ = 2, /* rows per prefill tile, Q8 activations */
+    TILE_RD = 4,  /* rows per decode tile */
+    TILE_R = 4,   /* the largest of them, for array sizes */
+    TILE_T = 4,   /* tokens per prefill tile */
 };
 /* Activation bytes of a token chunk kept in L2 while its row tiles run. */
 #define CHUNK_ACT_BYTES (256u * 1024u)
@@ -77,12 +78,13 @@ KAVX2_INLINE float hsum(__m256 v)
 /* ---- Tiles and the loop over them, shared by both activation forms ---- */
 
 typedef void (*tile_fn)(const mcp_llm_gemm_args *a, int64_t r, int t);
-/* Prefill tiles of one row and of TILE_RP rows for 1..TILE_T tokens, and the
+/* Prefill tiles of one row and of nr rows for 1..TILE_T tokens, and the
  * decode tile of TILE_RD rows by one token. */
 typedef struct tile_set {
     tile_fn one[TILE_T];
     tile_fn rows[TILE_T];
     tile_fn decode;
+    int nr;
 } tile_set;
 
 static void run_tiles(const mcp_llm_gemm_args *a, const tile_set *ts)
@@ -99,7 +101,7 @@ static void run_tiles(const mcp_llm_gemm_args *a, const tile_set *ts)
     for (int t0 = 0; t0 < a->n_tok; t0 += chunk) {
         int t1 = a->n_tok - t0 > chunk ? t0 + chunk : a->n_tok;
         int64_t r = a->r0;
-        for (; r + TILE_RP <= a->r1; r += TILE_RP)
+        for (; r + ts->nr <= a->r1; r += ts->nr)
             for (int t = t0; t < t1; t += TILE_T) ts->rows[(t1 - t < TILE_T ? t1 - t : TILE_T) - 1](a, r, t);
         for (; r < a->r1; r++)
             for (int t = t0; t < t1; t += TILE_T) ts->one[(t1 - t < TILE_T ? t1 - t : TILE_T) - 1](a, r, t);
@@ -113,22 +115,25 @@ static void run_tiles(const mcp_llm_gemm_args *a, const tile_set *ts)
     {                                                                                         \
         tile_##kind(a, wt, r, t, R, T);                                                       \
     }
-#define TILE_SET(kind, ty, wt)                                                                \
+#define TILE_SET(kind, ty, wt, RP)                                                            \
     TILE_DEF(kind, ty, wt, 1, 1)                                                              \
     TILE_DEF(kind, ty, wt, 1, 2)                                                              \
     TILE_DEF(kind, ty, wt, 1, 3)                                                              \
     TILE_DEF(kind, ty, wt, 1, 4)                                                              \
-    TILE_DEF(kind, ty, wt, 2, 1)                                                              \
-    TILE_DEF(kind, ty, wt, 2, 2)                                                              \
-    TILE_DEF(kind, ty, wt, 2, 3)                                                              \
-    TILE_DEF(kind, ty, wt, 2, 4)                                                              \
+    TILE_DEF(kind, ty, wt, RP, 1)                                                             \
+    TILE_DEF(kind, ty, wt, RP, 2)                                                             \
+    TILE_DEF(kind, ty, wt, RP, 3)                                                             \
+    TILE_DEF(kind, ty, wt, RP, 4)                                                             \
     TILE_DEF(kind, ty, wt, 4, 1)                                                              \
     static const tile_set tiles_##kind##_##ty = {                                             \
         {tile_##kind##_##ty##_1_1, tile_##kind##_##ty##_1_2, tile_##kind##_##ty##_1_3, tile_##kind##_##ty##_1_4}, \
-        {tile_##kind##_##ty##_2_1, tile_##kind##_##ty##_2_2, tile_##kind##_##ty##_2_3, tile_##kind##_##ty##_2_4}, \
+        {tile_##kind##_##ty##_##RP##_1, tile_##kind##_##ty##_##RP##_2, tile_##kind##_##ty##_##RP##_3,   \
+         tile_##kind##_##ty##_##RP##_4},                                                      \
         tile_##kind##_##ty##_4_1,                                                             \
+        RP,                                                                                   \
     };
-_Static_assert(TILE_RP == 2 && TILE_RD == 4 && TILE_T == 4, "TILE_SET lists these shapes");
+_Static_assert(TILE_RD == 4 && TILE_T == 4, "TILE_SET lists these shapes");
+_Static_assert(TILE_RPF == 3 && TILE_RPQ == 2 && TILE_R >= TILE_RPF, "the TILE_SET lines below give these");
 
 /* ---- F32 activations: weights converted to floats in registers ---- */
 
@@ -191,18 +196,46 @@ KAVX2_INLINE void load_w16(uint32_t wtype, const uint8_t *row, int64_t e, __m256
     }
 }
 
-/* acc[i][j] += dot(w[i][we..we+16), x[j][xe..xe+16)) for R rows, T tokens. */
+/* Elements [e + 8h, e + 8h + 8) of a float row (e a multiple of 16). */
+KAVX2_INLINE __m256 load_w8(uint32_t wtype, const uint8_t *row, int64_t e, int h)
+{
+    const int64_t o = e + 8 * h;
+    switch (wtype) {
+    case MCP_GGML_F32: return _mm256_loadu_ps((const float *)(row + 4 * o));
+    case MCP_GGML_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * o)));
+    default:
+        return _mm256_castsi256_ps(
+            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * o))), 16));
+    }
+}
+
+/* acc[i][j] += dot(w[i][we..we+16), x[j][xe..xe+16)) for R rows, T tokens:
+ * each pair's two FMAs in order (first eight elements, then the next), but
+ * every pair's first before any pair's second, so that all the tile's
+ * pairs are in flight at once. Each token's vector is loaded once into a
+ * register (the asm keeps the compiler from folding it into every FMA,
+ * which doubles the loads), so a tile of 3 x 4 holds 12 sums, 3 weight
+ * vectors and one token vector: the 16 registers. */
 KAVX2_INLINE void step_f(uint32_t wtype, const uint8_t *const *w, int64_t we, const float *const *x, int64_t xe,
                          __m256 acc[TILE_R][TILE_T], const int R, const int T)
 {
-    __m256 w0[TILE_R], w1[TILE_R];
+    const bool plain = wtype == MCP_GGML_F32 || wtype == MCP_GGML_F16 || wtype == MCP_GGML_BF16;
+    __m256 wv[2][TILE_R];
+    if (!plain)
 #pragma GCC unroll 4
-    for (int i = 0; i < R; i++) load_w16(wtype, w[i], we, &w0[i], &w1[i]);
+        for (int i = 0; i < R; i++) load_w16(wtype, w[i], we, &wv[0][i], &wv[1][i]);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        if (plain)
 #pragma GCC unroll 4
-    for (int j = 0; j < T; j++) {
-        __m256 x0 = _mm256_loadu_ps(x[j] + xe), x1 = _mm256_loadu_ps(x[j] + xe + 8);
+            for (int i = 0; i < R; i++) wv[h][i] = load_w8(wtype, w[i], we, h);
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(w1[i], x1, _mm256_fmadd_ps(w0[i], x0, acc[i][j]));
+        for (int j = 0; j < T; j++) {
+            __m256 xv = _mm256_loadu_ps(x[j] + xe + 8 * h);
+            __asm__("" : "+x"(xv));
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) acc[i][j] = _mm256_fmadd_ps(wv[h][i], xv, acc[i][j]);
+        }
     }
 }
 
@@ -259,11 +292,11 @@ KAVX2_INLINE void tile_f(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
         for (int i = 0; i < R; i++) a->y[(int64_t)(t + j) * a->y_stride + r + i] = hsum(acc[i][j]);
 }
 
-TILE_SET(f, f32, MCP_GGML_F32)
-TILE_SET(f, f16, MCP_GGML_F16)
-TILE_SET(f, bf16, MCP_GGML_BF16)
-TILE_SET(f, q8_0, MCP_GGML_Q8_0)
-TILE_SET(f, q4_0, MCP_GGML_Q4_0)
+TILE_SET(f, f32, MCP_GGML_F32, 3)
+TILE_SET(f, f16, MCP_GGML_F16, 3)
+TILE_SET(f, bf16, MCP_GGML_BF16, 3)
+TILE_SET(f, q8_0, MCP_GGML_Q8_0, 3)
+TILE_SET(f, q4_0, MCP_GGML_Q4_0, 3)
 
 /* ---- Q8 activations: integer products, one block per step ---- */
 
@@ -357,8 +390,8 @@ KAVX2_INLINE void tile_q(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, 
         for (int i = 0; i < R; i++) a->y[(int64_t)(t + j) * a->y_stride + r + i] = hsum(acc[i][j]);
 }
 
-TILE_SET(q, q8_0, MCP_GGML_Q8_0)
-TILE_SET(q, q4_0, MCP_GGML_Q4_0)
+TILE_SET(q, q8_0, MCP_GGML_Q8_0, 2)
+TILE_SET(q, q4_0, MCP_GGML_Q4_0, 2)
 
 static bool gemm_has(uint32_t wtype, mcp_llm_act act)
 {
