@@ -15,6 +15,7 @@
  * mutex; execution is outside it). When B is an initializer, each cached
  * primitive reads it in the layout oneDNN prefers, reordered once.
  */
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -255,6 +256,33 @@ static int mm_serial_begin(const mm_problem *p)
     return mcp__dnnl_serial_begin(macs, MCP_DNNL_SERIAL_MM_MACS);
 }
 
+/* The row count a 2-D problem of m rows (A not transposed) runs with on
+ * `threads` threads. Without AVX-512, oneDNN's fp32 matmul is its gemm,
+ * whose kernel takes rows six at a time; a tail of one to three rows goes
+ * through narrower kernels that sum in another order (a tail of four or
+ * five does not), and with several threads each thread's share of the rows
+ * has its own tail. The same row would then come out with other last bits
+ * depending on what it is batched with. So one thread pads such a tail to
+ * four rows, and several pad the rows to a multiple of six per thread
+ * (oneDNN gives the threads equal shares); every row then gets the full
+ * kernel's bits and a request's answer does not depend on its batch. Not
+ * yet covered: a share of rows large enough for oneDNN to block it again
+ * (about a thousand rows of a short reduction), whose blocks can have
+ * tails of their own. With AVX-512 (brgemm matmul) rows are independent
+ * already. The padding rows are zeros, their results dropped. */
+static int64_t mm_rows(const mm_state *st, const mm_problem *p, int threads)
+{
+    if (p->nb != 0 || st->ta) return p->m;
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if ((isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core) return p->m;
+    if (threads > 1) {
+        int64_t unit = 6 * (int64_t)threads;
+        return (p->m + unit - 1) / unit * unit;
+    }
+    int64_t t = p->m % 6;
+    return t >= 1 && t <= 3 ? p->m + 4 - t : p->m;
+}
+
 static bool can_prepack(const mm_state *st, const mm_problem *p)
 {
     return st->b_init && p->nb == 0;
@@ -303,6 +331,7 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
     /* A shape oneDNN cannot build here is left to the run path. */
     if (known) {
         int prev = mm_serial_begin(&p);
+        p.m = mm_rows(st, &p, omp_get_max_threads()); /* the shape mm_run gives it */
         if (mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
         mcp__dnnl_serial_end(prev);
     }
@@ -396,9 +425,30 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
             return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "an empty reduction with an activation");
         return MCP_STATUS_OK;
     }
+    /* Rows padded as mm_rows says (zeros), run through scratch. */
+    float *ya = yv, *pad = NULL;
+    const float *av = a->data;
+    int prev_threads = mm_serial_begin(&p);
+    const int64_t m = p.m, rows = mm_rows(st, &p, omp_get_max_threads());
+    if (rows != m) {
+        size_t an = (size_t)(rows * p.k), yn = (size_t)(rows * p.n);
+        pad = mcp_kscratch(ctx, 1, sizeof(float) * (an + yn));
+        if (!pad) {
+            mcp__dnnl_serial_end(prev_threads);
+            return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        memcpy(pad, a->data, sizeof(float) * (size_t)(m * p.k));
+        memset(pad + m * p.k, 0, sizeof(float) * (size_t)((rows - m) * p.k));
+        av = pad;
+        ya = pad + an;
+        if (p.c_kind == 2) {
+            memcpy(ya, yv, sizeof(float) * (size_t)(m * p.n));
+            memset(ya + m * p.n, 0, sizeof(float) * (size_t)((rows - m) * p.n));
+        }
+        p.m = rows;
+    }
     mm_prim local;
     const mm_prim *mp = NULL;
-    int prev_threads = mm_serial_begin(&p);
     mcp_status rs = mm_lookup(ctx, st, &p, &local, &mp);
     if (rs != MCP_STATUS_OK) {
         mcp__dnnl_serial_end(prev_threads);
@@ -410,9 +460,9 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
         matrix_md(&y_md, p.nb, p.batch, p.m, p.n, false) != dnnl_success ||
         bias_md(&c_md, p.n) != dnnl_success)
         rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a_md, a->data, &mem[0]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a_md, (void *)av, &mem[0]);
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &mp->wmd, mp->wdata ? mp->wdata : b->data, &mem[1]);
-    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &y_md, y->data, &mem[2]);
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &y_md, ya, &mem[2]);
     if (rs == MCP_STATUS_OK && p.c_kind == 1) rs = mcp__dnnl_wrap(ctx, &c_md, c->data, &mem[3]);
     if (rs == MCP_STATUS_OK) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
@@ -425,6 +475,7 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     if (mp == &local) mm_prim_release(&local);
+    if (rs == MCP_STATUS_OK && pad) memcpy(yv, ya, sizeof(float) * (size_t)(m * p.n));
     return rs;
 }
 
