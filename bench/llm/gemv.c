@@ -31,13 +31,9 @@ static int cmp_double(const void *a, const void *b)
 
 static size_t row_bytes(uint32_t wt, int64_t k)
 {
-    switch (wt) {
-    case MCP_GGML_F32: return (size_t)k * 4;
-    case MCP_GGML_F16:
-    case MCP_GGML_BF16: return (size_t)k * 2;
-    case MCP_GGML_Q8_0: return (size_t)(k / 32) * 34;
-    default: return (size_t)(k / 32) * 18;
-    }
+    uint32_t be = 1, bb = 0;
+    mcp_ggml_type_block(wt, &be, &bb);
+    return (size_t)(k / be) * bb;
 }
 
 /* Random bytes, with every 16-bit scale a small normal f16 (0x2c00 +- a
