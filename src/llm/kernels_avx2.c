@@ -7,9 +7,10 @@
  * Weight products work on tiles of rows x tokens held in registers: each
  * weight vector loaded (and converted) once serves every token of the tile,
  * each activation vector every row of it. With 16 registers, prefill tiles
- * are TILE_RPF (float activations) or TILE_RPQ (Q8) rows x TILE_T tokens; decode (one token) has nothing to keep
- * across tokens and streams TILE_RD rows at a time. Prefill visits tokens in
- * chunks whose activations fit in L2, so the row tiles re-read them there.
+ * are TILE_RPF (float activations) or TILE_RPQ (Q8) rows x TILE_T tokens;
+ * decode (one token) has nothing to keep across tokens and streams TILE_RD
+ * rows at a time. Prefill visits tokens in chunks whose activations fit in
+ * L2, so the row tiles re-read them there.
  *
  * Integer products use vpmaddubsw, which multiplies unsigned by signed bytes:
  * Q8_0 with the sign trick (|w| times a with w's sign), Q4_0 with its

@@ -262,24 +262,28 @@ static int mm_serial_begin(const mm_problem *p)
  * through narrower kernels that sum in another order (a tail of four or
  * five does not), and with several threads each thread's share of the rows
  * has its own tail. The same row would then come out with other last bits
- * depending on what it is batched with. So one thread pads such a tail to
- * four rows, and several pad the rows to a multiple of six per thread
- * (oneDNN gives the threads equal shares); every row then gets the full
- * kernel's bits and a request's answer does not depend on its batch. Not
- * yet covered: a share of rows large enough for oneDNN to block it again
- * (about a thousand rows of a short reduction), whose blocks can have
- * tails of their own. With AVX-512 (brgemm matmul) rows are independent
- * already. The padding rows are zeros, their results dropped. */
+ * depending on what it is batched with. So a tail of one to three rows is
+ * padded to four, and rows that several threads share are padded to a
+ * multiple of six per thread (oneDNN gives the threads equal shares); every
+ * row then gets the full kernel's bits and a request's answer does not
+ * depend on its batch. The padding rows are zeros, their results dropped.
+ * With AVX-512 (brgemm matmul) rows are independent already.
+ *
+ * Not padded, so not batch-independent yet: one to three rows of a large
+ * product (at least MCP_DNNL_SERIAL_MM_MACS multiply-adds), which oneDNN
+ * runs as matrix-vector products four to five times faster than as four
+ * rows (a 2048 x 2048 weight at one row: 0.2 ms against 1.0 ms); and a
+ * share large enough for oneDNN to block its rows again (about a thousand
+ * rows of a short reduction), whose blocks have tails of their own. */
 static int64_t mm_rows(const mm_state *st, const mm_problem *p, int threads)
 {
     if (p->nb != 0 || st->ta) return p->m;
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     if ((isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core) return p->m;
-    if (threads > 1) {
-        int64_t unit = 6 * (int64_t)threads;
-        return (p->m + unit - 1) / unit * unit;
-    }
-    int64_t t = p->m % 6;
+    if (p->m < 4 && p->m * p->n * p->k >= MCP_DNNL_SERIAL_MM_MACS) return p->m;
+    const int64_t unit = 6 * (int64_t)threads;
+    if (threads > 1 && p->m >= unit) return (p->m + unit - 1) / unit * unit;
+    const int64_t t = p->m % 6;
     return t >= 1 && t <= 3 ? p->m + 4 - t : p->m;
 }
 
