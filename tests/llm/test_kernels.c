@@ -140,10 +140,11 @@ static const combo combos[] = {
 
 static const float sentinel = 12345.5f;
 
-/* One product: fast (through the dispatcher) against the reference. */
-static void check_gemm(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, int mag)
+/* One product of rows 3..rows-3 of a weight of `rows` rows: fast (through
+ * the dispatcher) against the reference. */
+static void check_gemm_rows(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, int mag, int64_t rows)
 {
-    const int64_t rows = 40, r0 = 3, r1 = 37, y_stride = rows + 5;
+    const int64_t r0 = 3, r1 = rows - 3, y_stride = rows + 5;
     const size_t row_bytes = wrow_bytes(c->wtype, k) + 4;
     const size_t fx_stride = (size_t)k * 4 + 24;
     const size_t x_stride = mcp_llm_act_row_bytes(c->act, k) + 40;
@@ -241,6 +242,11 @@ static void check_gemm(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, in
     free(af);
 }
 
+static void check_gemm(mcp_llm_isa isa, const combo *c, int64_t k, int n_tok, int mag)
+{
+    check_gemm_rows(isa, c, k, n_tok, mag, 40);
+}
+
 /* Q8 rows take groups of 16, 8, 4 and 2 blocks (576: 16 + 2, 960: 16 + 8 +
  * 4 + 2, 4128: 8 x 16 + 2 with one padding block); 8288 is more than one
  * segment of the AVX-512 prefill (12 groups). */
@@ -276,6 +282,13 @@ static void test_gemm(void)
         /* Q8 prefill over more than one token chunk (1 MiB of grouped rows). */
         check_gemm((mcp_llm_isa)isa, &combos[5], 8288, 200, MAG_NORMAL);
         check_gemm((mcp_llm_isa)isa, &combos[6], 8288, 200, MAG_NORMAL);
+        /* Prefill of about a hundred rows by seventy tokens, long enough
+         * rows for any blocking over rows, tokens or elements to take more
+         * than one step, with row and token remainders; float weights
+         * also with an element tail. */
+        for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++)
+            check_gemm_rows((mcp_llm_isa)isa, &combos[c], 1056, 70, MAG_NORMAL, 110);
+        for (size_t c = 0; c < 3; c++) check_gemm_rows((mcp_llm_isa)isa, &combos[c], 1000, 69, MAG_NORMAL, 109);
         /* Float weights take any k, not only whole blocks. */
         for (size_t c = 0; c < 3; c++) {
             check_gemm((mcp_llm_isa)isa, &combos[c], 7, 3, MAG_NORMAL);
