@@ -203,13 +203,15 @@ K512_INLINE void tile_f(const mcp_llm_gemm_args *a, uint32_t wtype, int64_t r, i
     }
     const int64_t k32 = a->k & ~(int64_t)31;
     int64_t e = 0;
-    const size_t step_bytes = wrow_bytes(wtype, 32), next = (size_t)R * a->row_bytes;
-    const bool pf = R > 1 || T > 1; /* a row streamed alone: see run_tiles */
+    /* The next tile's rows are prefetched, except after a row streamed
+     * alone (next 0; see run_tiles). */
+    const size_t step_bytes = wrow_bytes(wtype, 32), next = R > 1 || T > 1 ? (size_t)R * a->row_bytes : 0;
     for (; e < k32; e += 32) {
+        if (next)
 #pragma GCC unroll 8
-        for (int i = 0; i < R && pf; i++)
-            for (size_t o = 0; o < step_bytes; o += 64)
-                _mm_prefetch((const char *)w[i] + next + (size_t)e / 32 * step_bytes + o, _MM_HINT_T0);
+            for (int i = 0; i < R; i++)
+                for (size_t o = 0; o < step_bytes; o += 64)
+                    _mm_prefetch((const char *)w[i] + next + (size_t)e / 32 * step_bytes + o, _MM_HINT_T0);
         step_f(wtype, w, e, x, e, acc, R, T);
     }
     /* A float row's last k % 32 elements go through zero-padded copies
