@@ -8,12 +8,13 @@
  *
  * Weight products work on tiles of rows x tokens held in registers: each
  * weight vector loaded (and converted) once serves every token of the tile,
- * each activation vector every row. Decode (one token) streams rows in tiles
- * of TILE_RD, prefetching the next tile as it goes (the rows of a tile
- * advance in step, more streams than the hardware prefetcher follows well,
- * and each tile restarts them: 4096 x 4096 Q4_0 decode from DRAM went from
- * 7.7 to 10 GB/s with it). Prefill visits tokens in chunks whose activations
- * fit in L2, so that the row tiles re-read them from there.
+ * each activation vector every row. Decode (one token) streams rows of 1 KB
+ * or more one at a time, leaving the next to the hardware prefetcher, and
+ * shorter rows in tiles of TILE_RD, prefetching the next tile as it goes (the
+ * rows of a tile advance in step, more streams than the hardware prefetcher
+ * follows well, and each tile restarts them); see run_tiles. Prefill visits
+ * tokens in chunks whose activations fit in L2, so that the row tiles re-read
+ * them from there.
  *
  * BF16 weights are widened to f32 by a shift (exact) and multiplied with f32
  * activations by FMA, not by vdpbf16ps: that would round the activations to
