@@ -1159,6 +1159,94 @@ static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descrip
     }
 }
 
+/* ---- generation (format gguf) ---- */
+
+enum {
+    GEN_CONTEXT, GEN_SEQS, GEN_KV_BYTES, GEN_CACHE_TYPE, GEN_STEP_TOKENS, GEN_QUEUE, GEN_MAX_TOKENS, GEN_MAX_TOKENS_LIMIT,
+    GEN_TEMPERATURE, GEN_TOP_P, GEN_TOP_K, GEN_MIN_P, GEN_REPEAT, GEN_TEMPLATE, GEN_COUNT
+};
+static const char *const generation_keys[GEN_COUNT] = {
+    "context_length", "max_sequences", "kv_cache_bytes", "cache_type",     "step_tokens", "max_queue_size",
+    "max_tokens",     "max_tokens_limit", "temperature", "top_p",          "top_k",       "min_p",
+    "repeat_penalty", "chat_template",
+};
+
+/* A number within [lo, hi]. */
+static void want_number_in(yctx *c, struct fy_node *n, yloc key_at, double lo, double hi, double *out)
+{
+    double x;
+    if (!want_number(c, n, key_at, &x)) return;
+    if (x < lo || x > hi) {
+        yerr(c, node_loc(n, key_at), "%g is out of range (%g..%g)", x, lo, hi);
+        return;
+    }
+    *out = x;
+}
+
+/* A string that must be one of names; its index, or -1 (reported). */
+static int want_choice(yctx *c, struct fy_node *n, yloc key_at, const char *what, const char *const *names, int count)
+{
+    char *s = NULL;
+    if (!want_string(c, n, key_at, what, &s)) return -1;
+    for (int i = 0; i < count; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            mcp_free(s);
+            return i;
+        }
+    }
+    char list[200] = "";
+    for (int i = 0; i < count; i++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
+    yerr(c, node_loc(n, key_at), "%s '%.60s' is not supported; supported: %s", what, s, list);
+    mcp_free(s);
+    return -1;
+}
+
+static void parse_generation(yctx *c, struct fy_node *n, yloc key_at, mcp_generation *g)
+{
+    yfield f[GEN_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping of generation settings", generation_keys, GEN_COUNT, f)) return;
+    for (int i = 0; i < GEN_COUNT; i++) {
+        if (!f[i].present) continue;
+        size_t old = path_push(c, generation_keys[i]);
+        struct fy_node *v = f[i].val;
+        yloc at = f[i].key_at;
+        switch (i) {
+        case GEN_CONTEXT: want_int(c, v, at, 0, MCP__DESC_MAX_CONTEXT, &g->context_length); break;
+        case GEN_SEQS: want_int(c, v, at, 1, MCP__DESC_MAX_SEQS, &g->max_sequences); break;
+        case GEN_KV_BYTES: want_int(c, v, at, 1 << 16, MCP__DESC_MAX_KV_BYTES, &g->kv_cache_bytes); break;
+        case GEN_STEP_TOKENS: want_int(c, v, at, 16, MCP__DESC_MAX_STEP_TOKENS, &g->step_tokens); break;
+        case GEN_QUEUE: want_int(c, v, at, 1, MCP__DESC_MAX_QUEUE_SIZE, &g->max_queue); break;
+        case GEN_MAX_TOKENS: want_int(c, v, at, 1, MCP__DESC_MAX_GEN_TOKENS, &g->max_tokens); break;
+        case GEN_MAX_TOKENS_LIMIT: want_int(c, v, at, 1, MCP__DESC_MAX_GEN_TOKENS, &g->max_tokens_limit); break;
+        case GEN_TEMPERATURE: want_number_in(c, v, at, 0, 2, &g->temperature); break;
+        case GEN_TOP_P: want_number_in(c, v, at, 0, 1, &g->top_p); break;
+        case GEN_MIN_P: want_number_in(c, v, at, 0, 1, &g->min_p); break;
+        case GEN_REPEAT: want_number_in(c, v, at, 0.01, 10, &g->repeat_penalty); break;
+        case GEN_TOP_K: want_int(c, v, at, 0, MCP__DESC_MAX_TOPK, &g->top_k); break;
+        case GEN_CACHE_TYPE: {
+            static const char *const types[] = {"f16", "f32"};
+            int k = want_choice(c, v, at, "cache type", types, 2);
+            if (k >= 0) g->kv_f32 = k == 1;
+            break;
+        }
+        case GEN_TEMPLATE: {
+            static const char *const names[] = {"auto", "chatml", "llama3", "llama2", "plain"};
+            int k = want_choice(c, v, at, "chat template", names, 5);
+            if (k >= 0) g->chat_template = (mcp_chat_template)k;
+            break;
+        }
+        }
+        path_pop(c, old);
+    }
+    if (f[GEN_MAX_TOKENS].present && f[GEN_MAX_TOKENS_LIMIT].present && g->max_tokens > g->max_tokens_limit) {
+        size_t old = path_push(c, "max_tokens");
+        yerr(c, f[GEN_MAX_TOKENS].key_at, "max_tokens %lld is above max_tokens_limit %lld", (long long)g->max_tokens,
+             (long long)g->max_tokens_limit);
+        path_pop(c, old);
+    }
+    if (g->max_tokens > g->max_tokens_limit) g->max_tokens = g->max_tokens_limit;
+}
+
 /* ---- rollout ---- */
 
 /* A version named by the rollout: vMAJOR.MINOR.PATCH, or a Triton folder's
@@ -1320,11 +1408,12 @@ static void parse_rollout(yctx *c, struct fy_node *n, yloc key_at, const mcp_des
 
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
-    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_COUNT
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
     "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",     "rollout",
+    "generation",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1397,8 +1486,8 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         }
         path_pop(c, old);
     }
-    static const char *const formats[] = {"onnx", "triton"};
-    enum_field(c, &f[R_FORMAT], "format", "format", formats, 2, &d->format);
+    static const char *const formats[] = {"onnx", "triton", "gguf"};
+    enum_field(c, &f[R_FORMAT], "format", "format", formats, 3, &d->format);
     static const char *const devices[] = {"cpu"};
     enum_field(c, &f[R_DEVICE], "device", "device", devices, 1, &d->device);
     static const char *const precisions[] = {"fp32", "fp16", "bf16", "int8"};
@@ -1477,6 +1566,19 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         parse_instances(c, f[R_INSTANCES].val, f[R_INSTANCES].key_at, d);
         path_pop(c, old);
     }
+    /* A generative model runs one step loop on every core unless told. */
+    if (d->format && strcmp(d->format, "gguf") == 0) {
+        yfield *inst = &f[R_INSTANCES];
+        bool threads_given = false;
+        if (inst->present && fy_node_is_mapping(inst->val)) threads_given = fy_node_mapping_lookup_by_string(inst->val, "threads", FY_NT) != NULL;
+        if (!threads_given) d->instance_threads = 0;
+        if (d->instance_count > 1) {
+            old = path_push(c, "instances.count");
+            yerr(c, f[R_INSTANCES].key_at, "a generative model runs one instance (its step loop batches every sequence); count is %lld",
+                 (long long)d->instance_count);
+            path_pop(c, old);
+        }
+    }
     if (f[R_WARMUP].present) {
         old = path_push(c, "warmup");
         yval v = node_val(c, f[R_WARMUP].val);
@@ -1489,6 +1591,26 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         parse_rollout(c, f[R_ROLLOUT].val, f[R_ROLLOUT].key_at, d, &d->rollout);
         path_pop(c, old);
     }
+    bool gguf = d->format && strcmp(d->format, "gguf") == 0;
+    if (f[R_GENERATION].present) {
+        old = path_push(c, "generation");
+        if (!gguf)
+            yerr(c, f[R_GENERATION].key_at, "a generation section is for generative models (format: gguf); this one is format %s",
+                 d->format ? d->format : "onnx");
+        else parse_generation(c, f[R_GENERATION].val, f[R_GENERATION].key_at, &d->generation);
+        path_pop(c, old);
+    }
+    /* A generative model takes text, not tensors: none of the tensor
+     * settings apply to it. */
+    static const int tensor_only[] = {R_MAX_BATCH, R_BATCH_SIZE, R_INPUTS, R_OUTPUTS, R_BATCHING, R_PRE, R_POST, R_PRECISION};
+    for (size_t i = 0; gguf && i < sizeof tensor_only / sizeof tensor_only[0]; i++) {
+        if (!f[tensor_only[i]].present) continue;
+        old = path_push(c, root_keys[tensor_only[i]]);
+        yerr(c, f[tensor_only[i]].key_at, "'%s' does not apply to a generative model (format: gguf); its settings go in 'generation'",
+             root_keys[tensor_only[i]]);
+        path_pop(c, old);
+    }
+    if (gguf) d->max_batch_size = 0, d->batching.enabled = false;
     if (f[R_PRE].present) {
         c->step_io = d->inputs;
         c->step_n_io = d->n_inputs;
@@ -1777,7 +1899,20 @@ mcp_status mcp_descriptor_for_model(const char *model_path, const mcp_descriptor
     d->name = mcp_strdup(name);
     d->path = mcp_strdup(model_path);
     d->source = mcp_strdup(model_path);
-    if (!d->name || !d->path || !d->source) {
+    /* A GGUF file (by its magic, whatever its name) is a generative model. */
+    char magic[4] = {0};
+    FILE *fp = fopen(model_path, "rb");
+    bool gguf = fp && fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    if (fp) fclose(fp);
+    if (gguf) {
+        mcp_free(d->format);
+        d->format = mcp_strdup("gguf");
+        d->max_batch_size = 0;
+        d->batching.enabled = false;
+        d->warmup_runs = 0;
+        d->instance_threads = 0;
+    }
+    if (!d->name || !d->path || !d->source || !d->format) {
         mcp_descriptor_free(d);
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }

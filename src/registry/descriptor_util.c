@@ -19,6 +19,21 @@ mcp_descriptor_defaults mcp_descriptor_defaults_default(void)
     };
 }
 
+mcp_generation mcp_generation_default(void)
+{
+    return (mcp_generation){
+        .max_sequences = 8,
+        .kv_cache_bytes = 256LL << 20,
+        .step_tokens = 512,
+        .max_queue = 256,
+        .max_tokens = 256,
+        .max_tokens_limit = 4096,
+        .temperature = 0.0,
+        .top_p = 1.0,
+        .repeat_penalty = 1.0,
+    };
+}
+
 mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
 {
     mcp_descriptor_defaults dflt = defaults ? *defaults : mcp_descriptor_defaults_default();
@@ -45,6 +60,7 @@ mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
     d->instance_threads = dflt.instance_threads;
     d->warmup_runs = 1;
     d->rollout = mcp_rollout_spec_default();
+    d->generation = mcp_generation_default();
     return d;
 }
 

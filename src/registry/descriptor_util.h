@@ -29,6 +29,11 @@
 #define MCP__DESC_MAX_TOPK 1000000
 #define MCP__DESC_MAX_WARMUP 100                 /* warm-up runs at load */
 #define MCP__DESC_MAX_LABELS_BYTES (64u << 20)
+#define MCP__DESC_MAX_CONTEXT (1LL << 20)        /* generation.context_length */
+#define MCP__DESC_MAX_SEQS 256                   /* generation.max_sequences */
+#define MCP__DESC_MAX_KV_BYTES (1LL << 40)       /* generation.kv_cache_bytes */
+#define MCP__DESC_MAX_STEP_TOKENS 65536          /* generation.step_tokens */
+#define MCP__DESC_MAX_GEN_TOKENS (1LL << 20)     /* generation.max_tokens, max_tokens_limit */
 
 /* A fresh descriptor holding the defaults (format onnx, device cpu,
  * precision fp32, version v1.0.0, batching from `defaults`). NULL on

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mcp/llm.h"
 #include "registry/registry.h"
 
 const char *mcp_model_state_name(mcp_model_state s)
@@ -197,6 +198,37 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     return MCP_STATUS_OK;
 }
 
+/* A generative model: text in, text out, as the OIP generate extension
+ * names them; its serving is the generation engine, not a session. */
+static const mcp_tensor_meta gen_inputs[] = {{"text_input", "text_input", MCP_DTYPE_STRING, 1, {1}}};
+static const mcp_tensor_meta gen_outputs[] = {{"text_output", "text_output", MCP_DTYPE_STRING, 1, {1}}};
+
+static mcp_status load_gguf(mcp_model_version *v, mcp_descriptor *desc, int64_t thread_limit, mcp_load_phase_fn phase,
+                            void *phase_user, mcp_err *err)
+{
+    if (phase) phase(phase_user, "mapping and checking the GGUF file");
+    mcp_llm_model_options mo = mcp_llm_model_options_default();
+    int64_t threads = desc->instance_threads;
+    if (thread_limit > 0 && (threads == 0 || threads > thread_limit)) threads = thread_limit;
+    mo.threads = (int)threads; /* 0: every online core */
+    char msg[1024] = "";
+    mcp_status st = mcp_llm_model_load(desc->path, &mo, &v->llm, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) return mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
+    mcp_llm_info info;
+    mcp_llm_model_info(v->llm, &info);
+    desc->instance_count = 1;
+    desc->instance_threads = info.threads; /* what was applied, for describe */
+    v->n_inputs = v->n_outputs = 1;
+    v->inputs = mcp_calloc(1, sizeof *v->inputs);
+    v->outputs = mcp_calloc(1, sizeof *v->outputs);
+    if (!v->inputs || !v->outputs) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    v->inputs[0] = gen_inputs[0];
+    v->outputs[0] = gen_outputs[0];
+    st = mcp_model_fingerprint(v, err);
+    if (st != MCP_STATUS_OK) mcp_err_prefix(err, "model '%s'", desc->name);
+    return st;
+}
+
 static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const mcp_descriptor_defaults *server,
                                mcp_load_phase_fn phase, void *phase_user, mcp_err *err)
 {
@@ -216,6 +248,7 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
     }
     if (limit > 0 && desc->instance_count * desc->instance_threads > limit)
         desc->instance_threads = limit / desc->instance_count;
+    if (desc->format && strcmp(desc->format, "gguf") == 0) return load_gguf(v, desc, limit, phase, phase_user, err);
     mcp_session_options o = mcp_session_options_default();
     o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
     char msg[1024] = "";
@@ -331,6 +364,8 @@ void mcp_model_version_release(mcp_model_version *v)
 {
     if (!v || atomic_fetch_sub(&v->refs, 1) != 1) return;
     if (v->serving && v->serving_free) v->serving_free(v->serving);
+    if (v->generator && v->generator_free) v->generator_free(v->generator);
+    mcp_llm_model_free(v->llm);
     mcp_session_destroy(v->session);
     mcp_free(v->inputs);
     mcp_free(v->outputs);

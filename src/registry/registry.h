@@ -257,6 +257,30 @@ typedef struct mcp_batching {
     bool enable_tensor_cache;     /* default true */
 } mcp_batching;
 
+/* A generative model (format gguf): its step loop and KV cache (descriptor
+ * section `generation`). */
+typedef enum mcp_chat_template {
+    MCP_CHAT_AUTO = 0, /* from the file's tokenizer.chat_template */
+    MCP_CHAT_CHATML,   /* <|im_start|>role ... <|im_end|> (Qwen2 and others) */
+    MCP_CHAT_LLAMA3,   /* <|start_header_id|>role<|end_header_id|> ... <|eot_id|> */
+    MCP_CHAT_LLAMA2,   /* [INST] ... [/INST] (Llama 2, Mistral) */
+    MCP_CHAT_PLAIN,    /* "role: text" lines, then "assistant:" */
+} mcp_chat_template;
+
+typedef struct mcp_generation {
+    int64_t context_length;  /* tokens per sequence; 0 = the model's training context (capped at 4096) */
+    int64_t max_sequences;   /* sequences decoded together; default 8 */
+    int64_t kv_cache_bytes;  /* the KV cache pool; default 256 MiB */
+    bool kv_f32;             /* cache_type f32 (default f16) */
+    int64_t step_tokens;     /* tokens one step decodes at most (prefill chunks share it); default 512 */
+    int64_t max_queue;       /* requests waiting for a sequence; default 256 */
+    int64_t max_tokens;      /* a request's default (and the server's cap: max_tokens_limit) */
+    int64_t max_tokens_limit;/* the most tokens a request may ask for; default 4096 */
+    double temperature, top_p, min_p, repeat_penalty;
+    int64_t top_k;
+    mcp_chat_template chat_template;
+} mcp_generation;
+
 /* A rollout: which versions answer and which get copies (descriptor
  * section `rollout`, and the rollout API). */
 typedef enum mcp_validator_kind {
@@ -297,7 +321,7 @@ typedef struct mcp_descriptor {
     char *name;
     char *version;  /* "v1.0.0" */
     int semver[3];
-    char *format;   /* "onnx" | "triton" */
+    char *format;   /* "onnx" | "triton" | "gguf" */
     char *path;     /* model file, resolved against the descriptor's folder */
     char *device;   /* "cpu" */
     int64_t max_batch_size; /* 0 = the model has no batch dimension */
@@ -306,7 +330,7 @@ typedef struct mcp_descriptor {
     mcp_io_spec *inputs, *outputs;
     mcp_batching batching;
     int64_t instance_count;   /* default 1 */
-    int64_t instance_threads; /* default 1 */
+    int64_t instance_threads; /* default 1; format gguf: 0 (every core) unless given */
     int64_t warmup_runs;      /* at load; default 1, 0 = none */
     int n_pre, n_post;
     mcp_step *pre, *post;
@@ -315,6 +339,7 @@ typedef struct mcp_descriptor {
     int n_also;
     int64_t also[64];
     mcp_rollout_spec rollout;
+    mcp_generation generation; /* format gguf */
 } mcp_descriptor;
 
 /* Server-wide defaults a descriptor starts from (the quickstart table). */
@@ -348,6 +373,7 @@ typedef struct mcp_descriptor_defaults {
 } mcp_descriptor_defaults;
 
 mcp_descriptor_defaults mcp_descriptor_defaults_default(void);
+mcp_generation mcp_generation_default(void);
 
 /* Parses and validates a YAML descriptor. On problems, every one is added to
  * diags (path + line:col) and the status is INVALID_ARGUMENT; *out is NULL. */
@@ -415,6 +441,11 @@ typedef struct mcp_model_version {
     char fingerprint[MCP_DIGEST_LEN + 1];
     void *serving;         /* scheduler state owned by the serve layer */
     void (*serving_free)(void *serving);
+    /* format gguf: the language model (owned) and its generation engine
+     * (the serve layer's step loop), instead of a session and scheduler. */
+    struct mcp_llm_model *llm;
+    void *generator;
+    void (*generator_free)(void *generator);
 } mcp_model_version;
 
 /* Loads the model a descriptor names: import, prepare, warm-up run. The

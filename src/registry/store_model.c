@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcp/llm.h"
 #include "registry/store_util.h"
 
 static json_t *io_list(const mcp_tensor_meta *m, int n)
@@ -73,6 +74,20 @@ static void graph_structure(mcp_sha256 *h, const mcp_graph *g, int depth)
     }
 }
 
+/* A language model's computation shape: architecture, hyperparameters,
+ * vocabulary size and weight bytes (not the weights' values). */
+static void llm_structure(mcp_sha256 *h, const mcp_llm_model *m)
+{
+    mcp_llm_info i;
+    mcp_llm_model_info(m, &i);
+    char s[512];
+    int n = snprintf(s, sizeof s, "llm %s vocab %lld embd %lld layers %lld heads %lld/%lld dim %lld ff %lld rot %lld bytes %llu\n",
+                     i.arch, (long long)i.n_vocab, (long long)i.n_embd, (long long)i.n_layer, (long long)i.n_head,
+                     (long long)i.n_head_kv, (long long)i.head_dim, (long long)i.n_ff, (long long)i.n_rot,
+                     (unsigned long long)i.weight_bytes);
+    mcp_sha256_update(h, s, (size_t)n < sizeof s ? (size_t)n : sizeof s - 1);
+}
+
 mcp_status mcp_model_fingerprint(mcp_model_version *v, mcp_err *err)
 {
     char *sig = mcp_model_io_signature(v);
@@ -83,6 +98,7 @@ mcp_status mcp_model_fingerprint(mcp_model_version *v, mcp_err *err)
         mcp_sha256_update(&h, sig, strlen(sig));
         mcp_sha256_update(&h, "\n", 1);
         if (v->session && v->session->graph) graph_structure(&h, v->session->graph, 0);
+        if (v->llm) llm_structure(&h, v->llm);
         mcp_sha256_end(&h, v->fingerprint);
     }
     mcp_free(sig);

@@ -544,6 +544,15 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
         return;
     }
     atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
+    if (v->llm) {
+        if (state) c->codec->release_state(state);
+        mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT,
+                    "model '%s' is a generative model: it takes text through POST /v2/models/%s/generate, not tensors", v->name,
+                    v->name);
+        reject(fe, c, v, MCP_STATUS_INVALID_ARGUMENT);
+        mcp_model_version_release(v);
+        return;
+    }
     mcp_request *r = mcp_request_create(c->codec->protocol);
     if (!r) {
         if (state) c->codec->release_state(state);
@@ -656,6 +665,12 @@ static void serving_free(void *p) { mcp_scheduler_destroy(p); }
 static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
 {
     mcp_frontend *fe = user;
+    /* A generative model is served by its generation engine, which the
+     * generate APIs reach; it has no tensor scheduler. */
+    if (v->llm) {
+        mcp_metrics_declare_model(fe->metrics, v->name, v->version);
+        return MCP_STATUS_OK;
+    }
     mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
     mcp_scheduler *sched = NULL;
     mcp_status st = mcp_scheduler_create(v, &o, fe->metrics, &sched, err);

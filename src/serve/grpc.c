@@ -445,7 +445,7 @@ static void do_model_metadata(rpc_call *rc)
         m.name = v->name;
         m.n_versions = (size_t)nv;
         m.versions = versions;
-        m.platform = "onnx_onnxv1";
+        m.platform = v->llm ? "gguf" : "onnx_onnxv1";
         m.n_inputs = (size_t)v->n_inputs;
         m.inputs = p;
         m.n_outputs = (size_t)v->n_outputs;

@@ -304,7 +304,7 @@ static void h_model_metadata(conn *k, const char *name, const char *version)
         if (i) mcp_buf_puts(b, ",");
         mcp_buf_json_string(b, versions[i]);
     }
-    mcp_buf_puts(b, "],\"platform\":\"onnx_onnxv1\",\"inputs\":[");
+    mcp_buf_printf(b, "],\"platform\":\"%s\",\"inputs\":[", v->llm ? "gguf" : "onnx_onnxv1");
     for (int i = 0; i < v->n_inputs; i++) {
         if (i) mcp_buf_puts(b, ",");
         json_tensor_meta(b, &v->inputs[i], true);
