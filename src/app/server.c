@@ -576,9 +576,12 @@ int main(int argc, char **argv)
     if (c.grpc_socket) fprintf(stderr, "mcp2026-server %s listening on unix:%s (gRPC)\n", MCP_VERSION_STRING, c.grpc_socket);
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
-    for (int i = 0; i < n; i++)
-        fprintf(stderr, "  model %s %s %s: POST http://%s:%d/v2/models/%s/infer\n", list[i].name, list[i].version,
-                mcp_model_state_name(list[i].state), shown, port, list[i].name);
+    for (int i = 0; i < n; i++) {
+        mcp_model_version *v = mcp_repository_get(repo, list[i].name, NULL);
+        fprintf(stderr, "  model %s %s %s: POST http://%s:%d/v2/models/%s/%s\n", list[i].name, list[i].version,
+                mcp_model_state_name(list[i].state), shown, port, list[i].name, v && v->llm ? "generate" : "infer");
+        mcp_model_version_release(v);
+    }
     mcp_repository_entries_free(list, n);
     fflush(stderr);
 

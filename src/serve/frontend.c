@@ -661,6 +661,37 @@ static void unpark(mcp_frontend *fe, const char *name, mcp_status st, const char
 /* ---- registry hooks: schedulers attach when a version becomes current ---- */
 
 static void serving_free(void *p) { mcp_scheduler_destroy(p); }
+static void generator_free(void *p) { mcp_gen_engine_destroy(p); }
+
+/* Drains whichever engine serves the version. */
+static void version_drain(mcp_model_version *v)
+{
+    if (v->serving) mcp_scheduler_drain(v->serving);
+    if (v->generator) mcp_gen_drain(v->generator);
+}
+
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *r,
+                                 char *answered_by, size_t cap, mcp_err *err)
+{
+    mcp_status st = authorize(fe, NULL, name, err);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_model_version *v = route_model(fe, name, version, &st, err);
+    if (!v) return st;
+    atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
+    if (!v->generator) {
+        st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s' is not a generative model; use POST /v2/models/%s/infer",
+                         v->name, v->name);
+    } else {
+        st = mcp_gen_submit(v->generator, r);
+        if (st == MCP_STATUS_RESOURCE_EXHAUSTED)
+            mcp_err_set(err, st, "the queue of model '%s' is full (%lld waiting); retry later", v->name,
+                        (long long)v->desc->generation.max_queue);
+        else if (st != MCP_STATUS_OK) mcp_err_set(err, st, "model '%s' is not accepting requests", v->name);
+        else if (answered_by) snprintf(answered_by, cap, "%s", v->version);
+    }
+    mcp_model_version_release(v);
+    return st;
+}
 
 static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
 {
@@ -668,6 +699,11 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
     /* A generative model is served by its generation engine, which the
      * generate APIs reach; it has no tensor scheduler. */
     if (v->llm) {
+        mcp_gen_engine *g = NULL;
+        mcp_status st = mcp_gen_engine_create(v, &g, err);
+        if (st != MCP_STATUS_OK) return st;
+        v->generator = g;
+        v->generator_free = generator_free;
         mcp_metrics_declare_model(fe->metrics, v->name, v->version);
         return MCP_STATUS_OK;
     }
@@ -726,7 +762,7 @@ static void hook_retire(mcp_model_version *v, void *user)
     retiring *item = mcp_malloc(sizeof *item);
     if (!item || !fe->retirer_running) {
         mcp_free(item);
-        if (v->serving) mcp_scheduler_drain(v->serving);
+        version_drain(v);
         return;
     }
     item->v = mcp_model_version_retain(v);
@@ -751,7 +787,7 @@ static void *retire_main(void *arg)
         fe->retiring = item->next;
         fe->retire_busy++;
         pthread_mutex_unlock(&fe->retire_mu);
-        if (item->v->serving) mcp_scheduler_drain(item->v->serving);
+        version_drain(item->v);
         char name[256], version[128];
         snprintf(name, sizeof name, "%s", item->v->name);
         snprintf(version, sizeof version, "%s", item->v->version ? item->v->version : "");
@@ -1350,7 +1386,7 @@ void mcp_frontend_drain(mcp_frontend *fe)
     int n = mcp_repository_index(fe->repo, &list);
     for (int i = 0; i < n; i++) {
         mcp_model_version *v = mcp_repository_get(fe->repo, list[i].name, NULL);
-        if (v && v->serving) mcp_scheduler_drain(v->serving);
+        if (v) version_drain(v);
         mcp_model_version_release(v);
     }
     mcp_repository_entries_free(list, n);

@@ -18,6 +18,7 @@
 #ifndef MCP_SERVE_FRONTEND_H
 #define MCP_SERVE_FRONTEND_H
 
+#include "serve/generate.h"
 #include "serve/serve.h"
 
 /* What a transport received for one inference. */
@@ -114,6 +115,11 @@ mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe);
 
 /* The request path: answers through c->respond exactly once. */
 void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
+/* Text generation: routes name (version NULL = current) to its generation
+ * engine and queues r there; its events come on the step thread. On OK,
+ * answered_by holds the version that took it. */
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *r,
+                                 char *answered_by, size_t cap, mcp_err *err);
 
 /* The model a name (and version) routes to, retained; NULL with status and
  * a message saying why (unknown: NOT_FOUND; known but not ready:

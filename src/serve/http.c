@@ -63,6 +63,9 @@ typedef struct conn {
     bool gzip_ok;         /* the client accepts gzip answers */
     bool too_busy;        /* bodies in flight reached the server's cap */
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
+    struct gen_link *gen; /* a generation in flight (its link to this connection) */
+    bool streaming;       /* answered with a stream (SSE) built from gen */
+    struct mcp_gen_request *gen_req; /* the connection's reference */
 } conn;
 
 struct mcp_server {
@@ -970,6 +973,286 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     mcp_frontend_infer(k->srv->fe, c);
 }
 
+
+/* ---- text generation: POST /v2/models/{m}/generate and generate_stream ---- */
+
+/* What joins a connection and its generation request: the step thread
+ * writes into it, the transport reads from it. Two references: the
+ * connection's (or its stream response's) and the request's. */
+typedef struct gen_link {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    conn *k;              /* NULL once the connection ended */
+    struct MHD_Connection *mhd;
+    bool stream;
+    mcp_buf out;          /* stream: bytes not yet taken by libmicrohttpd */
+    size_t taken;
+    mcp_buf text;         /* the whole answer (not streamed) */
+    bool done, suspended;
+    char model[256], version[128];
+} gen_link;
+
+static void gen_link_release(gen_link *l)
+{
+    if (!l || atomic_fetch_sub(&l->refs, 1) != 1) return;
+    pthread_mutex_destroy(&l->mu);
+    mcp_buf_free(&l->out);
+    mcp_buf_free(&l->text);
+    mcp_free(l);
+}
+
+static void sse_event(gen_link *l, const char *text, size_t len, const char *error)
+{
+    mcp_buf *b = &l->out;
+    mcp_buf_puts(b, "data: {\"model_name\":");
+    mcp_buf_json_string(b, l->model);
+    mcp_buf_puts(b, ",\"model_version\":");
+    mcp_buf_json_string(b, l->version);
+    if (error) {
+        mcp_buf_puts(b, ",\"error\":");
+        mcp_buf_json_string(b, error);
+    } else {
+        char *t = mcp_malloc(len + 1);
+        if (t) {
+            memcpy(t, text, len);
+            t[len] = '\0';
+        }
+        mcp_buf_puts(b, ",\"text_output\":");
+        mcp_buf_json_string(b, t ? t : "");
+        mcp_free(t);
+    }
+    mcp_buf_puts(b, "}\n\n");
+}
+
+static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e);
+
+/* The step thread's events (it holds no lock of ours). */
+static void gen_on_event(mcp_gen_request *r, const mcp_gen_event *e)
+{
+    gen_link *l = r->user;
+    pthread_mutex_lock(&l->mu);
+    if (e->kind == MCP_GEN_TOKEN) {
+        if (l->stream && e->len) sse_event(l, e->text, e->len, NULL);
+        else if (!l->stream) mcp_buf_append(&l->text, e->text, e->len);
+    } else {
+        l->done = true;
+        if (l->stream && e->status != MCP_STATUS_OK) sse_event(l, NULL, 0, e->message[0] ? e->message : mcp_status_str(e->status));
+        if (!l->stream && l->k) gen_answer(l->k, l, e);
+    }
+    if (l->stream && l->suspended && l->k) {
+        l->suspended = false;
+        MHD_resume_connection(l->mhd);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* The libmicrohttpd side of a stream: what the step thread wrote, or a
+ * pause until it writes more. */
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    gen_link *l = cls;
+    pthread_mutex_lock(&l->mu);
+    ssize_t n = 0;
+    size_t avail = l->out.len - l->taken;
+    if (avail) {
+        n = (ssize_t)(avail < max ? avail : max);
+        memcpy(buf, l->out.data + l->taken, (size_t)n);
+        l->taken += (size_t)n;
+        if (l->taken == l->out.len) l->out.len = l->taken = 0;
+    } else if (l->done || l->out.failed) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else {
+        l->suspended = true;
+        MHD_suspend_connection(l->mhd);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+static void sse_free(void *cls) { gen_link_release(cls); }
+
+/* Reads the generate parameters (top level or under "parameters"). */
+static bool gen_params(conn *k, json_t *body, const mcp_model_version *v, mcp_gen_request *r)
+{
+    json_t *params = json_object_get(body, "parameters");
+    if (params && !json_is_object(params)) {
+        reply_error(k, 400, "'parameters' must be an object");
+        return false;
+    }
+    const mcp_generation *g = &v->desc->generation;
+    for (int pass = 0; pass < 2; pass++) {
+        json_t *o = pass ? params : body;
+        if (!o) continue;
+        const char *key;
+        json_t *val;
+        json_object_foreach(o, key, val) {
+            double x = json_is_number(val) ? json_number_value(val) : 0;
+            bool num = json_is_number(val), integer = json_is_integer(val);
+            if (!strcmp(key, "text_input") || !strcmp(key, "parameters") || !strcmp(key, "stream") || !strcmp(key, "id")) {
+                continue;
+            } else if (!strcmp(key, "max_tokens")) {
+                if (!integer || x < 1 || x > (double)g->max_tokens_limit) {
+                    reply_error(k, 400, "'max_tokens' must be an integer from 1 to %lld", (long long)g->max_tokens_limit);
+                    return false;
+                }
+                r->max_tokens = (int64_t)x;
+            } else if (!strcmp(key, "temperature")) {
+                if (!num || !(x >= 0 && x <= 2)) return reply_error(k, 400, "'temperature' must be a number from 0 to 2"), false;
+                r->sampling.temperature = (float)x;
+            } else if (!strcmp(key, "top_p")) {
+                if (!num || !(x > 0 && x <= 1)) return reply_error(k, 400, "'top_p' must be a number above 0 and at most 1"), false;
+                r->sampling.top_p = (float)x;
+            } else if (!strcmp(key, "top_k")) {
+                if (!integer || x < 0 || x > 1000000) return reply_error(k, 400, "'top_k' must be an integer from 0 to 1000000"), false;
+                r->sampling.top_k = (int)x;
+            } else if (!strcmp(key, "min_p")) {
+                if (!num || !(x >= 0 && x <= 1)) return reply_error(k, 400, "'min_p' must be a number from 0 to 1"), false;
+                r->sampling.min_p = (float)x;
+            } else if (!strcmp(key, "repetition_penalty")) {
+                if (!num || !(x >= 0.01 && x <= 10)) return reply_error(k, 400, "'repetition_penalty' must be a number from 0.01 to 10"), false;
+                r->sampling.repeat_penalty = (float)x;
+            } else if (!strcmp(key, "seed")) {
+                if (!integer || x < 0) return reply_error(k, 400, "'seed' must be a non-negative integer"), false;
+                r->sampling.seed = (uint64_t)json_integer_value(val);
+            } else if (!strcmp(key, "stop") || !strcmp(key, "stop_words")) {
+                json_t *one = json_is_string(val) ? val : NULL;
+                size_t n = one ? 1 : json_is_array(val) ? json_array_size(val) : 0;
+                if ((!one && !json_is_array(val) && !json_is_null(val)) || n > MCP_GEN_MAX_STOP) {
+                    reply_error(k, 400, "'%s' must be a string or a list of at most %d strings", key, MCP_GEN_MAX_STOP);
+                    return false;
+                }
+                r->n_stop = 0;
+                for (size_t i = 0; i < n; i++) {
+                    json_t *sv = one ? one : json_array_get(val, i);
+                    size_t len = json_is_string(sv) ? json_string_length(sv) : 0;
+                    if (!json_is_string(sv) || len == 0 || len > MCP_GEN_MAX_STOP_LEN || memchr(json_string_value(sv), 0, len)) {
+                        reply_error(k, 400, "'%s'[%zu] must be a string of 1 to %d bytes", key, i, MCP_GEN_MAX_STOP_LEN);
+                        return false;
+                    }
+                    memcpy(r->stop[r->n_stop], json_string_value(sv), len + 1);
+                    r->n_stop++;
+                }
+            } else {
+                reply_error(k, 400, "unknown generate parameter '%.100s' (known: text_input, max_tokens, temperature, top_p, "
+                                    "top_k, min_p, repetition_penalty, seed, stop, stream)", key);
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* The whole answer of a generate call (not streamed), on the step thread. */
+static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
+{
+    mcp_buf_reset(&k->resp);
+    k->json_len = 0;
+    k->content_type = "application/json";
+    if (e->status != MCP_STATUS_OK) {
+        mcp_codec_error(e->message[0] ? e->message : mcp_status_str(e->status), &k->resp);
+        k->code = mcp_status_http_code(e->status);
+    } else {
+        mcp_buf_puts(&l->text, "");
+        mcp_buf_puts(&k->resp, "{\"model_name\":");
+        mcp_buf_json_string(&k->resp, l->model);
+        mcp_buf_puts(&k->resp, ",\"model_version\":");
+        mcp_buf_json_string(&k->resp, l->version);
+        mcp_buf_puts(&k->resp, ",\"text_output\":");
+        char *t = mcp_malloc(l->text.len + 1);
+        if (t) {
+            memcpy(t, l->text.data ? (const char *)l->text.data : "", l->text.len);
+            t[l->text.len] = '\0';
+        }
+        mcp_buf_json_string(&k->resp, t ? t : "");
+        mcp_free(t);
+        mcp_buf_printf(&k->resp, ",\"finish_reason\":\"%s\",\"prompt_tokens\":%lld,\"completion_tokens\":%lld}",
+                       e->finish_reason ? e->finish_reason : "stop", (long long)e->prompt_tokens, (long long)e->completion_tokens);
+        k->code = 200;
+    }
+    resume_answered(k);
+}
+
+static void start_generate(conn *k, const char *model, const char *version, bool stream)
+{
+    json_error_t jerr;
+    json_t *body = json_loadb((const char *)k->body.data, k->body.len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!body || !json_is_object(body)) {
+        reply_error(k, 400, body ? "the request body must be a JSON object" : "invalid JSON at line %d column %d: %s",
+                    body ? 0 : jerr.line, body ? 0 : jerr.column, body ? "" : jerr.text);
+        json_decref(body);
+        return;
+    }
+    mcp_model_version *v = find_model(k, model, version);
+    if (!v) {
+        json_decref(body);
+        return;
+    }
+    json_t *text = json_object_get(body, "text_input");
+    mcp_gen_request *r = v->llm ? mcp_gen_request_create(v) : NULL;
+    gen_link *l = r ? mcp_calloc(1, sizeof *l) : NULL;
+    bool ok = false;
+    if (!v->llm) reply_error(k, 400, "model '%s' is not a generative model; use POST /v2/models/%s/infer", v->name, v->name);
+    else if (!r || !l) reply_error(k, 503, "out of memory");
+    else if (!json_is_string(text)) reply_error(k, 400, "'text_input' must be a string (the prompt)");
+    else ok = gen_params(k, body, v, r);
+    if (ok) {
+        r->prompt_len = json_string_length(text);
+        r->prompt = mcp_malloc(r->prompt_len + 1);
+        if (!r->prompt) ok = false, reply_error(k, 503, "out of memory");
+        else memcpy(r->prompt, json_string_value(text), r->prompt_len + 1);
+    }
+    json_decref(body);
+    if (!ok) {
+        mcp_gen_request_release(r);
+        mcp_free(l);
+        mcp_model_version_release(v);
+        return;
+    }
+    atomic_init(&l->refs, 2);
+    pthread_mutex_init(&l->mu, NULL);
+    l->k = k;
+    l->mhd = k->mhd;
+    l->stream = stream;
+    snprintf(l->model, sizeof l->model, "%s", v->name);
+    snprintf(l->version, sizeof l->version, "%s", v->version);
+    r->on_event = gen_on_event;
+    r->user = l;
+    k->gen = l;
+    if (!stream) suspend(k); /* the answer may come at once */
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_generate(k->srv->fe, v->name, v->version, r, k->answered_by, sizeof k->answered_by, &err);
+    mcp_model_version_release(v);
+    k->gen_req = r; /* the connection's reference: the watcher cancels it when the client leaves */
+    if (st != MCP_STATUS_OK) {
+        gen_link_release(l); /* nothing was queued: the request's reference to the link */
+        reply_error(k, mcp_status_http_code(st), "%s", msg);
+        if (!stream) resume_answered(k);
+        return;
+    }
+    if (stream) {
+        k->streaming = true;
+        pthread_mutex_lock(&k->srv->wait_mu);
+        k->next_waiting = k->srv->waiting;
+        k->srv->waiting = k;
+        pthread_mutex_unlock(&k->srv->wait_mu);
+    }
+}
+
+static enum MHD_Result send_stream(conn *k)
+{
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, k->gen, sse_free);
+    if (!r) return MHD_NO;
+    atomic_fetch_add(&k->gen->refs, 1); /* the response's */
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    if (k->answered_by[0]) MHD_add_response_header(r, "Mcp-Model-Version", k->answered_by);
+    enum MHD_Result ret = MHD_queue_response(k->mhd, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* ---- routing ---- */
 
 /* What a route's pattern captured: {m} and the optional /versions/{v}. */
@@ -989,6 +1272,8 @@ static void r_model_stats(conn *k, const route_args *a) { h_stats(k, a->model, a
 static void r_model_config(conn *k, const route_args *a) { h_model_config(k, a->model, a->version); }
 static void r_v2_infer(conn *k, const route_args *a) { start_inference(k, MCP_PROTOCOL_V2, a->model, a->version); }
 static void r_repo_index(conn *k, const route_args *a) { (void)a, h_repo_index(k); }
+static void r_generate(conn *k, const route_args *a) { start_generate(k, a->model, a->version, false); }
+static void r_generate_stream(conn *k, const route_args *a) { start_generate(k, a->model, a->version, true); }
 
 /* GET /v2/events?model=NAME&after=ID&limit=N: the catalog's event log,
  * oldest first (a management call: the admin token when the server has
@@ -1091,6 +1376,8 @@ static const http_route routes[] = {
     {"GET", "/v2/models/{mv}", r_model_metadata},
     {"GET", "/v2/models/{mv}/ready", r_model_ready},
     {"POST", "/v2/models/{mv}/infer", r_v2_infer},
+    {"POST", "/v2/models/{mv}/generate", r_generate},
+    {"POST", "/v2/models/{mv}/generate_stream", r_generate_stream},
     {"GET", "/v2/models/{mv}/stats", r_model_stats},
     {"GET", "/v2/models/{mv}/config", r_model_config},
     {"GET", "/v2/models/{m}/rollout", r_rollout_get},
@@ -1476,6 +1763,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         k->admitting = false;
         mcp_frontend_routed(s->fe);
     }
+    if (k->streaming) return send_stream(k);
     if (atomic_load(&k->phase) == PHASE_WAITING) return MHD_YES;
     if (k->code == 0) reply_error(k, 500, "no response");
     return send_reply(k);
@@ -1494,6 +1782,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         k->link->body_start_ns = 0;
         k->link->boundary_ns = mcp_now_ns();
         pthread_mutex_unlock(&s->link_mu);
+    }
+    if (k->gen) {
+        gen_link *l = k->gen;
+        pthread_mutex_lock(&l->mu);
+        l->k = NULL;
+        pthread_mutex_unlock(&l->mu);
+        if (k->gen_req) atomic_store(&k->gen_req->cancel, true); /* harmless once it ended */
+        if (k->streaming) waiting_remove(s, k);
+        gen_link_release(l);
+        mcp_gen_request_release(k->gen_req);
+        k->gen = NULL;
+        k->gen_req = NULL;
     }
     mcp_call_clear(&k->call);
     mcp_free(k->ctl.descriptor);
@@ -1525,6 +1825,14 @@ static void *watch_hangups(void *arg)
             const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CONNECTION_FD);
             if (!ci) continue;
             struct pollfd pfd = {.fd = ci->connect_fd, .events = POLLRDHUP};
+            if (k->gen) {
+                /* A generation: a client that hangs up (or half-closes:
+                 * no generate client does) ends its sequence. No probe:
+                 * it would land inside a stream. */
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLRDHUP)) && k->gen_req)
+                    atomic_store(&k->gen_req->cancel, true);
+                continue;
+            }
             mcp_request *req = k->call.req;
             if (poll(&pfd, 1, 0) <= 0 || !req) continue;
             if (pfd.revents & (POLLHUP | POLLERR)) {

@@ -3,8 +3,13 @@
 and the errors of the tensor APIs and of bad generation settings.
 
 Run by ctest (tests/e2e/CMakeLists.txt), one entry per class."""
+import concurrent.futures
+import json
 import os
+import random
 import shutil
+import socket
+import subprocess
 import unittest
 
 import test_server as ts
@@ -95,6 +100,227 @@ class GgufLoadTests(ts.TempModelsTestCase):
         self.assertIn("bad", r.json()["error"])
         r = ts.http(srv, "GET", "/v2/health/live")
         self.assertEqual(r.status_code, 200)
+
+
+
+def greedy_cli(prompt, max_tokens):
+    """The runtime's own greedy answer (mcpctl generate, no server)."""
+    out = subprocess.run([ts.MCPCTL_BIN, "generate", FORTUNES, "--prompt", prompt, "--max-tokens", str(max_tokens),
+                          "--temperature", "0", "--json"], capture_output=True, timeout=120, check=True)
+    return json.loads(out.stdout)
+
+
+def sse_texts(raw):
+    """The text_output pieces of an SSE body, and any error events."""
+    texts, errors = [], []
+    for block in raw.decode("utf-8").split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        ev = json.loads(block[len("data: "):])
+        if "error" in ev:
+            errors.append(ev["error"])
+        else:
+            texts.append(ev["text_output"])
+    return texts, errors
+
+
+PROMPTS = ["The ", "A man ", "Life is ", "You will ", "Never ", "What ", "If you ", "There is ", "Love ",
+           "Work ", "Why ", "Time ", "All ", "It is ", "When ", "Nothing ", "People "]
+
+
+class GenerateTests(ts.ServerTestCase):
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", FORTUNES]
+
+    def generate(self, body, path="/v2/models/fortunes/generate", **kw):
+        return self.call("POST", path, json_body=body, **kw)
+
+    def test_greedy_matches_the_runtime(self):
+        for prompt in PROMPTS[:3]:
+            with self.subTest(prompt=prompt):
+                r = self.generate({"text_input": prompt, "max_tokens": 48, "temperature": 0})
+                self.assertEqual(r.status_code, 200, r.text)
+                d = r.json()
+                ref = greedy_cli(prompt, 48)
+                self.assertEqual(d["text_output"], ref["text"])
+                self.assertEqual(d["finish_reason"], ref["finish_reason"])
+                self.assertEqual(d["prompt_tokens"], ref["prompt_tokens"])
+                self.assertEqual((d["model_name"], d["model_version"]), ("fortunes", "v1.0.0"))
+                self.assertIn(d["finish_reason"], ("stop", "length"))
+                self.assertGreater(d["prompt_tokens"], 0)
+                self.assertEqual(r.headers.get("Mcp-Model-Version"), "v1.0.0")
+
+    def test_greedy_alone_equals_greedy_among_16_others(self):
+        alone = {}
+        for p in PROMPTS:
+            r = self.generate({"text_input": p, "max_tokens": 40})
+            self.assertEqual(r.status_code, 200, r.text)
+            alone[p] = r.json()["text_output"]
+        with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as pool:
+            together = list(pool.map(lambda p: self.generate({"text_input": p, "max_tokens": 40}), PROMPTS))
+        for p, r in zip(PROMPTS, together):
+            self.assertEqual(r.status_code, 200, r.text)
+            self.assertEqual(r.json()["text_output"], alone[p], f"prompt {p!r} differs when batched")
+
+    def test_stream_with_curl(self):
+        body = json.dumps({"text_input": "The ", "max_tokens": 32})
+        out = subprocess.run(["curl", "-sS", "-N", "--fail-with-body", "-H", "Content-Type: application/json",
+                              "-d", body, self.server.url + "/v2/models/fortunes/generate_stream"],
+                             capture_output=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        texts, errors = sse_texts(out.stdout)
+        self.assertEqual(errors, [])
+        self.assertGreater(len(texts), 5, "the text should come in many events")
+        r = self.generate({"text_input": "The ", "max_tokens": 32})
+        self.assertEqual("".join(texts), r.json()["text_output"])
+        # curl sees the event-stream type
+        head = subprocess.run(["curl", "-sS", "-N", "-o", "/dev/null", "-w", "%{content_type}", "-d", body,
+                               self.server.url + "/v2/models/fortunes/generate_stream"], capture_output=True, timeout=120)
+        self.assertEqual(head.stdout.decode(), "text/event-stream")
+
+    def test_stop_strings_end_the_text(self):
+        full = self.generate({"text_input": "The ", "max_tokens": 40}).json()["text_output"]
+        cut = full.index(" the")
+        r = self.generate({"text_input": "The ", "max_tokens": 40, "stop": [" the", "zzzz"]})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json()["text_output"], full[:cut])
+        self.assertEqual(r.json()["finish_reason"], "stop")
+        r = self.generate({"text_input": "The ", "parameters": {"max_tokens": 3}})
+        self.assertEqual(r.json()["completion_tokens"], 3)
+        self.assertEqual(r.json()["finish_reason"], "length")
+
+    def test_seeded_sampling_repeats(self):
+        body = {"text_input": "The ", "max_tokens": 24, "temperature": 1.0, "top_k": 40, "seed": 7}
+        a = self.generate(body).json()["text_output"]
+        b = self.generate(body).json()["text_output"]
+        self.assertEqual(a, b)
+
+    def test_bad_requests_name_the_field(self):
+        cases = [
+            ({"text_input": "x", "max_tokens": 0}, "max_tokens"),
+            ({"text_input": "x", "max_tokens": 10 ** 12}, "max_tokens"),
+            ({"text_input": "x", "max_tokens": "9"}, "max_tokens"),
+            ({"text_input": "x", "temperature": -1}, "temperature"),
+            ({"text_input": "x", "temperature": "hot"}, "temperature"),
+            ({"text_input": "x", "top_p": 0}, "top_p"),
+            ({"text_input": "x", "top_k": -3}, "top_k"),
+            ({"text_input": "x", "seed": -1}, "seed"),
+            ({"text_input": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+            ({"text_input": "x", "stop": ["x" * 200]}, "stop"),
+            ({"text_input": "x", "stop": [""]}, "stop"),
+            ({"text_input": "x", "stop": 5}, "stop"),
+            ({"text_input": "x", "n_threads": 64}, "n_threads"),
+            ({"text_input": "x", "parameters": []}, "parameters"),
+            ({"text_input": 5}, "text_input"),
+            ({"prompt": "x"}, "prompt"),
+            ({}, "text_input"),
+        ]
+        for body, field in cases:
+            with self.subTest(body=body):
+                r = self.generate(body)
+                self.assertEqual(r.status_code, 400, r.text)
+                self.assertIn(field, r.json()["error"])
+        r = self.call("POST", "/v2/models/fortunes/generate", body=b'{"text_input": "x",', headers={"Content-Type": "application/json"})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("line 1", r.json()["error"])
+        r = self.generate({"text_input": "x"}, path="/v2/models/nosuch/generate")
+        self.assertEqual(r.status_code, 404, r.text)
+        r = self.generate({"text_input": "x"}, path="/v2/models/fortunes/versions/v9.9.9/generate")
+        self.assertEqual(r.status_code, 404, r.text)
+
+    def test_prompt_longer_than_the_context(self):
+        r = self.generate({"text_input": "the way of the world " * 3000, "max_tokens": 4})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("context", r.json()["error"])
+        r = self.generate({"text_input": "", "max_tokens": 4})
+        self.assertIn(r.status_code, (200, 400), r.text)
+        r = self.generate({"text_input": "The ", "max_tokens": 4})
+        self.assertEqual(r.status_code, 200, r.text)
+
+
+class GenerateLimitsTests(ts.TempModelsTestCase):
+    def descriptor(self, **gen):
+        fields = ", ".join(f"{k}: {v}" for k, v in gen.items())
+        return f"name: chat\nformat: gguf\npath: {self.gguf}\ninstances: {{threads: 1}}\ngeneration: {{{fields}}}\n"
+
+    def setUp(self):
+        super().setUp()
+        self.gguf = os.path.join(self.models, "fortunes.gguf")
+        shutil.copy(FORTUNES, self.gguf)
+
+    def test_full_queue_answers_429(self):
+        srv = self.start("--model-root", self.models)
+        r = self.apply(srv, "chat", self.descriptor(max_sequences=1, max_queue_size=1, max_tokens=400))
+        self.assertEqual(r.status_code, 200, r.text)
+        body = {"text_input": "The ", "max_tokens": 400}
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            rs = list(pool.map(lambda _: ts.http(srv, "POST", "/v2/models/chat/generate", json_body=body), range(12)))
+        codes = sorted(r.status_code for r in rs)
+        self.assertIn(429, codes)
+        self.assertIn(200, codes)
+        self.assertEqual(set(codes), {200, 429}, codes)
+        for r in rs:
+            if r.status_code == 429:
+                self.assertIn("queue", r.json()["error"])
+
+    def test_small_kv_budget_many_long_requests(self):
+        srv = self.start("--model-root", self.models)
+        # A few blocks: sequences give way to each other and are prefilled again.
+        r = self.apply(srv, "chat", self.descriptor(max_sequences=8, kv_cache_bytes=65536, step_tokens=32,
+                                                    context_length=256))
+        self.assertEqual(r.status_code, 200, r.text)
+        prompts = ["%s the way of the world " % p * 3 for p in PROMPTS[:12]]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            rs = list(pool.map(lambda p: ts.http(srv, "POST", "/v2/models/chat/generate",
+                                                 json_body={"text_input": p, "max_tokens": 60}), prompts))
+        for p, r in zip(prompts, rs):
+            self.assertIn(r.status_code, (200, 400, 429, 503), r.text)
+            if r.status_code != 200:
+                self.assertTrue(r.json()["error"])
+        ok = [r for r in rs if r.status_code == 200]
+        self.assertTrue(ok, [r.text for r in rs])
+        # The same prompt alone gives the same text: preemption recomputes exactly.
+        for p, r in zip(prompts, rs):
+            if r.status_code == 200:
+                alone = ts.http(srv, "POST", "/v2/models/chat/generate", json_body={"text_input": p, "max_tokens": 60})
+                self.assertEqual(alone.json()["text_output"], r.json()["text_output"])
+                break
+
+    def test_streaming_clients_that_hang_up(self):
+        srv = self.start("--model-root", self.models)
+        r = self.apply(srv, "chat", self.descriptor(max_sequences=4, max_tokens=4000, max_tokens_limit=4000,
+                                                    context_length=4096))
+        self.assertEqual(r.status_code, 200, r.text)
+        rng = random.Random(12)
+        body = json.dumps({"text_input": "The ", "max_tokens": 4000}).encode()
+        req = (b"POST /v2/models/chat/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+        def client(i):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+            try:
+                s.sendall(req)
+                want = rng.randint(0, 3000)
+                got = 0
+                while got < want:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    got += len(chunk)
+            finally:
+                s.close()
+
+        with concurrent.futures.ThreadPoolExecutor(20) as pool:
+            list(pool.map(client, range(100)))
+        # Every slot came back: four full-length answers run at once and end.
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            rs = list(pool.map(lambda _: ts.http(srv, "POST", "/v2/models/chat/generate",
+                                                 json_body={"text_input": "The ", "max_tokens": 20}, timeout=60),
+                               range(4)))
+        for r in rs:
+            self.assertEqual(r.status_code, 200, r.text)
 
 
 if __name__ == "__main__":

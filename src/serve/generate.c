@@ -1,0 +1,480 @@
+/*
+ * The generation engine (see generate.h): a queue, sequence slots, and the
+ * step loop that batches every running sequence into one decode call.
+ */
+#include "serve/generate.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+
+#define MAX_SLOTS 256 /* generation.max_sequences at most */
+
+/* One running sequence: its slot index is its sequence id in the context. */
+typedef struct slot {
+    mcp_gen_request *r; /* NULL: free */
+    int64_t age;        /* admission order: the youngest give way first */
+    bool started;       /* prompt tokenized, sampler made */
+    int32_t *tokens;    /* prompt, then generated tokens */
+    int64_t n_tokens, n_prompt, n_cached, n_gen, max_gen;
+    mcp_llm_sampler *sampler;
+    mcp_llm_detok *detok;
+    mcp_buf text;       /* generated text; [0, emitted) is sent */
+    size_t emitted;
+    int logit_row;      /* this step's logits row, or -1 */
+} slot;
+
+struct mcp_gen_engine {
+    const mcp_llm_model *m;
+    mcp_llm_context *ctx;
+    mcp_generation cfg;
+    int64_t n_ctx, block_tokens;
+    int n_slots;
+    slot *slots;
+    int64_t next_age;
+    int32_t *b_tokens, *b_seq;
+    int8_t *b_logits;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* work arrived, or stop */
+    pthread_cond_t idle_cv; /* a request ended */
+    mcp_gen_request *queue; /* priority, then arrival */
+    int64_t n_queued;
+    int n_running;
+    bool draining, stop;
+    pthread_t thread;
+    bool thread_started;
+    int64_t kv_total;
+    _Atomic int64_t prompt_tokens, generated_tokens, requests, preemptions, kv_used;
+};
+
+mcp_gen_request *mcp_gen_request_create(const mcp_model_version *v)
+{
+    mcp_gen_request *r = mcp_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    atomic_init(&r->refs, 1);
+    atomic_init(&r->cancel, false);
+    const mcp_generation *g = &v->desc->generation;
+    r->max_tokens = g->max_tokens;
+    r->sampling = mcp_llm_sampling_default();
+    r->sampling.temperature = (float)g->temperature;
+    r->sampling.top_p = (float)g->top_p;
+    r->sampling.top_k = (int)g->top_k;
+    r->sampling.min_p = (float)g->min_p;
+    r->sampling.repeat_penalty = (float)g->repeat_penalty;
+    return r;
+}
+
+mcp_gen_request *mcp_gen_request_retain(mcp_gen_request *r)
+{
+    if (r) atomic_fetch_add(&r->refs, 1);
+    return r;
+}
+
+void mcp_gen_request_release(mcp_gen_request *r)
+{
+    if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    mcp_free(r->prompt);
+    mcp_free(r);
+}
+
+static void *step_main(void *arg);
+
+mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_gen_engine **out, mcp_err *err)
+{
+    *out = NULL;
+    if (!v->llm) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s' is not a generative model", v->name);
+    mcp_gen_engine *g = mcp_calloc(1, sizeof *g);
+    if (!g) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    g->m = v->llm;
+    g->cfg = v->desc->generation;
+    mcp_llm_info info;
+    mcp_llm_model_info(g->m, &info);
+    mcp_llm_context_options co = mcp_llm_context_options_default();
+    co.n_ctx = g->cfg.context_length > 0 ? g->cfg.context_length : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096);
+    co.max_seqs = (int)g->cfg.max_sequences;
+    co.max_batch_tokens = (int)g->cfg.step_tokens;
+    co.kv_budget_bytes = g->cfg.kv_cache_bytes;
+    co.kv_type = g->cfg.kv_f32 ? MCP_LLM_KV_F32 : MCP_LLM_KV_F16;
+    char msg[512];
+    mcp_status st = mcp_llm_context_create(g->m, &co, &g->ctx, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) {
+        mcp_free(g);
+        return mcp_err_set(err, st, "model '%s': generation: %s", v->name, msg);
+    }
+    g->n_ctx = co.n_ctx;
+    g->block_tokens = co.block_tokens;
+    g->n_slots = co.max_seqs < MAX_SLOTS ? co.max_seqs : MAX_SLOTS;
+    int64_t used0;
+    mcp_llm_kv_usage(g->ctx, &used0, &g->kv_total);
+    g->slots = mcp_calloc((size_t)g->n_slots, sizeof *g->slots);
+    g->b_tokens = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_tokens);
+    g->b_seq = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_seq);
+    g->b_logits = mcp_malloc((size_t)co.max_batch_tokens);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    pthread_cond_init(&g->idle_cv, NULL);
+    if (!g->slots || !g->b_tokens || !g->b_seq || !g->b_logits) {
+        mcp_gen_engine_destroy(g);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (pthread_create(&g->thread, NULL, step_main, g) != 0) {
+        mcp_gen_engine_destroy(g);
+        return mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot start the step loop thread");
+    }
+    g->thread_started = true;
+    *out = g;
+    return MCP_STATUS_OK;
+}
+
+mcp_status mcp_gen_submit(mcp_gen_engine *g, mcp_gen_request *r)
+{
+    pthread_mutex_lock(&g->mu);
+    mcp_status st = MCP_STATUS_OK;
+    if (g->draining || g->stop) st = MCP_STATUS_UNAVAILABLE;
+    else if (g->n_queued >= g->cfg.max_queue) st = MCP_STATUS_RESOURCE_EXHAUSTED;
+    if (st == MCP_STATUS_OK) {
+        r->submitted_ns = mcp_now_ns();
+        mcp_gen_request **p = &g->queue;
+        while (*p && (*p)->priority <= r->priority) p = &(*p)->next;
+        r->next = *p;
+        *p = mcp_gen_request_retain(r);
+        g->n_queued++;
+        pthread_cond_signal(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return st;
+}
+
+void mcp_gen_drain(mcp_gen_engine *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->draining = true;
+    while (g->n_running > 0 || g->queue) pthread_cond_wait(&g->idle_cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void mcp_gen_engine_destroy(mcp_gen_engine *g)
+{
+    if (!g) return;
+    if (g->thread_started) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = true;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+    }
+    for (int i = 0; g->slots && i < g->n_slots; i++) mcp_free(g->slots[i].tokens);
+    mcp_free(g->slots);
+    mcp_free(g->b_tokens);
+    mcp_free(g->b_seq);
+    mcp_free(g->b_logits);
+    mcp_llm_context_free(g->ctx);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    pthread_cond_destroy(&g->idle_cv);
+    mcp_free(g);
+}
+
+void mcp_gen_stats_get(mcp_gen_engine *g, mcp_gen_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&g->mu);
+    out->running = g->n_running;
+    out->waiting = g->n_queued;
+    pthread_mutex_unlock(&g->mu);
+    out->kv_used_blocks = atomic_load(&g->kv_used);
+    out->kv_total_blocks = g->kv_total;
+    out->prompt_tokens = atomic_load(&g->prompt_tokens);
+    out->generated_tokens = atomic_load(&g->generated_tokens);
+    out->requests = atomic_load(&g->requests);
+    out->preemptions = atomic_load(&g->preemptions);
+}
+
+/* ---- the step thread ---- */
+
+static void emit_text(slot *s, size_t upto, const mcp_llm_sample_result *tok)
+{
+    mcp_gen_event e = {.kind = MCP_GEN_TOKEN, .token = tok};
+    e.text = s->text.data ? (const char *)s->text.data + s->emitted : "";
+    e.len = upto - s->emitted;
+    s->emitted = upto;
+    if (e.len || tok) s->r->on_event(s->r, &e);
+}
+
+static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, const char *fmt, ...)
+{
+    slot *s = &g->slots[i];
+    char msg[512] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    /* Text held back for a stop string that never came is the answer's. */
+    if (st == MCP_STATUS_OK && s->detok) {
+        char tail[64];
+        int n = mcp_llm_detok_flush(s->detok, tail, sizeof tail);
+        if (n > 0) mcp_buf_append(&s->text, tail, (size_t)n);
+        if (s->text.len > s->emitted) emit_text(s, s->text.len, NULL);
+    }
+    mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = st, .message = msg, .finish_reason = reason,
+                       .prompt_tokens = s->n_prompt, .completion_tokens = s->n_gen};
+    s->r->on_event(s->r, &e);
+    mcp_llm_seq_truncate(g->ctx, i, 0);
+    mcp_llm_sampler_free(s->sampler);
+    mcp_llm_detok_free(s->detok);
+    mcp_buf_free(&s->text);
+    mcp_gen_request_release(s->r);
+    int32_t *keep = s->tokens;
+    memset(s, 0, sizeof *s);
+    s->tokens = keep; /* reused: n_ctx tokens */
+    atomic_fetch_add(&g->requests, 1);
+    pthread_mutex_lock(&g->mu);
+    g->n_running--;
+    pthread_cond_broadcast(&g->idle_cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Tokenizes the prompt and readies the sampler (on the step thread, so a
+ * long prompt costs no transport thread). */
+static void start(mcp_gen_engine *g, int i)
+{
+    slot *s = &g->slots[i];
+    mcp_gen_request *r = s->r;
+    s->started = true;
+    if (!s->tokens) s->tokens = mcp_malloc((size_t)g->n_ctx * sizeof *s->tokens);
+    if (!s->tokens) {
+        finish(g, i, MCP_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+        return;
+    }
+    char msg[300];
+    size_t n = 0;
+    mcp_status st = mcp_llm_tokenize(g->m, r->prompt ? r->prompt : "", r->prompt_len, true, r->parse_special, s->tokens,
+                                     (size_t)g->n_ctx, &n, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) {
+        finish(g, i, st, NULL, "prompt: %s", msg);
+        return;
+    }
+    if (n == 0) {
+        finish(g, i, MCP_STATUS_INVALID_ARGUMENT, NULL, "the prompt is empty");
+        return;
+    }
+    if ((int64_t)n >= g->n_ctx) {
+        finish(g, i, MCP_STATUS_INVALID_ARGUMENT, NULL,
+               "the prompt is %zu tokens; this model's context holds %lld tokens, prompt and completion together", n,
+               (long long)g->n_ctx);
+        return;
+    }
+    s->n_tokens = s->n_prompt = (int64_t)n;
+    s->max_gen = r->max_tokens < g->n_ctx - s->n_prompt ? r->max_tokens : g->n_ctx - s->n_prompt;
+    st = mcp_llm_sampler_create(g->m, &r->sampling, &s->sampler, msg, sizeof msg);
+    s->detok = mcp_llm_detok_create(g->m, false);
+    if (st != MCP_STATUS_OK || !s->detok) {
+        finish(g, i, st != MCP_STATUS_OK ? st : MCP_STATUS_OUT_OF_MEMORY, NULL, "sampling: %s",
+               st != MCP_STATUS_OK ? msg : "out of memory");
+        return;
+    }
+    for (int64_t t = 0; t < s->n_prompt; t++) mcp_llm_sampler_accept(s->sampler, s->tokens[t]);
+    atomic_fetch_add(&g->prompt_tokens, s->n_prompt);
+}
+
+/* The generated text grew: ends at a stop string, else sends what cannot
+ * be the start of one. true when a stop string ended it. */
+static bool release_text(slot *s, const mcp_llm_sample_result *tok)
+{
+    const mcp_gen_request *r = s->r;
+    const char *t = (const char *)s->text.data;
+    size_t len = s->text.len, safe = len;
+    size_t from = s->emitted > MCP_GEN_MAX_STOP_LEN ? s->emitted - MCP_GEN_MAX_STOP_LEN : 0;
+    size_t hit = SIZE_MAX;
+    for (int k = 0; k < r->n_stop; k++) {
+        size_t sl = strlen(r->stop[k]);
+        if (!sl || !t) continue;
+        for (size_t p = from; p + sl <= len; p++)
+            if (memcmp(t + p, r->stop[k], sl) == 0 && p < hit) {
+                hit = p;
+                break;
+            }
+        for (size_t q = sl - 1; q > 0; q--)
+            if (q <= len - s->emitted && memcmp(t + len - q, r->stop[k], q) == 0) {
+                if (len - q < safe) safe = len - q;
+                break;
+            }
+    }
+    if (hit != SIZE_MAX) {
+        if (hit < s->emitted) hit = s->emitted;
+        emit_text(s, hit, tok);
+        s->text.len = hit;
+        return true;
+    }
+    emit_text(s, safe, tok);
+    return false;
+}
+
+static int64_t blocks_for(const mcp_gen_engine *g, int64_t tokens) { return (tokens + g->block_tokens - 1) / g->block_tokens; }
+
+/* One decode over every running sequence. */
+static void step(mcp_gen_engine *g)
+{
+    int64_t now = mcp_now_ns();
+    for (int i = 0; i < g->n_slots; i++) {
+        slot *s = &g->slots[i];
+        if (!s->r) continue;
+        if (atomic_load(&s->r->cancel)) finish(g, i, MCP_STATUS_CANCELLED, NULL, "the client went away");
+        else if (s->r->deadline_ns && now > s->r->deadline_ns)
+            finish(g, i, MCP_STATUS_DEADLINE_EXCEEDED, NULL, "the request's deadline passed after %lld tokens",
+                   (long long)s->n_gen);
+    }
+    /* Oldest first: sequences with one token pending (decoding), then
+     * prompt chunks, within the step's tokens and the free KV blocks. */
+    int order[MAX_SLOTS];
+    int n_act = 0;
+    for (int i = 0; i < g->n_slots; i++)
+        if (g->slots[i].r) order[n_act++] = i;
+    for (int a = 1; a < n_act; a++)
+        for (int b = a; b > 0 && g->slots[order[b]].age < g->slots[order[b - 1]].age; b--) {
+            int x = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = x;
+        }
+    if (n_act == 0) return;
+    int64_t used, total;
+    mcp_llm_kv_usage(g->ctx, &used, &total);
+    int64_t free_blocks = total - used, budget = g->cfg.step_tokens;
+    int n = 0, n_rows = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int a = 0; a < n_act && budget > 0; a++) {
+            slot *s = &g->slots[order[a]];
+            s->logit_row = pass == 0 ? -1 : s->logit_row;
+            int64_t pending = s->n_tokens - s->n_cached;
+            if ((pass == 0) != (pending == 1)) continue;
+            int64_t room = (blocks_for(g, s->n_cached) + free_blocks) * g->block_tokens - s->n_cached;
+            int64_t chunk = pending < budget ? pending : budget;
+            if (chunk > room) chunk = room;
+            if (chunk <= 0) continue;
+            free_blocks -= blocks_for(g, s->n_cached + chunk) - blocks_for(g, s->n_cached);
+            for (int64_t t = 0; t < chunk; t++) {
+                g->b_tokens[n] = s->tokens[s->n_cached + t];
+                g->b_seq[n] = order[a];
+                g->b_logits[n] = 0;
+                n++;
+            }
+            if (chunk == pending) {
+                g->b_logits[n - 1] = 1;
+                s->logit_row = n_rows++;
+            }
+            budget -= chunk;
+        }
+    }
+    if (n == 0) {
+        /* The cache is full: the youngest sequence holding blocks gives
+         * them back (it is prefilled again later); a sequence alone that
+         * cannot fit fails. */
+        for (int a = n_act - 1; a > 0; a--) {
+            slot *s = &g->slots[order[a]];
+            if (s->n_cached == 0) continue;
+            mcp_llm_seq_truncate(g->ctx, order[a], 0);
+            s->n_cached = 0;
+            atomic_fetch_add(&g->preemptions, 1);
+            return;
+        }
+        finish(g, order[0], MCP_STATUS_RESOURCE_EXHAUSTED, NULL,
+               "the sequence needs more KV cache than this model's budget (%lld blocks of %lld tokens)", (long long)total,
+               (long long)g->block_tokens);
+        return;
+    }
+    char msg[512];
+    mcp_llm_batch b = {.n = n, .tokens = g->b_tokens, .seq = g->b_seq, .logits = g->b_logits};
+    mcp_status st = mcp_llm_decode(g->ctx, &b, msg, sizeof msg);
+    if (st != MCP_STATUS_OK) {
+        for (int a = 0; a < n_act; a++) {
+            slot *s = &g->slots[order[a]];
+            mcp_llm_seq_truncate(g->ctx, order[a], 0);
+            s->n_cached = 0;
+        }
+        for (int a = 0; a < n_act; a++) finish(g, order[a], st, NULL, "decode: %s", msg);
+        return;
+    }
+    for (int t = 0; t < n; t++) g->slots[g->b_seq[t]].n_cached++;
+    mcp_llm_kv_usage(g->ctx, &used, &total);
+    atomic_store(&g->kv_used, used);
+    for (int a = 0; a < n_act; a++) {
+        const int i = order[a];
+        slot *s = &g->slots[i];
+        if (s->logit_row < 0) continue;
+        mcp_llm_sample_result res;
+        mcp_llm_sample(s->sampler, mcp_llm_logits(g->ctx, s->logit_row), &res);
+        s->logit_row = -1;
+        mcp_llm_sampler_accept(s->sampler, res.id);
+        s->n_gen++;
+        atomic_fetch_add(&g->generated_tokens, 1);
+        if (mcp_llm_token_is_eog(g->m, res.id)) {
+            s->n_gen--; /* the end-of-generation token is not part of the answer */
+            finish(g, i, MCP_STATUS_OK, "stop", NULL);
+            continue;
+        }
+        s->tokens[s->n_tokens++] = res.id;
+        char piece[512];
+        int np = mcp_llm_detok_push(s->detok, res.id, piece, sizeof piece);
+        if (np > 0) mcp_buf_append(&s->text, piece, (size_t)np);
+        if (s->text.failed) {
+            finish(g, i, MCP_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
+            continue;
+        }
+        if (release_text(s, &res)) finish(g, i, MCP_STATUS_OK, "stop", NULL);
+        else if (s->n_gen >= s->max_gen) finish(g, i, MCP_STATUS_OK, "length", NULL);
+    }
+}
+
+static void *step_main(void *arg)
+{
+    mcp_gen_engine *g = arg;
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        while (!g->stop && g->n_running == 0 && !g->queue) pthread_cond_wait(&g->cv, &g->mu);
+        bool stop = g->stop;
+        mcp_gen_request *refused = NULL;
+        if (stop) { /* destroyed without a drain: nothing more runs */
+            refused = g->queue;
+            g->queue = NULL;
+            g->n_queued = 0;
+        }
+        for (int i = 0; !stop && i < g->n_slots && g->queue; i++) {
+            if (g->slots[i].r) continue;
+            mcp_gen_request *r = g->queue;
+            g->queue = r->next;
+            r->next = NULL;
+            g->n_queued--;
+            g->slots[i].r = r;
+            g->slots[i].age = g->next_age++;
+            g->slots[i].logit_row = -1;
+            g->n_running++;
+        }
+        pthread_mutex_unlock(&g->mu);
+        while (refused) {
+            mcp_gen_request *r = refused;
+            refused = r->next;
+            mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = MCP_STATUS_UNAVAILABLE, .message = "the model was unloaded"};
+            r->on_event(r, &e);
+            mcp_gen_request_release(r);
+            pthread_mutex_lock(&g->mu);
+            pthread_cond_broadcast(&g->idle_cv);
+            pthread_mutex_unlock(&g->mu);
+        }
+        if (stop) {
+            for (int i = 0; i < g->n_slots; i++)
+                if (g->slots[i].r) finish(g, i, MCP_STATUS_UNAVAILABLE, NULL, "the model was unloaded");
+            break;
+        }
+        for (int i = 0; i < g->n_slots; i++)
+            if (g->slots[i].r && !g->slots[i].started) start(g, i);
+        step(g);
+    }
+    return NULL;
+}
