@@ -18,9 +18,11 @@ $(DEPS_STAMP): scripts/install-deps.sh
 deps: $(DEPS_STAMP)
 
 # llama.cpp's source from the npm package node-llama-cpp (vocab test vectors,
-# gguf-py, the benchmark's anchor) into .cache/llama.cpp; quick once there.
+# gguf-py, the benchmark's anchor) into .cache/llama.cpp, and the e2e tests'
+# Node.js clients (the OpenAI SDK) into .cache/node; quick once there.
 fetch: $(DEPS_STAMP)
 	./tools/fetch-llama-cpp.sh
+	./tools/fetch-node-clients.sh
 
 build: $(DEPS_STAMP)
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null

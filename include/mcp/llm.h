@@ -68,6 +68,10 @@ typedef struct mcp_llm_info {
     const char *isa; /* the kernels in use: "avx512", "avx2", "ref" */
 } mcp_llm_info;
 void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *out);
+/* A string in the file's metadata (e.g. "tokenizer.chat_template"): its
+ * bytes in the mapped file (not NUL-terminated) and *len, or NULL when the
+ * key is missing or not a string. Valid while the model is loaded. */
+const char *mcp_llm_model_meta_str(const mcp_llm_model *m, const char *key, size_t *len);
 
 /* Tokenizes text with the model's own tokenizer. add_special: BOS / EOS as
  * the model's metadata asks; parse_special: special-token text in `text`
@@ -75,6 +79,17 @@ void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *out);
  * full count (a second call with a larger buffer gets them all). */
 mcp_status mcp_llm_tokenize(const mcp_llm_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                             int32_t *ids, size_t cap, size_t *n, char *err, size_t err_len);
+/* A byte range [off, off + len) of a text. */
+typedef struct mcp_llm_span {
+    size_t off, len;
+} mcp_llm_span;
+/* As mcp_llm_tokenize with parse_special, except that special-token text
+ * becomes that token only where it lies wholly inside one of the n_spans
+ * ranges (a chat template's own markup); elsewhere (what a client wrote)
+ * it stays plain text, so a message cannot forge a turn. */
+mcp_status mcp_llm_tokenize_spans(const mcp_llm_model *m, const char *text, size_t len, bool add_special,
+                                  const mcp_llm_span *spans, size_t n_spans, int32_t *ids, size_t cap, size_t *n,
+                                  char *err, size_t err_len);
 /* The bytes of token `id` (control tokens give "" unless render_special).
  * Writes up to cap bytes, returns the full length, or -1 for an id outside
  * the vocabulary. The bytes of one token need not be valid UTF-8 alone: use

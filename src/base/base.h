@@ -124,6 +124,8 @@ void mcp_buf_puts(mcp_buf *b, const char *s);
 void mcp_buf_printf(mcp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal (quotes and escapes included). */
 void mcp_buf_json_string(mcp_buf *b, const char *s);
+/* The same for n bytes that may hold NUL (written \u0000). */
+void mcp_buf_json_stringn(mcp_buf *b, const char *s, size_t n);
 void mcp_buf_reset(mcp_buf *b);  /* len = 0, keeps memory */
 void mcp_buf_free(mcp_buf *b);
 

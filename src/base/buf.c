@@ -55,12 +55,14 @@ void mcp_buf_printf(mcp_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void mcp_buf_json_string(mcp_buf *b, const char *s)
+void mcp_buf_json_string(mcp_buf *b, const char *s) { mcp_buf_json_stringn(b, s, strlen(s)); }
+
+void mcp_buf_json_stringn(mcp_buf *b, const char *s, size_t n)
 {
     mcp_buf_append(b, "\"", 1);
-    const unsigned char *p = (const unsigned char *)s;
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
     const unsigned char *run = p;
-    for (; *p; p++) {
+    for (; p < end; p++) {
         const char *esc = NULL;
         char tmp[8];
         switch (*p) {

@@ -5,19 +5,37 @@
 #include "llm/llm_internal.h"
 #include "llm/tokenizer.h"
 
-mcp_status mcp_llm_tokenize(const mcp_llm_model *m, const char *text, size_t len, bool add_special, bool parse_special,
-                            int32_t *ids, size_t cap, size_t *n, char *errbuf, size_t err_len)
+static mcp_status tokenize(const mcp_llm_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                           const mcp_llm_span *spans, size_t n_spans, int32_t *ids, size_t cap, size_t *n, char *errbuf,
+                           size_t err_len)
 {
+    _Static_assert(sizeof(mcp_llm_span) == sizeof(mcp_tok_span), "span layouts agree");
     mcp_err err = {errbuf, err_len};
     int32_t *all = NULL;
     size_t count = 0;
     *n = 0;
-    mcp_status st = mcp_tokenizer_encode(m->tok, text, len, add_special, parse_special, &all, &count, &err);
+    mcp_status st = mcp_tokenizer_encode_spans(m->tok, text, len, add_special, parse_special,
+                                               (const mcp_tok_span *)spans, n_spans, &all, &count, &err);
     if (st != MCP_STATUS_OK) return st;
     if (ids && cap && count) memcpy(ids, all, (count < cap ? count : cap) * sizeof *ids);
     mcp_free(all);
     *n = count;
     return MCP_STATUS_OK;
+}
+
+mcp_status mcp_llm_tokenize(const mcp_llm_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                            int32_t *ids, size_t cap, size_t *n, char *err, size_t err_len)
+{
+    return tokenize(m, text, len, add_special, parse_special, NULL, 0, ids, cap, n, err, err_len);
+}
+
+mcp_status mcp_llm_tokenize_spans(const mcp_llm_model *m, const char *text, size_t len, bool add_special,
+                                  const mcp_llm_span *spans, size_t n_spans, int32_t *ids, size_t cap, size_t *n,
+                                  char *err, size_t err_len)
+{
+    static const mcp_llm_span none;
+    return tokenize(m, text, len, add_special, true, spans ? spans : &none, spans ? n_spans : 0, ids, cap, n, err,
+                    err_len);
 }
 
 int mcp_llm_token_piece(const mcp_llm_model *m, int32_t id, bool render_special, char *buf, size_t cap)

@@ -351,6 +351,18 @@ mcp_status mcp_llm_model_load(const char *path, const mcp_llm_model_options *opt
     return MCP_STATUS_OK;
 }
 
+const char *mcp_llm_model_meta_str(const mcp_llm_model *m, const char *key, size_t *len)
+{
+    *len = 0;
+    mcp_gguf_str v;
+    bool found = false;
+    char msg[128];
+    mcp_err err = {msg, sizeof msg};
+    if (!m || !key || mcp_gguf_get_str(m->gguf, key, &v, &found, &err) != MCP_STATUS_OK || !found) return NULL;
+    *len = (size_t)v.len;
+    return v.ptr;
+}
+
 void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *o)
 {
     memset(o, 0, sizeof *o);

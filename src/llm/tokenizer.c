@@ -585,8 +585,17 @@ static const char *find_bytes(const char *h, size_t hn, const char *s, size_t sn
 /* Splits the text at special tokens as llama.cpp's tokenizer_st_partition
  * does: each token in turn, longest first, cuts every plain run at each of
  * its occurrences, left to right. */
-static mcp_status partition(const mcp_tokenizer *t, const char *text, size_t len, bool parse_special, frags *out,
-                            mcp_err *err)
+/* Whether [at, at + n) lies inside one of the spans (none given: anywhere). */
+static bool in_spans(const mcp_tok_span *spans, size_t n_spans, size_t at, size_t n)
+{
+    if (!spans) return true;
+    for (size_t i = 0; i < n_spans; i++)
+        if (at >= spans[i].off && n <= spans[i].len && at - spans[i].off <= spans[i].len - n) return true;
+    return false;
+}
+
+static mcp_status partition(const mcp_tokenizer *t, const char *text, size_t len, bool parse_special,
+                            const mcp_tok_span *spans, size_t n_spans, frags *out, mcp_err *err)
 {
     frags cur = {0}, next = {0};
     if (len) frags_push(&cur, -1, 0, len);
@@ -622,9 +631,15 @@ static mcp_status partition(const mcp_tokenizer *t, const char *text, size_t len
                 frags_push(&next, f.id, f.off, f.len);
                 continue;
             }
+            bool gated = (tk->attr & (MCP__TOK_CONTROL | MCP__TOK_UNKNOWN)) != 0;
             size_t base = f.off, rest = f.len;
             while (rest > 0) {
+                /* A control token's text outside the spans is plain text. */
                 const char *m = find_bytes(text + base, rest, s, sn);
+                while (m && gated && !in_spans(spans, n_spans, (size_t)(m - text), sn)) {
+                    size_t past = (size_t)(m - text) + 1;
+                    m = past < f.off + f.len ? find_bytes(text + past, f.off + f.len - past, s, sn) : NULL;
+                }
                 if (!m) {
                     frags_push(&next, -1, base, rest);
                     break;
@@ -655,6 +670,13 @@ static mcp_status partition(const mcp_tokenizer *t, const char *text, size_t len
 mcp_status mcp_tokenizer_encode(const mcp_tokenizer *t, const char *text, size_t len, bool add_special,
                                 bool parse_special, int32_t **ids, size_t *n_ids, mcp_err *err)
 {
+    return mcp_tokenizer_encode_spans(t, text, len, add_special, parse_special, NULL, 0, ids, n_ids, err);
+}
+
+mcp_status mcp_tokenizer_encode_spans(const mcp_tokenizer *t, const char *text, size_t len, bool add_special,
+                                      bool parse_special, const mcp_tok_span *spans, size_t n_spans, int32_t **ids,
+                                      size_t *n_ids, mcp_err *err)
+{
     if (!ids || !n_ids) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "tokenizer: no output pointers");
     *ids = NULL;
     *n_ids = 0;
@@ -664,7 +686,7 @@ mcp_status mcp_tokenizer_encode(const mcp_tokenizer *t, const char *text, size_t
         return mcp_err_set(err, MCP_STATUS_TOO_LARGE, "tokenizer: text of %zu bytes is longer than the %zu-byte limit",
                            len, MCP_TOKENIZER_TEXT_MAX);
     frags fr = {0};
-    mcp_status st = partition(t, text, len, parse_special, &fr, err);
+    mcp_status st = partition(t, text, len, parse_special, spans, n_spans, &fr, err);
     if (st != MCP_STATUS_OK) return st;
 
     mcp__ids o = {0};

@@ -85,6 +85,18 @@ void mcp_tokenizer_free(mcp_tokenizer *t);
 mcp_status mcp_tokenizer_encode(const mcp_tokenizer *t, const char *text, size_t len, bool add_special,
                                 bool parse_special, int32_t **ids, size_t *n_ids, mcp_err *err);
 
+/* A byte range of the text, [off, off + len). */
+typedef struct mcp_tok_span {
+    size_t off, len;
+} mcp_tok_span;
+/* As mcp_tokenizer_encode, except that with parse_special and spans, a
+ * control token's text becomes that token only where it lies wholly inside
+ * one of the n_spans ranges (a chat template's own markup); elsewhere (the
+ * messages a client wrote) it is plain text. spans NULL: anywhere. */
+mcp_status mcp_tokenizer_encode_spans(const mcp_tokenizer *t, const char *text, size_t len, bool add_special,
+                                      bool parse_special, const mcp_tok_span *spans, size_t n_spans, int32_t **ids,
+                                      size_t *n_ids, mcp_err *err);
+
 /* Appends the bytes of one token to out. Control and unknown tokens append
  * nothing unless render_special (then their text, "<|eot_id|>"); unused and
  * undefined tokens append nothing. An id outside [0, n_vocab) is

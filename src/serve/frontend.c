@@ -670,24 +670,29 @@ static void version_drain(mcp_model_version *v)
     if (v->generator) mcp_gen_drain(v->generator);
 }
 
-mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *r,
-                                 char *answered_by, size_t cap, mcp_err *err)
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,
+                                 int n, int *submitted, char *answered_by, size_t cap, mcp_err *err)
 {
+    *submitted = 0;
     mcp_status st = authorize(fe, NULL, name, err);
     if (st != MCP_STATUS_OK) return st;
-    mcp_model_version *v = route_model(fe, name, version, &st, err);
+    mcp_model_version *v = route_model(fe, name, version, &st, err); /* once: every choice on one version */
     if (!v) return st;
     atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
     if (!v->generator) {
         st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s' is not a generative model; use POST /v2/models/%s/infer",
                          v->name, v->name);
     } else {
-        st = mcp_gen_submit(v->generator, r);
+        for (int i = 0; i < n && st == MCP_STATUS_OK; i++) {
+            st = mcp_gen_submit(v->generator, rs[i]);
+            if (st == MCP_STATUS_OK) (*submitted)++;
+        }
         if (st == MCP_STATUS_RESOURCE_EXHAUSTED)
             mcp_err_set(err, st, "the queue of model '%s' is full (%lld waiting); retry later", v->name,
                         (long long)v->desc->generation.max_queue);
         else if (st != MCP_STATUS_OK) mcp_err_set(err, st, "model '%s' is not accepting requests", v->name);
         else if (answered_by) snprintf(answered_by, cap, "%s", v->version);
+        for (int i = 0; st != MCP_STATUS_OK && i < *submitted; i++) atomic_store(&rs[i]->cancel, true);
     }
     mcp_model_version_release(v);
     return st;

@@ -115,11 +115,13 @@ mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe);
 
 /* The request path: answers through c->respond exactly once. */
 void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
-/* Text generation: routes name (version NULL = current) to its generation
- * engine and queues r there; its events come on the step thread. On OK,
- * answered_by holds the version that took it. */
-mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *r,
-                                 char *answered_by, size_t cap, mcp_err *err);
+/* Text generation: routes name (version NULL = current) once to a version's
+ * generation engine and queues rs[0..n) there; their events come on the
+ * step thread. *submitted says how many were queued (each sends its events,
+ * however the call ends); when not all were, those are cancelled and the
+ * status says why. On OK, answered_by holds the version that took them. */
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,
+                                 int n, int *submitted, char *answered_by, size_t cap, mcp_err *err);
 
 /* The model a name (and version) routes to, retained; NULL with status and
  * a message saying why (unknown: NOT_FOUND; known but not ready:

@@ -77,6 +77,7 @@ void mcp_gen_request_release(mcp_gen_request *r)
 {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
     mcp_free(r->prompt);
+    mcp_free(r->spans);
     mcp_free(r);
 }
 
@@ -255,8 +256,11 @@ static void start(mcp_gen_engine *g, int i)
     }
     char msg[300];
     size_t n = 0;
-    mcp_status st = mcp_llm_tokenize(g->m, r->prompt ? r->prompt : "", r->prompt_len, true, r->parse_special, s->tokens,
-                                     (size_t)g->n_ctx, &n, msg, sizeof msg);
+    const char *text = r->prompt ? r->prompt : "";
+    mcp_status st = r->spans ? mcp_llm_tokenize_spans(g->m, text, r->prompt_len, true, r->spans, r->n_spans, s->tokens,
+                                                      (size_t)g->n_ctx, &n, msg, sizeof msg)
+                             : mcp_llm_tokenize(g->m, text, r->prompt_len, true, r->parse_special, s->tokens,
+                                                (size_t)g->n_ctx, &n, msg, sizeof msg);
     if (st != MCP_STATUS_OK) {
         finish(g, i, st, NULL, "prompt: %s", msg);
         return;

@@ -47,9 +47,12 @@ struct mcp_gen_request {
     atomic_bool cancel;    /* the client went away: ends at the next step */
     char *prompt;          /* owned (mcp_malloc) */
     size_t prompt_len;
-    bool parse_special;    /* special-token text in the prompt becomes those tokens (rendered chat) */
+    bool parse_special;    /* special-token text in the prompt becomes those tokens */
+    mcp_llm_span *spans;   /* owned; set: only inside these (a chat template's markup) */
+    size_t n_spans;
     int64_t max_tokens;
     mcp_llm_sampling sampling;
+    bool seeded;           /* the client chose sampling.seed */
     int n_stop;
     char stop[MCP_GEN_MAX_STOP][MCP_GEN_MAX_STOP_LEN + 1];
     int64_t priority;      /* lower = more urgent */

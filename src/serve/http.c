@@ -26,6 +26,7 @@
 
 #include "registry/descriptor_util.h"
 #include "serve/frontend.h"
+#include "serve/openai.h"
 
 extern const char mcp__openapi_json[];
 extern const size_t mcp__openapi_json_len;
@@ -65,7 +66,6 @@ typedef struct conn {
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
     struct gen_link *gen; /* a generation in flight (its link to this connection) */
     bool streaming;       /* answered with a stream (SSE) built from gen */
-    struct mcp_gen_request *gen_req; /* the connection's reference */
 } conn;
 
 struct mcp_server {
@@ -75,6 +75,7 @@ struct mcp_server {
     struct MHD_Daemon *daemon;     /* TCP */
     struct MHD_Daemon *daemon_uds; /* --http-socket */
     int port;
+    int64_t started_s; /* wall clock at start: OpenAI's "created" of each model */
     atomic_int open_requests; /* admitted requests not yet answered and closed */
     /* Suspended connections, watched for client hang-ups. */
     pthread_mutex_t wait_mu;
@@ -879,16 +880,24 @@ static void h_rollout_post(conn *k, const char *name)
     start_control(k);
 }
 
+/* GET /v1/models answers two protocols at once: KServe v1's "models" (the
+ * names) and OpenAI's list object ("object", "data"), so that either
+ * client reads it. */
 static void h_v1_list(conn *k)
 {
     mcp_repository_entry *list;
     int n = mcp_repository_index(k->srv->repo, &list);
-    mcp_buf_puts(&k->resp, "{\"models\":[");
-    int shown = 0;
-    for (int i = 0; i < n; i++) {
-        if (list[i].state != MCP_MODEL_READY) continue;
-        if (shown++) mcp_buf_puts(&k->resp, ",");
-        mcp_buf_json_string(&k->resp, list[i].name);
+    for (int pass = 0; pass < 2; pass++) {
+        mcp_buf_puts(&k->resp, pass ? "],\"object\":\"list\",\"data\":[" : "{\"models\":[");
+        int shown = 0;
+        for (int i = 0; i < n; i++) {
+            if (list[i].state != MCP_MODEL_READY) continue;
+            if (shown++) mcp_buf_puts(&k->resp, ",");
+            if (pass) mcp_buf_puts(&k->resp, "{\"id\":");
+            mcp_buf_json_string(&k->resp, list[i].name);
+            if (pass) mcp_buf_printf(&k->resp, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"mcp2026\"}",
+                                     (long long)k->srv->started_s);
+        }
     }
     mcp_buf_puts(&k->resp, "]}");
     mcp_repository_entries_free(list, n);
@@ -901,7 +910,10 @@ static void h_v1_model(conn *k, const char *name)
     if (!v) return;
     mcp_buf_puts(&k->resp, "{\"name\":");
     mcp_buf_json_string(&k->resp, name);
-    mcp_buf_puts(&k->resp, ",\"ready\":true}");
+    mcp_buf_puts(&k->resp, ",\"ready\":true,\"id\":");
+    mcp_buf_json_string(&k->resp, name);
+    mcp_buf_printf(&k->resp, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"mcp2026\"}",
+                   (long long)k->srv->started_s);
     reply_buf(k, 200, "application/json");
     mcp_model_version_release(v);
 }
@@ -974,31 +986,56 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
 }
 
 
-/* ---- text generation: POST /v2/models/{m}/generate and generate_stream ---- */
+/* ---- text generation: OIP generate / generate_stream, OpenAI completions ---- */
 
-/* What joins a connection and its generation request: the step thread
- * writes into it, the transport reads from it. Two references: the
- * connection's (or its stream response's) and the request's. */
+/* What joins a connection and its generation requests: the step thread
+ * writes into it, the transport reads from it. References: the
+ * connection's (or its stream response's) and one per queued request,
+ * dropped at its last event. */
 typedef struct gen_link {
     atomic_int refs;
     pthread_mutex_t mu;
     conn *k;              /* NULL once the connection ended */
     struct MHD_Connection *mhd;
     bool stream;
+    mcp_oai_answer *oai;  /* an OpenAI answer; NULL: the OIP generate extension */
+    mcp_gen_request *reqs[MCP_OAI_MAX_CHOICES]; /* the link's references, to cancel them */
+    int n_reqs;
     mcp_buf out;          /* stream: bytes not yet taken by libmicrohttpd */
     size_t taken;
-    mcp_buf text;         /* the whole answer (not streamed) */
+    mcp_buf text;         /* the whole answer (OIP, not streamed) */
     bool done, suspended;
     char model[256], version[128];
 } gen_link;
+
+static gen_link *gen_link_create(conn *k, bool stream)
+{
+    gen_link *l = mcp_calloc(1, sizeof *l);
+    if (!l) return NULL;
+    atomic_init(&l->refs, 1);
+    pthread_mutex_init(&l->mu, NULL);
+    l->k = k;
+    l->mhd = k->mhd;
+    l->stream = stream;
+    return l;
+}
 
 static void gen_link_release(gen_link *l)
 {
     if (!l || atomic_fetch_sub(&l->refs, 1) != 1) return;
     pthread_mutex_destroy(&l->mu);
+    for (int i = 0; i < l->n_reqs; i++) mcp_gen_request_release(l->reqs[i]);
+    if (l->oai) mcp_oai_answer_free(l->oai);
+    mcp_free(l->oai);
     mcp_buf_free(&l->out);
     mcp_buf_free(&l->text);
     mcp_free(l);
+}
+
+/* Ends every sequence of the link at its next step (harmless once ended). */
+static void gen_link_cancel(gen_link *l)
+{
+    for (int i = 0; i < l->n_reqs; i++) atomic_store(&l->reqs[i]->cancel, true);
 }
 
 static void sse_event(gen_link *l, const char *text, size_t len, const char *error)
@@ -1012,14 +1049,8 @@ static void sse_event(gen_link *l, const char *text, size_t len, const char *err
         mcp_buf_puts(b, ",\"error\":");
         mcp_buf_json_string(b, error);
     } else {
-        char *t = mcp_malloc(len + 1);
-        if (t) {
-            memcpy(t, text, len);
-            t[len] = '\0';
-        }
         mcp_buf_puts(b, ",\"text_output\":");
-        mcp_buf_json_string(b, t ? t : "");
-        mcp_free(t);
+        mcp_buf_json_stringn(b, text, len);
     }
     mcp_buf_puts(b, "}\n\n");
 }
@@ -1031,7 +1062,22 @@ static void gen_on_event(mcp_gen_request *r, const mcp_gen_event *e)
 {
     gen_link *l = r->user;
     pthread_mutex_lock(&l->mu);
-    if (e->kind == MCP_GEN_TOKEN) {
+    if (l->oai) {
+        bool failed = l->oai->failed;
+        bool complete = mcp_oai_event(l->oai, r->index, e, &l->out);
+        if (!failed && l->oai->failed) gen_link_cancel(l); /* one choice failed: the answer is an error */
+        if (complete) {
+            l->done = true;
+            if (!l->stream && l->k) {
+                conn *k = l->k;
+                mcp_buf_reset(&k->resp);
+                k->json_len = 0;
+                k->content_type = "application/json";
+                mcp_oai_response(l->oai, &k->resp, &k->code);
+                resume_answered(k);
+            }
+        }
+    } else if (e->kind == MCP_GEN_TOKEN) {
         if (l->stream && e->len) sse_event(l, e->text, e->len, NULL);
         else if (!l->stream) mcp_buf_append(&l->text, e->text, e->len);
     } else {
@@ -1044,8 +1090,8 @@ static void gen_on_event(mcp_gen_request *r, const mcp_gen_event *e)
         MHD_resume_connection(l->mhd);
     }
     pthread_mutex_unlock(&l->mu);
+    if (e->kind == MCP_GEN_DONE) gen_link_release(l); /* the request's last event */
 }
-
 /* The libmicrohttpd side of a stream: what the step thread wrote, or a
  * pause until it writes more. */
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -1087,57 +1133,20 @@ static bool gen_params(conn *k, json_t *body, const mcp_model_version *v, mcp_ge
         const char *key;
         json_t *val;
         json_object_foreach(o, key, val) {
-            double x = json_is_number(val) ? json_number_value(val) : 0;
-            bool num = json_is_number(val), integer = json_is_integer(val);
-            if (!strcmp(key, "text_input") || !strcmp(key, "parameters") || !strcmp(key, "stream") || !strcmp(key, "id")) {
-                continue;
-            } else if (!strcmp(key, "max_tokens")) {
-                if (!integer || x < 1 || x > (double)g->max_tokens_limit) {
-                    reply_error(k, 400, "'max_tokens' must be an integer from 1 to %lld", (long long)g->max_tokens_limit);
-                    return false;
-                }
-                r->max_tokens = (int64_t)x;
-            } else if (!strcmp(key, "temperature")) {
-                if (!num || !(x >= 0 && x <= 2)) return reply_error(k, 400, "'temperature' must be a number from 0 to 2"), false;
-                r->sampling.temperature = (float)x;
-            } else if (!strcmp(key, "top_p")) {
-                if (!num || !(x > 0 && x <= 1)) return reply_error(k, 400, "'top_p' must be a number above 0 and at most 1"), false;
-                r->sampling.top_p = (float)x;
-            } else if (!strcmp(key, "top_k")) {
-                if (!integer || x < 0 || x > 1000000) return reply_error(k, 400, "'top_k' must be an integer from 0 to 1000000"), false;
-                r->sampling.top_k = (int)x;
-            } else if (!strcmp(key, "min_p")) {
-                if (!num || !(x >= 0 && x <= 1)) return reply_error(k, 400, "'min_p' must be a number from 0 to 1"), false;
-                r->sampling.min_p = (float)x;
-            } else if (!strcmp(key, "repetition_penalty")) {
-                if (!num || !(x >= 0.01 && x <= 10)) return reply_error(k, 400, "'repetition_penalty' must be a number from 0.01 to 10"), false;
-                r->sampling.repeat_penalty = (float)x;
-            } else if (!strcmp(key, "seed")) {
-                if (!integer || x < 0) return reply_error(k, 400, "'seed' must be a non-negative integer"), false;
-                r->sampling.seed = (uint64_t)json_integer_value(val);
-            } else if (!strcmp(key, "stop") || !strcmp(key, "stop_words")) {
-                json_t *one = json_is_string(val) ? val : NULL;
-                size_t n = one ? 1 : json_is_array(val) ? json_array_size(val) : 0;
-                if ((!one && !json_is_array(val) && !json_is_null(val)) || n > MCP_GEN_MAX_STOP) {
-                    reply_error(k, 400, "'%s' must be a string or a list of at most %d strings", key, MCP_GEN_MAX_STOP);
-                    return false;
-                }
-                r->n_stop = 0;
-                for (size_t i = 0; i < n; i++) {
-                    json_t *sv = one ? one : json_array_get(val, i);
-                    size_t len = json_is_string(sv) ? json_string_length(sv) : 0;
-                    if (!json_is_string(sv) || len == 0 || len > MCP_GEN_MAX_STOP_LEN || memchr(json_string_value(sv), 0, len)) {
-                        reply_error(k, 400, "'%s'[%zu] must be a string of 1 to %d bytes", key, i, MCP_GEN_MAX_STOP_LEN);
-                        return false;
-                    }
-                    memcpy(r->stop[r->n_stop], json_string_value(sv), len + 1);
-                    r->n_stop++;
-                }
-            } else {
-                reply_error(k, 400, "unknown generate parameter '%.100s' (known: text_input, max_tokens, temperature, top_p, "
-                                    "top_k, min_p, repetition_penalty, seed, stop, stream)", key);
+            char msg[300];
+            mcp_err err = {msg, sizeof msg};
+            int p = mcp_gen_param(!strcmp(key, "stop_words") ? "stop" : key, val, g, r, &err);
+            if (p < 0) {
+                reply_error(k, 400, "%s", msg);
                 return false;
             }
+            if (p > 0 || !strcmp(key, "text_input") || !strcmp(key, "parameters") || !strcmp(key, "stream") ||
+                !strcmp(key, "id"))
+                continue;
+            reply_error(k, 400, "unknown generate parameter '%.100s' (known: text_input, max_tokens, temperature, top_p, "
+                                "top_k, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed, stop, "
+                                "stream)", key);
+            return false;
         }
     }
     return true;
@@ -1153,19 +1162,12 @@ static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
         mcp_codec_error(e->message[0] ? e->message : mcp_status_str(e->status), &k->resp);
         k->code = mcp_status_http_code(e->status);
     } else {
-        mcp_buf_puts(&l->text, "");
         mcp_buf_puts(&k->resp, "{\"model_name\":");
         mcp_buf_json_string(&k->resp, l->model);
         mcp_buf_puts(&k->resp, ",\"model_version\":");
         mcp_buf_json_string(&k->resp, l->version);
         mcp_buf_puts(&k->resp, ",\"text_output\":");
-        char *t = mcp_malloc(l->text.len + 1);
-        if (t) {
-            memcpy(t, l->text.data ? (const char *)l->text.data : "", l->text.len);
-            t[l->text.len] = '\0';
-        }
-        mcp_buf_json_string(&k->resp, t ? t : "");
-        mcp_free(t);
+        mcp_buf_json_stringn(&k->resp, l->text.data ? (const char *)l->text.data : "", l->text.len);
         mcp_buf_printf(&k->resp, ",\"finish_reason\":\"%s\",\"prompt_tokens\":%lld,\"completion_tokens\":%lld}",
                        e->finish_reason ? e->finish_reason : "stop", (long long)e->prompt_tokens, (long long)e->completion_tokens);
         k->code = 200;
@@ -1173,16 +1175,66 @@ static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
     resume_answered(k);
 }
 
-static void start_generate(conn *k, const char *model, const char *version, bool stream)
+/* Queues the link's requests on version v; false when the answer is an
+ * error already written by fail (nothing of the link then reaches the
+ * client). Takes over the caller's reference to l. */
+static bool gen_submit(conn *k, gen_link *l, const mcp_model_version *v,
+                       void (*fail)(conn *k, mcp_status st, const char *msg))
+{
+    snprintf(l->model, sizeof l->model, "%s", v->name);
+    snprintf(l->version, sizeof l->version, "%s", v->version);
+    atomic_fetch_add(&l->refs, l->n_reqs); /* each request's, until its last event */
+    for (int i = 0; i < l->n_reqs; i++) {
+        l->reqs[i]->on_event = gen_on_event;
+        l->reqs[i]->user = l;
+    }
+    k->gen = l;
+    if (!l->stream) suspend(k); /* the answer may come at once */
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    int submitted = 0;
+    mcp_status st = mcp_frontend_generate(k->srv->fe, v->name, v->version, l->reqs, l->n_reqs, &submitted,
+                                          k->answered_by, sizeof k->answered_by, &err);
+    if (st != MCP_STATUS_OK) {
+        pthread_mutex_lock(&l->mu);
+        l->k = NULL; /* the queued ones end cancelled, unheard */
+        pthread_mutex_unlock(&l->mu);
+        for (int i = submitted; i < l->n_reqs; i++) gen_link_release(l); /* never queued */
+        fail(k, st, msg);
+        if (!l->stream) resume_answered(k);
+        return false;
+    }
+    if (l->stream) {
+        k->streaming = true;
+        pthread_mutex_lock(&k->srv->wait_mu);
+        k->next_waiting = k->srv->waiting;
+        k->srv->waiting = k;
+        pthread_mutex_unlock(&k->srv->wait_mu);
+    }
+    return true;
+}
+
+static void oip_fail(conn *k, mcp_status st, const char *msg) { reply_error(k, mcp_status_http_code(st), "%s", msg); }
+
+static json_t *gen_body(conn *k, void (*fail)(conn *k, mcp_status st, const char *msg))
 {
     json_error_t jerr;
     json_t *body = json_loadb((const char *)k->body.data, k->body.len, JSON_REJECT_DUPLICATES, &jerr);
     if (!body || !json_is_object(body)) {
-        reply_error(k, 400, body ? "the request body must be a JSON object" : "invalid JSON at line %d column %d: %s",
-                    body ? 0 : jerr.line, body ? 0 : jerr.column, body ? "" : jerr.text);
+        char msg[300];
+        if (body) snprintf(msg, sizeof msg, "the request body must be a JSON object");
+        else snprintf(msg, sizeof msg, "invalid JSON at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
+        fail(k, MCP_STATUS_INVALID_ARGUMENT, msg);
         json_decref(body);
-        return;
+        return NULL;
     }
+    return body;
+}
+
+static void start_generate(conn *k, const char *model, const char *version, bool stream)
+{
+    json_t *body = gen_body(k, oip_fail);
+    if (!body) return;
     mcp_model_version *v = find_model(k, model, version);
     if (!v) {
         json_decref(body);
@@ -1190,7 +1242,7 @@ static void start_generate(conn *k, const char *model, const char *version, bool
     }
     json_t *text = json_object_get(body, "text_input");
     mcp_gen_request *r = v->llm ? mcp_gen_request_create(v) : NULL;
-    gen_link *l = r ? mcp_calloc(1, sizeof *l) : NULL;
+    gen_link *l = r ? gen_link_create(k, stream) : NULL;
     bool ok = false;
     if (!v->llm) reply_error(k, 400, "model '%s' is not a generative model; use POST /v2/models/%s/infer", v->name, v->name);
     else if (!r || !l) reply_error(k, 503, "out of memory");
@@ -1205,39 +1257,72 @@ static void start_generate(conn *k, const char *model, const char *version, bool
     json_decref(body);
     if (!ok) {
         mcp_gen_request_release(r);
-        mcp_free(l);
+        gen_link_release(l);
         mcp_model_version_release(v);
         return;
     }
-    atomic_init(&l->refs, 2);
-    pthread_mutex_init(&l->mu, NULL);
-    l->k = k;
-    l->mhd = k->mhd;
-    l->stream = stream;
-    snprintf(l->model, sizeof l->model, "%s", v->name);
-    snprintf(l->version, sizeof l->version, "%s", v->version);
-    r->on_event = gen_on_event;
-    r->user = l;
-    k->gen = l;
-    if (!stream) suspend(k); /* the answer may come at once */
-    char msg[400];
-    mcp_err err = {msg, sizeof msg};
-    mcp_status st = mcp_frontend_generate(k->srv->fe, v->name, v->version, r, k->answered_by, sizeof k->answered_by, &err);
+    l->reqs[l->n_reqs++] = r;
+    gen_submit(k, l, v, oip_fail);
     mcp_model_version_release(v);
-    k->gen_req = r; /* the connection's reference: the watcher cancels it when the client leaves */
-    if (st != MCP_STATUS_OK) {
-        gen_link_release(l); /* nothing was queued: the request's reference to the link */
-        reply_error(k, mcp_status_http_code(st), "%s", msg);
-        if (!stream) resume_answered(k);
+}
+
+/* OpenAI's error shape, with the field at fault. */
+static void oai_fail_param(conn *k, mcp_status st, const char *msg, const char *param)
+{
+    mcp_buf_reset(&k->resp);
+    mcp_oai_error(&k->resp, st, msg, param);
+    k->json_len = 0;
+    reply_buf(k, mcp_oai_http_code(st), "application/json");
+}
+
+static void oai_fail(conn *k, mcp_status st, const char *msg) { oai_fail_param(k, st, msg, NULL); }
+
+/* POST /v1/completions and /v1/chat/completions. */
+static void start_openai(conn *k, mcp_oai_kind kind)
+{
+    json_t *body = gen_body(k, oai_fail);
+    if (!body) return;
+    json_t *model = json_object_get(body, "model");
+    if (!json_is_string(model) || json_string_length(model) == 0 || json_string_length(model) > 255) {
+        oai_fail_param(k, MCP_STATUS_INVALID_ARGUMENT, "'model' must name a model (a string of 1 to 255 bytes)", "model");
+        json_decref(body);
         return;
     }
-    if (stream) {
-        k->streaming = true;
-        pthread_mutex_lock(&k->srv->wait_mu);
-        k->next_waiting = k->srv->waiting;
-        k->srv->waiting = k;
-        pthread_mutex_unlock(&k->srv->wait_mu);
+    char msg[600], param[64];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st;
+    mcp_model_version *v = mcp_frontend_route_model(k->srv->fe, json_string_value(model), NULL, &st, &err);
+    if (!v) {
+        oai_fail_param(k, st, msg, "model");
+        json_decref(body);
+        return;
     }
+    if (!v->llm) {
+        snprintf(msg, sizeof msg, "model '%s' is not a generative model; use POST /v2/models/%s/infer", v->name, v->name);
+        oai_fail_param(k, MCP_STATUS_INVALID_ARGUMENT, msg, "model");
+        mcp_model_version_release(v);
+        json_decref(body);
+        return;
+    }
+    mcp_oai_request req;
+    st = mcp_oai_parse(body, kind, v, &req, param, sizeof param, &err);
+    json_decref(body);
+    gen_link *l = st == MCP_STATUS_OK ? gen_link_create(k, req.stream) : NULL;
+    if (l) l->oai = mcp_calloc(1, sizeof *l->oai);
+    if (st != MCP_STATUS_OK || !l || !l->oai) {
+        if (st == MCP_STATUS_OK) st = MCP_STATUS_OUT_OF_MEMORY, snprintf(msg, sizeof msg, "out of memory");
+        oai_fail_param(k, st, msg, param);
+        mcp_oai_request_clear(&req);
+        gen_link_release(l);
+        mcp_model_version_release(v);
+        return;
+    }
+    snprintf(req.model, sizeof req.model, "%s", v->name);
+    mcp_oai_answer_init(l->oai, &req, v->llm);
+    for (int i = 0; i < req.n_choices; i++) l->reqs[l->n_reqs++] = req.choices[i]; /* the link's now */
+    memset(req.choices, 0, sizeof req.choices);
+    gen_submit(k, l, v, oai_fail);
+    mcp_model_version_release(v);
 }
 
 static enum MHD_Result send_stream(conn *k)
@@ -1274,6 +1359,8 @@ static void r_v2_infer(conn *k, const route_args *a) { start_inference(k, MCP_PR
 static void r_repo_index(conn *k, const route_args *a) { (void)a, h_repo_index(k); }
 static void r_generate(conn *k, const route_args *a) { start_generate(k, a->model, a->version, false); }
 static void r_generate_stream(conn *k, const route_args *a) { start_generate(k, a->model, a->version, true); }
+static void r_completions(conn *k, const route_args *a) { (void)a, start_openai(k, MCP_OAI_COMPLETION); }
+static void r_chat_completions(conn *k, const route_args *a) { (void)a, start_openai(k, MCP_OAI_CHAT); }
 
 /* GET /v2/events?model=NAME&after=ID&limit=N: the catalog's event log,
  * oldest first (a management call: the admin token when the server has
@@ -1391,6 +1478,8 @@ static const http_route routes[] = {
     {"GET", "/v1/models", r_v1_list},
     {"GET", "/v1/models/{m}", r_v1_model},
     {"POST", "/v1/models/{m}:predict", r_v1_predict},
+    {"POST", "/v1/completions", r_completions},
+    {"POST", "/v1/chat/completions", r_chat_completions},
     {"GET", "/metrics", r_metrics},
     {"GET", "/openapi.json", r_openapi},
 };
@@ -1788,12 +1877,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         pthread_mutex_lock(&l->mu);
         l->k = NULL;
         pthread_mutex_unlock(&l->mu);
-        if (k->gen_req) atomic_store(&k->gen_req->cancel, true); /* harmless once it ended */
+        gen_link_cancel(l); /* harmless once they ended */
         if (k->streaming) waiting_remove(s, k);
         gen_link_release(l);
-        mcp_gen_request_release(k->gen_req);
         k->gen = NULL;
-        k->gen_req = NULL;
     }
     mcp_call_clear(&k->call);
     mcp_free(k->ctl.descriptor);
@@ -1829,8 +1916,7 @@ static void *watch_hangups(void *arg)
                 /* A generation: a client that hangs up (or half-closes:
                  * no generate client does) ends its sequence. No probe:
                  * it would land inside a stream. */
-                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLRDHUP)) && k->gen_req)
-                    atomic_store(&k->gen_req->cancel, true);
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLRDHUP))) gen_link_cancel(k->gen);
                 continue;
             }
             mcp_request *req = k->call.req;
@@ -1896,6 +1982,7 @@ static struct MHD_Daemon *start_daemon(mcp_server *s, int listen_fd, bool tcp, b
 
 mcp_status mcp_server_start(mcp_server *s, mcp_err *err)
 {
+    s->started_s = (int64_t)time(NULL);
     if (s->opts.socket_path) {
         int fd = -1;
         mcp_status st = mcp_unix_listen(s->opts.socket_path, &fd, err);

@@ -435,15 +435,19 @@ def check_document(spec):
                 if not r.get("description"):
                     problems.append("%s: response %s has no description" % (where, code))
                 if code[0] in "45" or code == "default":
-                    # Every error must admit {"error": "..."} as JSON.
+                    # Every error must admit {"error": "..."} as JSON; the
+                    # OpenAI-compatible API's, OpenAI's own error object.
                     media = (r.get("content") or {}).get("application/json")
                     if not media:
                         problems.append("%s: error response %s has no application/json body" % (where, code))
                         continue
+                    openai = "openai" in (op.get("tags") or [])
+                    body = ({"error": {"message": "x", "type": "invalid_request_error", "param": None, "code": None}}
+                            if openai else {"error": "x"})
                     try:
-                        validate_instance(spec, media.get("schema", {}), {"error": "x"}, "error body")
+                        validate_instance(spec, media.get("schema", {}), body, "error body")
                     except AssertionError:
-                        problems.append("%s: error response %s does not admit {\"error\": ...}" % (where, code))
+                        problems.append("%s: error response %s does not admit %s" % (where, code, json.dumps(body)))
                 for key, media in (r.get("content") or {}).items():
                     if JSON_HEADER_KEY in media and _media_type(key)[0] != "application/octet-stream":
                         problems.append("%s: %s only belongs on application/octet-stream" % (where, JSON_HEADER_KEY))

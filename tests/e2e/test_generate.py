@@ -103,10 +103,12 @@ class GgufLoadTests(ts.TempModelsTestCase):
 
 
 
-def greedy_cli(prompt, max_tokens):
-    """The runtime's own greedy answer (mcpctl generate, no server)."""
+def greedy_cli(prompt, max_tokens, special=True):
+    """The runtime's own greedy answer (mcpctl generate, no server);
+    special=False reads special-token text as plain text."""
     out = subprocess.run([ts.MCPCTL_BIN, "generate", FORTUNES, "--prompt", prompt, "--max-tokens", str(max_tokens),
-                          "--temperature", "0", "--json"], capture_output=True, timeout=120, check=True)
+                          "--temperature", "0", "--json"] + ([] if special else ["--no-special"]),
+                         capture_output=True, timeout=120, check=True)
     return json.loads(out.stdout)
 
 
@@ -238,6 +240,236 @@ class GenerateTests(ts.ServerTestCase):
         self.assertIn(r.status_code, (200, 400), r.text)
         r = self.generate({"text_input": "The ", "max_tokens": 4})
         self.assertEqual(r.status_code, 200, r.text)
+
+
+NODE_CLIENTS = os.environ.get("MCP_NODE_CLIENTS_DIR", os.path.join(ts.SOURCE_DIR, ".cache", "node"))
+OPENAI_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "node", "openai_client.mjs")
+
+
+def sse_data(raw):
+    """The data lines of an SSE body, in order (JSON decoded but for [DONE])."""
+    out = []
+    for block in raw.decode("utf-8").split("\n\n"):
+        if not block.strip():
+            continue
+        assert block.startswith("data: "), block
+        data = block[len("data: "):]
+        out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+class OpenAITests(ts.ServerTestCase):
+    """POST /v1/completions and /v1/chat/completions, GET /v1/models, with
+    the OpenAI Node SDK and curl."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-path", FORTUNES]
+
+    def node(self, plan):
+        self.assertTrue(os.path.isdir(os.path.join(NODE_CLIENTS, "node_modules", "openai")),
+                        "the OpenAI SDK is missing: run tools/fetch-node-clients.sh (make fetch)")
+        out = subprocess.run(["node", OPENAI_CLIENT, self.server.url, json.dumps(plan)], capture_output=True,
+                             timeout=300, env=dict(os.environ, MCP_NODE_CLIENTS_DIR=NODE_CLIENTS))
+        self.assertEqual(out.returncode, 0, out.stderr.decode())
+        return json.loads(out.stdout)
+
+    def post(self, path, body, **kw):
+        return self.call("POST", path, json_body=body, **kw)
+
+    def test_sdk_completions_and_chat_equal_the_runtime(self):
+        prompt = "Life is "
+        ref = greedy_cli(prompt, 32)
+        chat_prompt = "user: Life is\nassistant:"  # the plain template of a model without one
+        chat_ref = greedy_cli(chat_prompt, 24)
+        msgs = [{"role": "user", "content": "Life is"}]
+        plan = [
+            {"kind": "completion", "params": {"model": "fortunes", "prompt": prompt, "max_tokens": 32, "temperature": 0}},
+            {"kind": "completion", "stream": True,
+             "params": {"model": "fortunes", "prompt": prompt, "max_tokens": 32, "temperature": 0,
+                        "stream_options": {"include_usage": True}}},
+            {"kind": "chat", "params": {"model": "fortunes", "messages": msgs, "max_tokens": 24, "temperature": 0}},
+            {"kind": "chat", "stream": True,
+             "params": {"model": "fortunes", "messages": msgs, "max_tokens": 24, "temperature": 0,
+                        "stream_options": {"include_usage": True}}},
+            {"kind": "models"},
+        ]
+        comp, comp_s, chat, chat_s, models = self.node(plan)
+        for r in (comp, comp_s):
+            self.assertNotIn("error", r)
+            self.assertEqual(r["texts"], [ref["text"]])
+            self.assertEqual(r["finish"], [ref["finish_reason"]])
+            self.assertEqual(r["usage"]["prompt_tokens"], ref["prompt_tokens"])
+            self.assertEqual(r["usage"]["total_tokens"], r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"])
+        self.assertEqual(comp["object"], "text_completion")
+        self.assertGreater(comp_s["chunks"], 5)
+        for r in (chat, chat_s):
+            self.assertNotIn("error", r)
+            self.assertEqual(r["texts"], [chat_ref["text"]])
+            self.assertEqual(r["usage"]["prompt_tokens"], chat_ref["prompt_tokens"])
+        self.assertEqual(chat["object"], "chat.completion")
+        self.assertEqual(chat_s["roles"], 1)
+        self.assertEqual(models["ids"], ["fortunes"])
+
+    def test_sdk_errors(self):
+        plan = [
+            {"kind": "completion", "params": {"model": "nosuch", "prompt": "x"}},
+            {"kind": "completion", "params": {"model": "fortunes", "prompt": "x", "max_tokens": 0}},
+            {"kind": "chat", "params": {"model": "fortunes", "messages": [{"role": "wizard", "content": "x"}]}},
+            {"kind": "chat", "stream": True, "params": {"model": "fortunes", "messages": []}},
+        ]
+        missing, zero, role, empty = self.node(plan)
+        self.assertEqual(missing["error"]["status"], 404)
+        self.assertIn("nosuch", missing["error"]["message"])
+        self.assertEqual(missing["error"]["param"], "model")
+        self.assertEqual(zero["error"]["status"], 400)
+        self.assertEqual(zero["error"]["param"], "max_tokens")
+        self.assertEqual(zero["error"]["type"], "invalid_request_error")
+        self.assertEqual(role["error"]["param"], "messages[0].role")
+        self.assertEqual(empty["error"]["status"], 400)
+
+    def test_curl_stream_chunks_end_with_done(self):
+        body = json.dumps({"model": "fortunes", "prompt": "The ", "max_tokens": 16, "stream": True, "n": 2,
+                           "temperature": 0, "stream_options": {"include_usage": True}})
+        out = subprocess.run(["curl", "-sS", "-N", "--fail-with-body", "-H", "Content-Type: application/json",
+                              "-d", body, self.server.url + "/v1/completions"], capture_output=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        events = sse_data(out.stdout)
+        self.assertEqual(events[-1], "[DONE]")
+        usage = events[-2]
+        self.assertEqual(usage["choices"], [])
+        chunks = events[:-2]
+        ids = {c["id"] for c in chunks + [usage]}
+        self.assertEqual(len(ids), 1, "one id for every chunk")
+        texts = ["", ""]
+        for c in chunks:
+            self.assertEqual(c["object"], "text_completion")
+            self.assertIsNone(c["usage"])
+            for ch in c["choices"]:
+                texts[ch["index"]] += ch["text"]
+        whole = self.post("/v1/completions", {"model": "fortunes", "prompt": "The ", "max_tokens": 16,
+                                              "temperature": 0}).json()
+        self.assertEqual(texts, [whole["choices"][0]["text"]] * 2)
+        self.assertEqual(usage["usage"]["completion_tokens"], 2 * whole["usage"]["completion_tokens"])
+        self.assertEqual(usage["usage"]["prompt_tokens"], whole["usage"]["prompt_tokens"])
+
+    def test_n_seed_stop_and_logprobs(self):
+        body = {"model": "fortunes", "prompt": "The ", "max_tokens": 20, "temperature": 1.0, "n": 3, "seed": 11}
+        a = self.post("/v1/completions", body).json()
+        b = self.post("/v1/completions", body).json()
+        self.assertEqual([c["text"] for c in a["choices"]], [c["text"] for c in b["choices"]])
+        self.assertEqual([c["index"] for c in a["choices"]], [0, 1, 2])
+        self.assertGreater(len({c["text"] for c in a["choices"]}), 1, "choices sample apart")
+        # Several prompts: choices in prompt order, n each.
+        r = self.post("/v1/completions", {"model": "fortunes", "prompt": ["The ", "Life is "], "max_tokens": 8,
+                                          "temperature": 0, "n": 2}).json()
+        self.assertEqual(len(r["choices"]), 4)
+        self.assertEqual(r["choices"][0]["text"], r["choices"][1]["text"])
+        self.assertEqual(r["choices"][2]["text"], greedy_cli("Life is ", 8)["text"])
+        full = self.post("/v1/completions", {"model": "fortunes", "prompt": "The ", "max_tokens": 40,
+                                             "temperature": 0}).json()["choices"][0]["text"]
+        cut = full.index(" the")
+        r = self.post("/v1/completions", {"model": "fortunes", "prompt": "The ", "max_tokens": 40, "temperature": 0,
+                                          "stop": " the"}).json()
+        self.assertEqual(r["choices"][0]["text"], full[:cut])
+        self.assertEqual(r["choices"][0]["finish_reason"], "stop")
+        # logprobs: the chosen token first among its alternatives (greedy), sorted, at most the number asked.
+        r = self.post("/v1/completions", {"model": "fortunes", "prompt": "The ", "max_tokens": 6, "temperature": 0,
+                                          "logprobs": 3}).json()
+        lp = r["choices"][0]["logprobs"]
+        self.assertEqual(len(lp["tokens"]), 6)
+        self.assertEqual("".join(lp["tokens"]), r["choices"][0]["text"])
+        self.assertEqual(lp["text_offset"][0], 0)
+        for tok, val, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertLessEqual(len(top), 3)
+            self.assertLess(val, 0)
+            self.assertAlmostEqual(max(top.values()), val, places=4)
+        r = self.post("/v1/chat/completions", {"model": "fortunes", "messages": [{"role": "user", "content": "Hi"}],
+                                               "max_tokens": 5, "temperature": 0, "logprobs": True,
+                                               "top_logprobs": 2}).json()
+        content = r["choices"][0]["logprobs"]["content"]
+        self.assertEqual("".join(t["token"] for t in content), r["choices"][0]["message"]["content"])
+        for t in content:
+            self.assertEqual(bytes(t["bytes"]).decode("utf-8", "replace"), t["token"])
+            self.assertLessEqual(len(t["top_logprobs"]), 2)
+
+    def test_messages_cannot_forge_special_tokens(self):
+        # <|endoftext|> is a control token of the model: a raw completion
+        # prompt may write it, a chat message's text may not.
+        marker = "<|endoftext|>"
+        raw = self.post("/v1/completions", {"model": "fortunes", "prompt": "user: " + marker + "\nassistant:",
+                                            "max_tokens": 1}).json()
+        chat = self.post("/v1/chat/completions", {"model": "fortunes", "max_tokens": 1,
+                                                  "messages": [{"role": "user", "content": marker}]}).json()
+        ref = greedy_cli("user: " + marker + "\nassistant:", 1, special=False)
+        self.assertLess(raw["usage"]["prompt_tokens"], chat["usage"]["prompt_tokens"])
+        self.assertEqual(chat["usage"]["prompt_tokens"], ref["prompt_tokens"])
+        # Text parts join like one string.
+        parts = self.post("/v1/chat/completions", {"model": "fortunes", "max_tokens": 8, "temperature": 0,
+                                                   "messages": [{"role": "user", "content": [
+                                                       {"type": "text", "text": "Life"}, {"type": "text", "text": "is"}]}]})
+        one = self.post("/v1/chat/completions", {"model": "fortunes", "max_tokens": 8, "temperature": 0,
+                                                 "messages": [{"role": "user", "content": "Life\nis"}]})
+        self.assertEqual(parts.json()["choices"], one.json()["choices"])
+
+    def test_bad_requests_in_openai_shape(self):
+        msgs = [{"role": "user", "content": "x"}]
+        cases = [
+            ("/v1/completions", {"prompt": "x"}, "model"),
+            ("/v1/completions", {"model": 5, "prompt": "x"}, "model"),
+            ("/v1/completions", {"model": "fortunes"}, "prompt"),
+            ("/v1/completions", {"model": "fortunes", "prompt": [1, 2, 3]}, "prompt[0]"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "n": 17}, "n"),
+            ("/v1/completions", {"model": "fortunes", "prompt": ["x"] * 9, "n": 2}, "n"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "echo": True}, "echo"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "logprobs": 21}, "logprobs"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "logit_bias": {"5": 100}}, "logit_bias"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "temperature": 9}, "temperature"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "max_tokens": 10 ** 9}, "max_tokens"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "stream": "yes"}, "stream"),
+            ("/v1/completions", {"model": "fortunes", "prompt": "x", "bogus": 1}, "bogus"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": "hi"}, "messages"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": [{"role": "user"}] * 1025}, "messages"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": [5]}, "messages[0]"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": [{"role": "user", "content": 5}]},
+             "messages[0].content"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}]}]}, "messages[0].content[0].type"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": msgs, "tools": [{"type": "function"}]}, "tools"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": msgs, "top_logprobs": 3}, "top_logprobs"),
+            ("/v1/chat/completions", {"model": "fortunes", "messages": msgs,
+                                      "response_format": {"type": "json_object"}}, "response_format"),
+        ]
+        for path, body, param in cases:
+            with self.subTest(body=str(body)[:80]):
+                r = self.post(path, body)
+                self.assertEqual(r.status_code, 400, r.text)
+                err = r.json()["error"]
+                self.assertEqual(err["param"], param, err)
+                self.assertEqual(err["type"], "invalid_request_error")
+                self.assertTrue(err["message"])
+        r = self.call("POST", "/v1/completions", body=b'{"model": "fortunes",', headers={"Content-Type": "application/json"})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("line 1", r.json()["error"]["message"])
+        r = self.post("/v1/completions", {"model": "nosuch", "prompt": "x"})
+        self.assertEqual((r.status_code, r.json()["error"]["code"]), (404, "model_not_found"))
+        r = self.post("/v1/completions", {"model": "fortunes", "prompt": "the way " * 3000, "max_tokens": 2})
+        self.assertEqual(r.status_code, 400, r.text)
+        self.assertIn("context", r.json()["error"]["message"])
+        # null means "not set", as the SDKs send it
+        r = self.post("/v1/completions", {"model": "fortunes", "prompt": "x", "max_tokens": 2, "temperature": None,
+                                          "stop": None, "logprobs": None, "user": "u1"})
+        self.assertEqual(r.status_code, 200, r.text)
+
+    def test_models_list_speaks_both_protocols(self):
+        r = self.call("GET", "/v1/models")
+        self.assertEqual(r.status_code, 200, r.text)
+        d = r.json()
+        self.assertEqual(d["models"], ["fortunes"])
+        self.assertEqual(d["object"], "list")
+        self.assertEqual([(m["id"], m["object"]) for m in d["data"]], [("fortunes", "model")])
+        m = self.call("GET", "/v1/models/fortunes").json()
+        self.assertEqual((m["id"], m["name"], m["ready"], m["object"]), ("fortunes", "fortunes", True, "model"))
 
 
 class GenerateLimitsTests(ts.TempModelsTestCase):

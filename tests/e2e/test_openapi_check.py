@@ -56,6 +56,8 @@ class DocumentTest(unittest.TestCase):
             ("POST", "/v2/models/chat/versions/v1.0.0/generate", "modelGenerateVersion"),
             ("POST", "/v2/models/chat/generate_stream", "modelGenerateStream"),
             ("POST", "/v2/models/chat/versions/v1.0.0/generate_stream", "modelGenerateStreamVersion"),
+            ("POST", "/v1/completions", "openaiCompletions"),
+            ("POST", "/v1/chat/completions", "openaiChatCompletions"),
             ("GET", "/v2/models/stats", "modelStatisticsAll"),
             ("GET", "/v2/models/digits/stats", "modelStatistics"),
             ("GET", "/v2/models/digits/versions/v1.0.0/stats", "modelStatisticsVersion"),
@@ -281,14 +283,18 @@ class ResponseTest(unittest.TestCase):
                  dict(good, config=dict(config, max_batch_size="32")))
 
     def test_kserve_v1(self):
-        self.ok("GET", "/v1/models", 200, {"models": ["digits", "tiny"]})
-        self.ok("GET", "/v1/models/digits", 200, {"name": "digits", "ready": True})
+        m = {"object": "model", "created": 1796594232, "owned_by": "mcp2026"}
+        self.ok("GET", "/v1/models", 200, {"models": ["digits", "tiny"], "object": "list",
+                                          "data": [dict(m, id="digits"), dict(m, id="tiny")]})
+        self.bad("'data' is a required", "GET", "/v1/models", 200, {"models": ["digits"], "object": "list"})
+        self.ok("GET", "/v1/models/digits", 200, dict(m, name="digits", ready=True, id="digits"))
         self.ok("POST", "/v1/models/digits:predict", 200, {"predictions": [[0.25, 0.75], [0.5, 0.5]]})
         self.ok("POST", "/v1/models/digits:predict", 200, {"predictions": [{"p": [0.25, 0.75], "label": 1}]})
         self.ok("POST", "/v1/models/digits:predict", 404, {"error": "unknown model 'digits'"})
         self.bad("'predictions' is a required", "POST", "/v1/models/digits:predict", 200, {"outputs": [1]})
         self.bad(r"\$\.predictions\[0\]", "POST", "/v1/models/digits:predict", 200, {"predictions": [None]})
-        self.bad(r"\$\.models\[0\]: 3 is not of type 'string'", "GET", "/v1/models", 200, {"models": [3]})
+        self.bad(r"\$\.models\[0\]: 3 is not of type 'string'", "GET", "/v1/models", 200,
+                 {"models": [3], "object": "list", "data": []})
 
     def test_simple(self):
         self.ok("POST", "/v1/infer", 200, {"output": [0.25, 0.75], "shape": [1, 2], "model": "digits"})
