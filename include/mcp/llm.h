@@ -149,8 +149,36 @@ int64_t mcp_llm_seq_len(const mcp_llm_context *c, int seq);
 /* Drops a sequence's tokens from position `from` on (0: all), freeing its
  * KV blocks past that point. */
 void mcp_llm_seq_truncate(mcp_llm_context *c, int seq, int64_t from);
-/* KV blocks in use and in the pool. */
+/* KV blocks held by sequences, and in the pool. */
 void mcp_llm_kv_usage(const mcp_llm_context *c, int64_t *used_blocks, int64_t *total_blocks);
+
+/* Prefix caching. A sequence's full blocks can be published under hashes
+ * that name their whole prefix: the caller chains them, each over the
+ * previous block's hash and the block's tokens, keyed as it sees fit (a
+ * salt per tenant keeps tenants apart). A new sequence then attaches
+ * published blocks instead of computing them. Published blocks no
+ * sequence holds stay in the pool until a block is needed, least recently
+ * used first. Only full blocks are shared; a sequence writes only past
+ * them (a truncation into one copies it first). Hash 0 means none. */
+int mcp_llm_block_tokens(const mcp_llm_context *c);
+/* For an empty sequence: attaches the published blocks matching
+ * hashes[0..n_blocks) (each checked against its parent's hash and the
+ * tokens it holds) up to the first miss; returns the tokens attached (a
+ * multiple of the block size), which the sequence then holds. */
+int64_t mcp_llm_seq_attach(mcp_llm_context *c, int seq, const uint64_t *hashes, const int32_t *tokens, int n_blocks);
+/* Publishes the sequence's first n_blocks full blocks under hashes (tokens:
+ * the sequence's tokens from position 0). A block published already, or a
+ * hash another block holds, is left as it is. Returns the blocks published. */
+int mcp_llm_seq_publish(mcp_llm_context *c, int seq, const uint64_t *hashes, const int32_t *tokens, int n_blocks);
+typedef struct mcp_llm_cache_stats {
+    int64_t used_blocks;   /* held by sequences */
+    int64_t total_blocks;
+    int64_t cached_blocks; /* published (held or not) */
+    int64_t idle_blocks;   /* published, held by none: evictable */
+    int64_t evictions;     /* published blocks taken back for new tokens */
+    int64_t block_bytes;
+} mcp_llm_cache_stats;
+void mcp_llm_cache_stats_get(const mcp_llm_context *c, mcp_llm_cache_stats *out);
 
 /* Sampling. */
 typedef struct mcp_llm_sampling {

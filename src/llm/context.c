@@ -35,6 +35,7 @@ void mcp_llm_context_free(mcp_llm_context *c)
         for (int i = 0; i < c->o.max_seqs; i++) mcp_free(c->seqs[i].blocks);
     mcp_free(c->seqs);
     mcp_free(c->free_blocks);
+    mcp__llm_cache_free(c);
     float *bufs[] = {c->x, c->h, c->q, c->k, c->v, c->att, c->ff_a, c->ff_b, c->logits, c->scores};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mcp_free(bufs[i]);
     mcp_free(c->act);
@@ -112,7 +113,7 @@ mcp_status mcp_llm_context_create(const mcp_llm_model *m, const mcp_llm_context_
     c->tok_pos = mcp_malloc((size_t)T * sizeof *c->tok_pos);
     c->seq_add = mcp_calloc((size_t)o.max_seqs, sizeof *c->seq_add);
     c->block_ptrs = mcp_malloc((size_t)(nt * blocks_per_seq) * sizeof *c->block_ptrs);
-    if (!c->free_blocks || !c->seqs || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->ff_a || !c->ff_b ||
+    if (!c->free_blocks || !mcp__llm_cache_init(c) || !c->seqs || !c->x || !c->h || !c->q || !c->k || !c->v || !c->att || !c->ff_a || !c->ff_b ||
         !c->scores || !c->act || !c->tok_pos || !c->block_ptrs || !c->seq_add) {
         mcp_llm_context_free(c);
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory for a context of %lld tokens a step",
@@ -132,7 +133,7 @@ int64_t mcp_llm_seq_len(const mcp_llm_context *c, int seq)
 
 void mcp_llm_kv_usage(const mcp_llm_context *c, int64_t *used, int64_t *total)
 {
-    *used = c->n_blocks - c->n_free;
+    *used = c->n_blocks - mcp__llm_blocks_available(c);
     *total = c->n_blocks;
 }
 
@@ -141,8 +142,23 @@ void mcp_llm_seq_truncate(mcp_llm_context *c, int seq, int64_t from)
     if (seq < 0 || seq >= c->o.max_seqs || from < 0) return;
     llm_seq *s = &c->seqs[seq];
     if (from >= s->n_tokens) return;
-    int keep = (int)((from + c->o.block_tokens - 1) / c->o.block_tokens);
-    while (s->n_blocks > keep) c->free_blocks[c->n_free++] = s->blocks[--s->n_blocks];
+    const int64_t bt = c->o.block_tokens;
+    int keep = (int)((from + bt - 1) / bt);
+    while (s->n_blocks > keep) mcp__llm_block_drop(c, s->blocks[--s->n_blocks]);
+    /* The next token would land in the kept partial block: when that one is
+     * published (shared), the sequence gets its own copy; with no block to
+     * copy into, it ends at the block boundary instead. */
+    if (from % bt && keep > 0 && c->block_hash[s->blocks[keep - 1]]) {
+        int32_t old = s->blocks[keep - 1], copy = mcp__llm_block_take(c);
+        if (copy >= 0) {
+            memcpy(c->pool + (size_t)copy * c->block_bytes, c->pool + (size_t)old * c->block_bytes, c->block_bytes);
+            s->blocks[keep - 1] = copy;
+        } else {
+            s->n_blocks--;
+            from = (from / bt) * bt;
+        }
+        mcp__llm_block_drop(c, old);
+    }
     s->n_tokens = from;
 }
 
@@ -442,9 +458,9 @@ mcp_status mcp_llm_decode(mcp_llm_context *c, const mcp_llm_batch *b, char *errb
         const llm_seq *s = &c->seqs[sq];
         need_blocks += (s->n_tokens + c->seq_add[sq] + c->o.block_tokens - 1) / c->o.block_tokens - s->n_blocks;
     }
-    if (need_blocks > c->n_free)
+    if (need_blocks > mcp__llm_blocks_available(c))
         return mcp_err_set(err, MCP_STATUS_RESOURCE_EXHAUSTED, "the KV cache needs %lld more blocks; %lld of %lld are free",
-                           (long long)need_blocks, (long long)c->n_free, (long long)c->n_blocks);
+                           (long long)need_blocks, (long long)mcp__llm_blocks_available(c), (long long)c->n_blocks);
     /* The logits buffer grows to what is asked. */
     if (n_out > c->logits_cap) {
         float *grown = falloc((int64_t)n_out * m->n_vocab);
@@ -476,7 +492,7 @@ mcp_status mcp_llm_decode(mcp_llm_context *c, const mcp_llm_batch *b, char *errb
             s->blocks = grown;
             s->cap_blocks = cap;
         }
-        while (s->n_blocks < want) s->blocks[s->n_blocks++] = c->free_blocks[--c->n_free];
+        while (s->n_blocks < want) s->blocks[s->n_blocks++] = mcp__llm_block_take(c); /* counted above: never -1 */
     }
     step S = {c, m, b, b->n, n_out, out_rows};
     forward(&S);

@@ -75,8 +75,21 @@ struct mcp_llm_context {
     uint8_t *pool;
     size_t pool_len, block_bytes;
     int64_t n_blocks;
-    int32_t *free_blocks;
+    int32_t *free_blocks;  /* unreferenced blocks that hold no published prefix */
     int64_t n_free;
+    /* Prefix caching (prefix.c): per block, the sequences holding it, the
+     * prefix hash it is published under (0: none), its parent's hash and
+     * tokens (checked on a hit), and a place in the LRU list of published
+     * blocks no sequence holds (evicted oldest first when a block is due). */
+    int32_t *block_refs;
+    uint64_t *block_hash, *block_parent;
+    int32_t *block_toks;           /* block_tokens per block */
+    int32_t *lru_prev, *lru_next;  /* -1 ends */
+    int32_t lru_head, lru_tail;
+    int64_t n_idle;                /* published and unreferenced: evictable */
+    int64_t n_published, evictions;
+    int32_t *table;                /* open addressing by hash: block id or -1 */
+    int64_t table_mask;
     llm_seq *seqs;
     /* Per-step buffers, sized for max_batch_tokens. */
     float *x, *h, *q, *k, *v, *att, *ff_a, *ff_b, *logits, *scores;
@@ -88,5 +101,16 @@ struct mcp_llm_context {
     int32_t *tok_pos; /* each batch token's position */
     const uint8_t **block_ptrs; /* per thread: one sequence's block pointers */
 };
+
+/* prefix.c: the block pool's bookkeeping. */
+bool mcp__llm_cache_init(mcp_llm_context *c);
+void mcp__llm_cache_free(mcp_llm_context *c);
+/* Blocks a decode can take: free ones and evictable published ones. */
+int64_t mcp__llm_blocks_available(const mcp_llm_context *c);
+/* A block for a sequence (ref 1): a free one, else the least recently
+ * used evictable one (unpublished first). -1 when none is left. */
+int32_t mcp__llm_block_take(mcp_llm_context *c);
+/* A sequence lets go of a block. */
+void mcp__llm_block_drop(mcp_llm_context *c, int32_t id);
 
 #endif

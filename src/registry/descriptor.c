@@ -1163,12 +1163,12 @@ static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descrip
 
 enum {
     GEN_CONTEXT, GEN_SEQS, GEN_KV_BYTES, GEN_CACHE_TYPE, GEN_STEP_TOKENS, GEN_QUEUE, GEN_MAX_TOKENS, GEN_MAX_TOKENS_LIMIT,
-    GEN_TEMPERATURE, GEN_TOP_P, GEN_TOP_K, GEN_MIN_P, GEN_REPEAT, GEN_TEMPLATE, GEN_COUNT
+    GEN_TEMPERATURE, GEN_TOP_P, GEN_TOP_K, GEN_MIN_P, GEN_REPEAT, GEN_TEMPLATE, GEN_PREFIX_CACHE, GEN_COUNT
 };
 static const char *const generation_keys[GEN_COUNT] = {
     "context_length", "max_sequences", "kv_cache_bytes", "cache_type",     "step_tokens", "max_queue_size",
     "max_tokens",     "max_tokens_limit", "temperature", "top_p",          "top_k",       "min_p",
-    "repeat_penalty", "chat_template",
+    "repeat_penalty", "chat_template", "prefix_cache",
 };
 
 /* A number within [lo, hi]. */
@@ -1223,6 +1223,7 @@ static void parse_generation(yctx *c, struct fy_node *n, yloc key_at, mcp_genera
         case GEN_MIN_P: want_number_in(c, v, at, 0, 1, &g->min_p); break;
         case GEN_REPEAT: want_number_in(c, v, at, 0.01, 10, &g->repeat_penalty); break;
         case GEN_TOP_K: want_int(c, v, at, 0, MCP__DESC_MAX_TOPK, &g->top_k); break;
+        case GEN_PREFIX_CACHE: want_bool(c, v, at, &g->prefix_cache); break;
         case GEN_CACHE_TYPE: {
             static const char *const types[] = {"f16", "f32"};
             int k = want_choice(c, v, at, "cache type", types, 2);

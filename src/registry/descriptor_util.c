@@ -31,6 +31,7 @@ mcp_generation mcp_generation_default(void)
         .temperature = 0.0,
         .top_p = 1.0,
         .repeat_penalty = 1.0,
+        .prefix_cache = true,
     };
 }
 

@@ -279,6 +279,7 @@ typedef struct mcp_generation {
     double temperature, top_p, min_p, repeat_penalty;
     int64_t top_k;
     mcp_chat_template chat_template;
+    bool prefix_cache;       /* full KV blocks reused across requests of one tenant; default on */
 } mcp_generation;
 
 /* A rollout: which versions answer and which get copies (descriptor

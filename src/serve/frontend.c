@@ -11,6 +11,9 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/random.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "serve/frontend.h"
 #include "serve/rollout.h"
@@ -31,6 +34,7 @@ typedef struct control_job {
 } control_job;
 
 struct mcp_frontend {
+    uint8_t tenant_secret[32]; /* per process: tenants' prefix-cache keys derive from it */
     mcp_repository *repo;
     mcp_metrics *metrics;
     mcp_observer observer;
@@ -670,6 +674,20 @@ static void version_drain(mcp_model_version *v)
     if (v->generator) mcp_gen_drain(v->generator);
 }
 
+void mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32])
+{
+    /* HMAC-SHA256(secret, "prefix-cache\0" tenant): a tenant's key is
+     * unpredictable without the secret, and two tenants' keys differ. */
+    unsigned char msg[13 + MCP_TENANT_MAX], md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (len > MCP_TENANT_MAX) len = MCP_TENANT_MAX;
+    memcpy(msg, "prefix-cache", 13);
+    if (len) memcpy(msg + 13, tenant, len);
+    if (!HMAC(EVP_sha256(), fe->tenant_secret, sizeof fe->tenant_secret, msg, 13 + len, md, &mdlen) || mdlen < 32)
+        memset(md, 0, 32);
+    memcpy(key, md, 32);
+}
+
 mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,
                                  int n, int *submitted, char *answered_by, size_t cap, mcp_err *err)
 {
@@ -705,11 +723,12 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
      * generate APIs reach; it has no tensor scheduler. */
     if (v->llm) {
         mcp_gen_engine *g = NULL;
-        mcp_status st = mcp_gen_engine_create(v, &g, err);
+        mcp_status st = mcp_gen_engine_create(v, fe->metrics, &g, err);
         if (st != MCP_STATUS_OK) return st;
         v->generator = g;
         v->generator_free = generator_free;
         mcp_metrics_declare_model(fe->metrics, v->name, v->version);
+        mcp_metrics_declare_generation(fe->metrics, v->name, v->version);
         return MCP_STATUS_OK;
     }
     mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
@@ -1548,6 +1567,29 @@ static void sample_gauges(void *user, mcp_metrics_gauges *g)
         mcp_scheduler_stats st = {0};
         if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
         g->queue_depth += st.queue_depth;
+        if (v->generator) {
+            if (!g->gen) g->gen = mcp_calloc((size_t)n, sizeof *g->gen);
+            if (g->gen) {
+                mcp_metrics_gen_gauges *e = &g->gen[g->n_gen++];
+                mcp_gen_stats gs;
+                mcp_gen_stats_get(v->generator, &gs);
+                snprintf(e->model, sizeof e->model, "%s", v->name);
+                snprintf(e->version, sizeof e->version, "%s", v->version);
+                e->running = gs.running;
+                e->waiting = gs.waiting;
+                e->requests = gs.requests;
+                e->prompt_tokens = gs.prompt_tokens;
+                e->generated_tokens = gs.generated_tokens;
+                e->preemptions = gs.preemptions;
+                e->kv_used_blocks = gs.kv_used_blocks;
+                e->kv_total_blocks = gs.kv_total_blocks;
+                e->kv_cached_blocks = gs.kv_cached_blocks;
+                e->kv_block_bytes = gs.kv_block_bytes;
+                e->kv_evictions = gs.kv_evictions;
+                e->cache_queries = gs.cache_queries;
+                e->cache_hits = gs.cache_hits;
+            }
+        }
         mcp_model_version_release(v);
     }
     mcp_repository_entries_free(list, n);
@@ -1560,6 +1602,10 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     *out = NULL;
     mcp_frontend *fe = mcp_calloc(1, sizeof *fe);
     if (!fe) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (getrandom(fe->tenant_secret, sizeof fe->tenant_secret, 0) != (ssize_t)sizeof fe->tenant_secret) {
+        mcp_free(fe);
+        return mcp_err_set(err, MCP_STATUS_INTERNAL, "no randomness for the tenant key secret");
+    }
     fe->repo = repo;
     fe->metrics = metrics;
     fe->observer = mcp_metrics_observer(metrics);

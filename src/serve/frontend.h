@@ -115,6 +115,12 @@ mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe);
 
 /* The request path: answers through c->respond exactly once. */
 void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
+/* The prefix-cache key of a tenant (its name as the request's `tenant`
+ * header or, once it exists, the authenticated identity gives it; "" is
+ * the anonymous tenant): derived with a per-process secret, never taken
+ * from the request. */
+#define MCP_TENANT_MAX 128
+void mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32]);
 /* Text generation: routes name (version NULL = current) once to a version's
  * generation engine and queues rs[0..n) there; their events come on the
  * step thread. *submitted says how many were queued (each sends its events,

@@ -4,12 +4,14 @@
  */
 #include "serve/generate.h"
 
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/base.h"
+#include "serve/serve.h"
 
 #define MAX_SLOTS 256 /* generation.max_sequences at most */
 
@@ -22,9 +24,12 @@ typedef struct slot {
     int64_t n_tokens, n_prompt, n_cached, n_gen, max_gen;
     mcp_llm_sampler *sampler;
     mcp_llm_detok *detok;
+    uint64_t *hashes;   /* prefix hash of each full block of tokens (n_ctx / block_tokens) */
+    int64_t n_hashed;
     mcp_buf text;       /* generated text; [0, emitted) is sent */
     size_t emitted;
     int logit_row;      /* this step's logits row, or -1 */
+    int64_t last_token_ns; /* 0 until the first token */
 } slot;
 
 struct mcp_gen_engine {
@@ -47,7 +52,11 @@ struct mcp_gen_engine {
     pthread_t thread;
     bool thread_started;
     int64_t kv_total;
-    _Atomic int64_t prompt_tokens, generated_tokens, requests, preemptions, kv_used;
+    _Atomic int64_t prompt_tokens, generated_tokens, requests, preemptions, kv_used, kv_cached, kv_evictions;
+    _Atomic int64_t cache_queries, cache_hits, cached_prompt_tokens;
+    int64_t block_bytes;
+    mcp_metrics *metrics;
+    char model[256], version[128];
 };
 
 mcp_gen_request *mcp_gen_request_create(const mcp_model_version *v)
@@ -83,7 +92,7 @@ void mcp_gen_request_release(mcp_gen_request *r)
 
 static void *step_main(void *arg);
 
-mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_gen_engine **out, mcp_err *err)
+mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_metrics *metrics, mcp_gen_engine **out, mcp_err *err)
 {
     *out = NULL;
     if (!v->llm) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "model '%s' is not a generative model", v->name);
@@ -91,6 +100,9 @@ mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_gen_engine **out, mcp
     if (!g) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     g->m = v->llm;
     g->cfg = v->desc->generation;
+    g->metrics = metrics;
+    snprintf(g->model, sizeof g->model, "%s", v->name);
+    snprintf(g->version, sizeof g->version, "%s", v->version);
     mcp_llm_info info;
     mcp_llm_model_info(g->m, &info);
     mcp_llm_context_options co = mcp_llm_context_options_default();
@@ -110,6 +122,9 @@ mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_gen_engine **out, mcp
     g->n_slots = co.max_seqs < MAX_SLOTS ? co.max_seqs : MAX_SLOTS;
     int64_t used0;
     mcp_llm_kv_usage(g->ctx, &used0, &g->kv_total);
+    mcp_llm_cache_stats cs;
+    mcp_llm_cache_stats_get(g->ctx, &cs);
+    g->block_bytes = cs.block_bytes;
     g->slots = mcp_calloc((size_t)g->n_slots, sizeof *g->slots);
     g->b_tokens = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_tokens);
     g->b_seq = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_seq);
@@ -167,7 +182,10 @@ void mcp_gen_engine_destroy(mcp_gen_engine *g)
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
     }
-    for (int i = 0; g->slots && i < g->n_slots; i++) mcp_free(g->slots[i].tokens);
+    for (int i = 0; g->slots && i < g->n_slots; i++) {
+        mcp_free(g->slots[i].tokens);
+        mcp_free(g->slots[i].hashes);
+    }
     mcp_free(g->slots);
     mcp_free(g->b_tokens);
     mcp_free(g->b_seq);
@@ -188,6 +206,12 @@ void mcp_gen_stats_get(mcp_gen_engine *g, mcp_gen_stats *out)
     pthread_mutex_unlock(&g->mu);
     out->kv_used_blocks = atomic_load(&g->kv_used);
     out->kv_total_blocks = g->kv_total;
+    out->kv_cached_blocks = atomic_load(&g->kv_cached);
+    out->kv_evictions = atomic_load(&g->kv_evictions);
+    out->kv_block_bytes = g->block_bytes;
+    out->cache_queries = atomic_load(&g->cache_queries);
+    out->cache_hits = atomic_load(&g->cache_hits);
+    out->cached_prompt_tokens = atomic_load(&g->cached_prompt_tokens);
     out->prompt_tokens = atomic_load(&g->prompt_tokens);
     out->generated_tokens = atomic_load(&g->generated_tokens);
     out->requests = atomic_load(&g->requests);
@@ -203,6 +227,54 @@ static void emit_text(slot *s, size_t upto, const mcp_llm_sample_result *tok)
     e.len = upto - s->emitted;
     s->emitted = upto;
     if (e.len || tok) s->r->on_event(s->r, &e);
+}
+
+/* The cache's counters, for stats from other threads. */
+static void note_cache(mcp_gen_engine *g)
+{
+    mcp_llm_cache_stats cs;
+    mcp_llm_cache_stats_get(g->ctx, &cs);
+    atomic_store(&g->kv_used, cs.used_blocks);
+    atomic_store(&g->kv_cached, cs.cached_blocks);
+    atomic_store(&g->kv_evictions, cs.evictions);
+}
+
+/* Hashes the sequence's full blocks of tokens not hashed yet, up to
+ * `upto` tokens: each over the tenant's key, the previous block's hash and
+ * the block's tokens (SHA-256, the first 8 bytes; 0 is "none"). */
+static void hash_blocks(mcp_gen_engine *g, slot *s, int64_t upto)
+{
+    const int64_t bt = g->block_tokens;
+    for (; (s->n_hashed + 1) * bt <= upto; s->n_hashed++) {
+        uint8_t msg[32 + 8 + 4 * 4096], md[EVP_MAX_MD_SIZE];
+        uint64_t prev = s->n_hashed ? s->hashes[s->n_hashed - 1] : 0;
+        size_t len = 0;
+        memcpy(msg, s->r->cache_key, 32), len += 32;
+        memcpy(msg + len, &prev, 8), len += 8;
+        memcpy(msg + len, s->tokens + s->n_hashed * bt, (size_t)bt * 4), len += (size_t)bt * 4;
+        unsigned int mdlen = 0;
+        uint64_t h = 0;
+        if (EVP_Digest(msg, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen >= 8) memcpy(&h, md, 8);
+        s->hashes[s->n_hashed] = h ? h : 1;
+    }
+}
+
+/* An empty sequence takes what the prefix cache holds of its tokens,
+ * leaving at least the last prompt token to compute (its logits start the
+ * answer). */
+static void attach_prefix(mcp_gen_engine *g, int i)
+{
+    slot *s = &g->slots[i];
+    if (!g->cfg.prefix_cache || !s->hashes || s->n_cached != 0) return;
+    const int64_t bt = g->block_tokens;
+    int n = (int)((s->n_tokens - 1) / bt);
+    hash_blocks(g, s, (int64_t)n * bt);
+    if (n <= 0) return;
+    int64_t got = mcp_llm_seq_attach(g->ctx, i, s->hashes, s->tokens, n);
+    s->n_cached = got;
+    atomic_fetch_add(&g->cache_queries, n);
+    atomic_fetch_add(&g->cache_hits, got / bt);
+    atomic_fetch_add(&g->cached_prompt_tokens, got);
 }
 
 static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, const char *fmt, ...)
@@ -224,6 +296,8 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
         if (n > 0) mcp_buf_append(&s->text, tail, (size_t)n);
         if (s->text.len > s->emitted) emit_text(s, s->text.len, NULL);
     }
+    if (st == MCP_STATUS_OK)
+        mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_E2E, mcp_now_ns() - s->r->submitted_ns);
     mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = st, .message = msg, .finish_reason = reason,
                        .prompt_tokens = s->n_prompt, .completion_tokens = s->n_gen};
     s->r->on_event(s->r, &e);
@@ -233,8 +307,11 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
     mcp_buf_free(&s->text);
     mcp_gen_request_release(s->r);
     int32_t *keep = s->tokens;
+    uint64_t *keep_h = s->hashes;
     memset(s, 0, sizeof *s);
     s->tokens = keep; /* reused: n_ctx tokens */
+    s->hashes = keep_h;
+    note_cache(g);
     atomic_fetch_add(&g->requests, 1);
     pthread_mutex_lock(&g->mu);
     g->n_running--;
@@ -250,7 +327,8 @@ static void start(mcp_gen_engine *g, int i)
     mcp_gen_request *r = s->r;
     s->started = true;
     if (!s->tokens) s->tokens = mcp_malloc((size_t)g->n_ctx * sizeof *s->tokens);
-    if (!s->tokens) {
+    if (!s->hashes && g->cfg.prefix_cache) s->hashes = mcp_calloc((size_t)(g->n_ctx / g->block_tokens + 1), sizeof *s->hashes);
+    if (!s->tokens || (g->cfg.prefix_cache && !s->hashes)) {
         finish(g, i, MCP_STATUS_OUT_OF_MEMORY, NULL, "out of memory");
         return;
     }
@@ -286,6 +364,8 @@ static void start(mcp_gen_engine *g, int i)
     }
     for (int64_t t = 0; t < s->n_prompt; t++) mcp_llm_sampler_accept(s->sampler, s->tokens[t]);
     atomic_fetch_add(&g->prompt_tokens, s->n_prompt);
+    s->n_hashed = 0;
+    attach_prefix(g, i);
 }
 
 /* The generated text grew: ends at a stop string, else sends what cannot
@@ -349,6 +429,15 @@ static void step(mcp_gen_engine *g)
         }
     if (n_act == 0) return;
     int64_t used, total;
+    /* A sequence that gave its blocks back takes cached ones again only
+     * while every running sequence keeps room for a block: else it would
+     * take back what its preemption freed. */
+    for (int a = 0; a < n_act; a++) {
+        slot *s = &g->slots[order[a]];
+        if (s->n_cached != 0 || s->n_tokens <= g->block_tokens) continue;
+        mcp_llm_kv_usage(g->ctx, &used, &total);
+        if (total - used - (s->n_tokens - 1) / g->block_tokens >= n_act) attach_prefix(g, order[a]);
+    }
     mcp_llm_kv_usage(g->ctx, &used, &total);
     int64_t free_blocks = total - used, budget = g->cfg.step_tokens;
     int n = 0, n_rows = 0;
@@ -406,8 +495,14 @@ static void step(mcp_gen_engine *g)
         return;
     }
     for (int t = 0; t < n; t++) g->slots[g->b_seq[t]].n_cached++;
-    mcp_llm_kv_usage(g->ctx, &used, &total);
-    atomic_store(&g->kv_used, used);
+    /* Full blocks computed this step are published for later requests. */
+    for (int a = 0; g->cfg.prefix_cache && a < n_act; a++) {
+        slot *s = &g->slots[order[a]];
+        int64_t had = s->n_hashed;
+        hash_blocks(g, s, s->n_cached);
+        if (s->n_hashed > had) mcp_llm_seq_publish(g->ctx, order[a], s->hashes, s->tokens, (int)s->n_hashed);
+    }
+    note_cache(g);
     for (int a = 0; a < n_act; a++) {
         const int i = order[a];
         slot *s = &g->slots[i];
@@ -416,6 +511,10 @@ static void step(mcp_gen_engine *g)
         mcp_llm_sample(s->sampler, mcp_llm_logits(g->ctx, s->logit_row), &res);
         s->logit_row = -1;
         mcp_llm_sampler_accept(s->sampler, res.id);
+        const int64_t t_now = mcp_now_ns();
+        if (s->last_token_ns) mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_ITL, t_now - s->last_token_ns);
+        else mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_TTFT, t_now - s->r->submitted_ns);
+        s->last_token_ns = t_now;
         s->n_gen++;
         atomic_fetch_add(&g->generated_tokens, 1);
         if (mcp_llm_token_is_eog(g->m, res.id)) {

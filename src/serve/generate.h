@@ -55,6 +55,10 @@ struct mcp_gen_request {
     bool seeded;           /* the client chose sampling.seed */
     int n_stop;
     char stop[MCP_GEN_MAX_STOP][MCP_GEN_MAX_STOP_LEN + 1];
+    /* The prefix cache's key: the server derives it from the request's
+     * tenant (mcp_frontend_tenant_key); blocks are shared only between
+     * requests with the same key. Never taken from the request. */
+    uint8_t cache_key[32];
     int64_t priority;      /* lower = more urgent */
     int64_t deadline_ns;   /* 0 = none */
     int index;             /* the caller's (choice index) */
@@ -73,11 +77,16 @@ typedef struct mcp_gen_engine mcp_gen_engine;
 
 typedef struct mcp_gen_stats {
     int64_t running, waiting;
-    int64_t kv_used_blocks, kv_total_blocks;
+    int64_t kv_used_blocks, kv_total_blocks, kv_cached_blocks, kv_block_bytes, kv_evictions;
     int64_t prompt_tokens, generated_tokens, requests, preemptions;
+    /* Prefix cache: full prompt blocks looked up, and found (reused). */
+    int64_t cache_queries, cache_hits, cached_prompt_tokens;
 } mcp_gen_stats;
 
-mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_gen_engine **out, mcp_err *err);
+/* metrics (may be NULL) gets each request's time to first token, its
+ * inter-token latencies and its duration, under v's name and version. */
+struct mcp_metrics;
+mcp_status mcp_gen_engine_create(mcp_model_version *v, struct mcp_metrics *metrics, mcp_gen_engine **out, mcp_err *err);
 /* Queues r (the engine takes its own reference). RESOURCE_EXHAUSTED when
  * the queue is full, UNAVAILABLE when draining; nothing is called then. */
 mcp_status mcp_gen_submit(mcp_gen_engine *g, mcp_gen_request *r);

@@ -380,7 +380,25 @@ static void json_model_stats(mcp_buf *b, mcp_model_version *v)
         json_duration(b, "compute_output", sizes[i].count, sizes[i].compute_output_ns);
         mcp_buf_puts(b, "}");
     }
-    mcp_buf_printf(b, "],\"queue_depth\":%lld}", (long long)st.queue_depth);
+    mcp_buf_printf(b, "],\"queue_depth\":%lld", (long long)st.queue_depth);
+    if (v->generator) {
+        mcp_gen_stats g;
+        mcp_gen_stats_get(v->generator, &g);
+        mcp_buf_printf(b,
+                       ",\"generation\":{\"running\":%lld,\"waiting\":%lld,\"requests\":%lld,\"prompt_tokens\":%lld,"
+                       "\"generated_tokens\":%lld,\"preemptions\":%lld,\"kv_cache\":{\"used_blocks\":%lld,"
+                       "\"total_blocks\":%lld,\"cached_blocks\":%lld,\"block_bytes\":%lld,\"used_bytes\":%lld,"
+                       "\"evictions\":%lld},\"prefix_cache\":{\"queries\":%lld,\"hits\":%lld,\"hit_ratio\":%.6g,"
+                       "\"cached_prompt_tokens\":%lld}}",
+                       (long long)g.running, (long long)g.waiting, (long long)g.requests, (long long)g.prompt_tokens,
+                       (long long)g.generated_tokens, (long long)g.preemptions, (long long)g.kv_used_blocks,
+                       (long long)g.kv_total_blocks, (long long)g.kv_cached_blocks, (long long)g.kv_block_bytes,
+                       (long long)(g.kv_used_blocks * g.kv_block_bytes), (long long)g.kv_evictions,
+                       (long long)g.cache_queries, (long long)g.cache_hits,
+                       g.cache_queries ? (double)g.cache_hits / (double)g.cache_queries : 0.0,
+                       (long long)g.cached_prompt_tokens);
+    }
+    mcp_buf_puts(b, "}");
     mcp_free(sizes);
 }
 
@@ -1175,12 +1193,37 @@ static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
     resume_answered(k);
 }
 
+/* The prefix-cache key of the request's tenant (the `tenant` header; none:
+ * the anonymous tenant). false when the header is malformed (answered). */
+static bool tenant_key(conn *k, uint8_t key[32], void (*fail)(conn *k, mcp_status st, const char *msg))
+{
+    const char *t = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
+    size_t n = t ? strlen(t) : 0;
+    bool ok = n <= MCP_TENANT_MAX;
+    for (size_t i = 0; ok && i < n; i++) ok = (t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
+                                              (t[i] >= '0' && t[i] <= '9') || strchr("._:@/-", t[i]);
+    if (!ok) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "header 'tenant' must be 1 to %d of the characters A-Z a-z 0-9 . _ : @ / -", MCP_TENANT_MAX);
+        fail(k, MCP_STATUS_INVALID_ARGUMENT, msg);
+        return false;
+    }
+    mcp_frontend_tenant_key(k->srv->fe, t ? t : "", n, key);
+    return true;
+}
+
 /* Queues the link's requests on version v; false when the answer is an
  * error already written by fail (nothing of the link then reaches the
  * client). Takes over the caller's reference to l. */
 static bool gen_submit(conn *k, gen_link *l, const mcp_model_version *v,
                        void (*fail)(conn *k, mcp_status st, const char *msg))
 {
+    uint8_t key[32];
+    if (!tenant_key(k, key, fail)) {
+        gen_link_release(l);
+        return false;
+    }
+    for (int i = 0; i < l->n_reqs; i++) memcpy(l->reqs[i]->cache_key, key, sizeof key);
     snprintf(l->model, sizeof l->model, "%s", v->name);
     snprintf(l->version, sizeof l->version, "%s", v->version);
     atomic_fetch_add(&l->refs, l->n_reqs); /* each request's, until its last event */

@@ -54,6 +54,9 @@ typedef enum metrics_hist_kind {
     METRICS_HIST_COMPUTE,
     METRICS_HIST_REQUEST,
     METRICS_HIST_BATCH,
+    METRICS_HIST_TTFT,    /* SERIES_GEN: time to first token */
+    METRICS_HIST_ITL,     /* SERIES_GEN: between one token and the next */
+    METRICS_HIST_GEN_E2E, /* SERIES_GEN: a generation, end to end */
     METRICS_HIST_COUNT,
 } metrics_hist_kind;
 
@@ -62,6 +65,7 @@ typedef enum series_kind {
     SERIES_REQUESTS,  /* {model, version, protocol, code}: mcp_requests_total */
     SERIES_ERRORS,    /* {model, reason}: mcp_inference_errors_total */
     SERIES_ROLLOUT,   /* {model, version, event}: shadow comparisons and gate trips */
+    SERIES_GEN,       /* {model, version} of a generative model: its latency histograms */
     SERIES_KIND_COUNT,
 } series_kind;
 
@@ -150,8 +154,9 @@ static metrics_series *table_insert(mcp_metrics *m, uint64_t hash, series_kind k
     s->code = code;
     s->model = mcp_strdup(model);
     s->label2 = mcp_strdup(label2);
-    if (kind == SERIES_MODEL) s->hists = mcp_calloc(METRICS_HIST_COUNT, sizeof *s->hists);
-    if (!s->model || !s->label2 || (kind == SERIES_MODEL && !s->hists)) {
+    bool hists = kind == SERIES_MODEL || kind == SERIES_GEN;
+    if (hists) s->hists = mcp_calloc(METRICS_HIST_COUNT, sizeof *s->hists);
+    if (!s->model || !s->label2 || (hists && !s->hists)) {
         series_free(s);
         return NULL;
     }
@@ -267,6 +272,17 @@ void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, i
     if (s) hist_observe(&s->hists[METRICS_HIST_BATCH], batch_bounds, BATCH_BUCKETS, batch_size);
 }
 
+void mcp_metrics_generation(mcp_metrics *m, const char *model, const char *version, mcp_gen_metric which, int64_t ns)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_GEN, model, version, 0, 0);
+    if (!s) return;
+    metrics_hist_kind k = which == MCP_GEN_METRIC_TTFT  ? METRICS_HIST_TTFT
+                          : which == MCP_GEN_METRIC_ITL ? METRICS_HIST_ITL
+                                                        : METRICS_HIST_GEN_E2E;
+    hist_observe(&s->hists[k], latency_bounds_ns, LATENCY_BUCKETS, ns);
+}
+
 /* The error reasons, one table: what a status counts as, and the series a
  * ready model starts with. The last entry is the catch-all. */
 static const struct {
@@ -285,6 +301,11 @@ const char *mcp_metrics_reason(mcp_status st)
     for (size_t i = 0; i + 1 < N_REASONS; i++)
         if (reasons[i].status == st) return reasons[i].reason;
     return reasons[N_REASONS - 1].reason;
+}
+
+void mcp_metrics_declare_generation(mcp_metrics *m, const char *model, const char *version)
+{
+    if (m) series_get(m, SERIES_GEN, model, version, 0, 0);
 }
 
 void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version)
@@ -548,6 +569,63 @@ static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics
     }
 }
 
+/* Generative models: latency histograms, and what their engines count. */
+static void render_generation(mcp_buf *out, metrics_series **list, int n, const mcp_metrics_gauges *g)
+{
+    put_family(out, "mcp_generation_time_to_first_token_seconds", "histogram",
+               "Time from a generation request's arrival to its first token.");
+    render_histogram(out, list, n, METRICS_HIST_TTFT, "mcp_generation_time_to_first_token_seconds");
+    put_family(out, "mcp_generation_inter_token_latency_seconds", "histogram",
+               "Time between one generated token and the next of the same sequence.");
+    render_histogram(out, list, n, METRICS_HIST_ITL, "mcp_generation_inter_token_latency_seconds");
+    put_family(out, "mcp_generation_request_duration_seconds", "histogram",
+               "Time from a generation request's arrival to its last token.");
+    render_histogram(out, list, n, METRICS_HIST_GEN_E2E, "mcp_generation_request_duration_seconds");
+    static const struct {
+        const char *name, *type, *help, *label;
+    } fam[] = {
+        {"mcp_generation_prompt_tokens_total", "counter", "Prompt tokens of generation requests.", NULL},
+        {"mcp_generation_tokens_total", "counter", "Tokens generated.", NULL},
+        {"mcp_generation_requests_total", "counter", "Generation requests that ended (any way).", NULL},
+        {"mcp_generation_preemptions_total", "counter",
+         "Sequences that gave their KV blocks back for older ones and were computed again.", NULL},
+        {"mcp_generation_sequences", "gauge", "Generation sequences running in the step loop, and waiting in the queue.",
+         "state"},
+        {"mcp_kv_cache_blocks", "gauge",
+         "KV cache blocks: held by sequences (used), in the pool (total), holding a published prefix (cached).", "state"},
+        {"mcp_kv_cache_bytes", "gauge", "KV cache bytes: held by sequences (used), and the pool (total).", "state"},
+        {"mcp_kv_cache_evictions_total", "counter", "Cached prefix blocks taken back, least recently used first.", NULL},
+        {"mcp_prefix_cache_queries_total", "counter", "Full prompt blocks looked up in the prefix cache.", NULL},
+        {"mcp_prefix_cache_hits_total", "counter", "Full prompt blocks found in the prefix cache (not computed).", NULL},
+        {"mcp_prefix_cache_hit_ratio", "gauge", "Prefix cache hits over queries since the version loaded.", NULL},
+    };
+    for (size_t f = 0; f < sizeof fam / sizeof fam[0]; f++) {
+        put_family(out, fam[f].name, fam[f].type, fam[f].help);
+        for (int i = 0; i < g->n_gen; i++) {
+            const mcp_metrics_gen_gauges *e = &g->gen[i];
+            const int64_t states[][3] = {{e->running, e->waiting, -1},
+                                         {e->kv_used_blocks, e->kv_total_blocks, e->kv_cached_blocks},
+                                         {e->kv_used_blocks * e->kv_block_bytes, e->kv_total_blocks * e->kv_block_bytes, -1}};
+            static const char *const state_names[][3] = {{"running", "waiting", NULL}, {"used", "total", "cached"},
+                                                         {"used", "total", NULL}};
+            const int64_t plain[] = {e->prompt_tokens, e->generated_tokens, e->requests, e->preemptions, 0, 0, 0,
+                                     e->kv_evictions, e->cache_queries, e->cache_hits};
+            int row = f == 4 ? 0 : f == 5 ? 1 : f == 6 ? 2 : -1;
+            for (int k = 0; k < (row >= 0 ? 3 : 1); k++) {
+                if (row >= 0 && !state_names[row][k]) continue;
+                mcp_buf_printf(out, "%s{model=", fam[f].name);
+                put_label_value(out, e->model);
+                mcp_buf_puts(out, ",version=");
+                put_label_value(out, e->version);
+                if (row >= 0) mcp_buf_printf(out, ",state=\"%s\"} %lld\n", state_names[row][k], (long long)states[row][k]);
+                else if (f == 10)
+                    mcp_buf_printf(out, "} %.6g\n", e->cache_queries ? (double)e->cache_hits / (double)e->cache_queries : 0.0);
+                else mcp_buf_printf(out, "} %lld\n", (long long)plain[f]);
+            }
+        }
+    }
+}
+
 void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
 {
     if (!m) return;
@@ -564,9 +642,10 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     metrics_series **req = series_sorted(m, SERIES_REQUESTS, &n_req);
     metrics_series **err = series_sorted(m, SERIES_ERRORS, &n_err);
     metrics_series **model = series_sorted(m, SERIES_MODEL, &n_model);
-    int n_ro;
+    int n_ro, n_gen;
     metrics_series **ro = series_sorted(m, SERIES_ROLLOUT, &n_ro);
-    if (!req || !err || !model || !ro) {
+    metrics_series **gen = series_sorted(m, SERIES_GEN, &n_gen);
+    if (!req || !err || !model || !ro || !gen) {
         out->failed = true;
     } else {
         put_family(out, "mcp_requests_total", "counter",
@@ -611,7 +690,10 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         mcp_buf_printf(out, "mcp_models_loaded %d\n", g.loaded_models);
         put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");
         mcp_buf_printf(out, "mcp_model_memory_bytes %zu\n", g.model_memory_bytes);
+        render_generation(out, gen, n_gen, &g);
     }
+    mcp_free(g.gen);
+    mcp_free(gen);
     mcp_free(req);
     mcp_free(err);
     mcp_free(model);

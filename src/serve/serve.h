@@ -162,7 +162,20 @@ void mcp_metrics_evicted(mcp_metrics *m, const char *model);
  * errors per reason, and its histograms. */
 void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version);
 /* Gauges sampled at render time through this callback. */
+/* A generative model version's histograms (seconds). */
+typedef enum mcp_gen_metric { MCP_GEN_METRIC_TTFT, MCP_GEN_METRIC_ITL, MCP_GEN_METRIC_E2E } mcp_gen_metric;
+void mcp_metrics_generation(mcp_metrics *m, const char *model, const char *version, mcp_gen_metric which, int64_t ns);
+void mcp_metrics_declare_generation(mcp_metrics *m, const char *model, const char *version);
+/* What a generative version's engine counts, sampled at render time. */
+typedef struct mcp_metrics_gen_gauges {
+    char model[256], version[128];
+    int64_t running, waiting, requests, prompt_tokens, generated_tokens, preemptions;
+    int64_t kv_used_blocks, kv_total_blocks, kv_cached_blocks, kv_block_bytes, kv_evictions;
+    int64_t cache_queries, cache_hits;
+} mcp_metrics_gen_gauges;
 typedef struct mcp_metrics_gauges {
+    mcp_metrics_gen_gauges *gen; /* n_gen of them (mcp_malloc; the renderer frees) */
+    int n_gen;
     int loaded_models;
     size_t model_memory_bytes;
     int64_t queue_depth; /* all models */

@@ -10,6 +10,7 @@ import random
 import shutil
 import socket
 import subprocess
+import time
 import unittest
 
 import test_server as ts
@@ -472,6 +473,153 @@ class OpenAITests(ts.ServerTestCase):
         self.assertEqual((m["id"], m["name"], m["ready"], m["object"]), ("fortunes", "fortunes", True, "model"))
 
 
+def gen_stats(srv, model):
+    r = ts.http(srv, "GET", "/v2/models/%s/stats" % model)
+    assert r.status_code == 200, r.text
+    return r.json()["model_stats"][0]["generation"]
+
+
+LONG = ("Do not take life too seriously. You will never get out of it alive. The only way to have a friend is "
+        "to be one. A man who has no imagination has no wings. ")
+
+
+class PrefixCacheTests(ts.TempModelsTestCase):
+    """Full KV blocks shared between requests of one tenant, never across
+    tenants, keyed by the server."""
+
+    def setUp(self):
+        super().setUp()
+        self.gguf = os.path.join(self.models, "fortunes.gguf")
+        shutil.copy(FORTUNES, self.gguf)
+
+    def serve(self, **gen):
+        srv = self.start("--model-root", self.models)
+        fields = ", ".join(f"{k}: {v}" for k, v in dict(dict(max_sequences=4), **gen).items())
+        r = self.apply(srv, "chat", f"name: chat\nformat: gguf\npath: {self.gguf}\ninstances: {{threads: 1}}\n"
+                                    f"generation: {{{fields}}}\n")
+        self.assertEqual(r.status_code, 200, r.text)
+        return srv
+
+    def gen(self, srv, prompt, tenant=None, max_tokens=8, path="/v2/models/chat/generate"):
+        headers = {"tenant": tenant} if tenant is not None else {}
+        r = ts.http(srv, "POST", path, json_body={"text_input": prompt, "max_tokens": max_tokens}, headers=headers)
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()
+
+    def test_one_tenant_hits_two_tenants_share_nothing(self):
+        srv = self.serve()
+        first = self.gen(srv, LONG, tenant="alice")
+        s0 = gen_stats(srv, "chat")
+        self.assertGreater(s0["prefix_cache"]["queries"], 2)
+        self.assertEqual(s0["prefix_cache"]["hits"], 0)
+        self.assertGreater(s0["kv_cache"]["cached_blocks"], 2, "full blocks are published")
+        again = self.gen(srv, LONG, tenant="alice")
+        s1 = gen_stats(srv, "chat")
+        q = s1["prefix_cache"]["queries"] - s0["prefix_cache"]["queries"]
+        h = s1["prefix_cache"]["hits"] - s0["prefix_cache"]["hits"]
+        self.assertGreater(h, 0)
+        self.assertEqual(h, q, "every full block of the prompt but the last token's is reused")
+        self.assertEqual(again["text_output"], first["text_output"], "a hit changes no token")
+        print("\nprefix cache, one tenant: %d of %d prompt blocks reused (%d tokens not computed)"
+              % (h, q, s1["prefix_cache"]["cached_prompt_tokens"]))
+        # Another tenant with the very same prompt: no block shared.
+        other = self.gen(srv, LONG, tenant="bob")
+        s2 = gen_stats(srv, "chat")
+        self.assertGreater(s2["prefix_cache"]["queries"], s1["prefix_cache"]["queries"])
+        self.assertEqual(s2["prefix_cache"]["hits"], s1["prefix_cache"]["hits"], "tenants share no block")
+        self.assertGreater(s2["kv_cache"]["cached_blocks"], s1["kv_cache"]["cached_blocks"],
+                           "bob's blocks are his own copies")
+        self.assertEqual(other["text_output"], first["text_output"])
+        # The anonymous tenant is a tenant too, and through OpenAI's API the same.
+        self.gen(srv, LONG)
+        s3 = gen_stats(srv, "chat")
+        self.assertEqual(s3["prefix_cache"]["hits"], s2["prefix_cache"]["hits"])
+        r = ts.http(srv, "POST", "/v1/completions", headers={"tenant": "bob"},
+                    json_body={"model": "chat", "prompt": LONG, "max_tokens": 4})
+        self.assertEqual(r.status_code, 200, r.text)
+        s4 = gen_stats(srv, "chat")
+        self.assertGreater(s4["prefix_cache"]["hits"], s3["prefix_cache"]["hits"])
+        # Idle: no block held, nothing running.
+        self.assertEqual((s4["kv_cache"]["used_blocks"], s4["running"], s4["waiting"]), (0, 0, 0))
+
+    def test_a_request_cannot_choose_the_salt(self):
+        srv = self.serve()
+        for path, body in (("/v2/models/chat/generate", {"text_input": LONG, "cache_salt": "alice"}),
+                           ("/v2/models/chat/generate", {"text_input": LONG, "parameters": {"cache_salt": "x"}}),
+                           ("/v1/completions", {"model": "chat", "prompt": LONG, "cache_salt": "alice"}),
+                           ("/v1/chat/completions", {"model": "chat", "messages": [{"role": "user", "content": "x"}],
+                                                     "salt": "alice"})):
+            with self.subTest(path=path, body=list(body)):
+                r = ts.http(srv, "POST", path, json_body=body)
+                self.assertEqual(r.status_code, 400, r.text)
+        for bad in ("a b", "x" * 129, "é", "a\tb", "../x;y"):
+            with self.subTest(tenant=bad):
+                r = ts.http(srv, "POST", "/v2/models/chat/generate", json_body={"text_input": "x"},
+                            headers={"tenant": bad.encode("utf-8")})
+                self.assertEqual(r.status_code, 400, r.text)
+                self.assertIn("tenant", r.json()["error"])
+        # Nothing was queued by the refused requests.
+        s = gen_stats(srv, "chat")
+        self.assertEqual((s["requests"], s["prefix_cache"]["queries"]), (0, 0))
+
+    def test_cached_and_uncached_answers_agree(self):
+        srv = self.serve()
+        plain = self.serve(prefix_cache="false")
+        prompts = [LONG + p for p in PROMPTS[:6]]
+        for p in prompts:
+            self.gen(srv, p, max_tokens=24)  # fills the cache
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            hit = list(pool.map(lambda p: self.gen(srv, p, max_tokens=24), prompts))
+            ref = list(pool.map(lambda p: self.gen(plain, p, max_tokens=24), prompts))
+        self.assertEqual([r["text_output"] for r in hit], [r["text_output"] for r in ref])
+        self.assertGreater(gen_stats(srv, "chat")["prefix_cache"]["hits"], 0)
+        off = gen_stats(plain, "chat")
+        self.assertEqual((off["prefix_cache"]["queries"], off["kv_cache"]["cached_blocks"]), (0, 0))
+
+    def test_small_budget_evicts_and_returns_to_zero(self):
+        # 65536 bytes hold a few blocks: published prefixes are evicted,
+        # least recently used first, as new requests need blocks.
+        srv = self.serve(kv_cache_bytes=65536, step_tokens=32, context_length=256, max_sequences=8)
+        prompts = ["%s the way of the world " % p * 3 for p in PROMPTS[:12]]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            rs = list(pool.map(lambda p: ts.http(srv, "POST", "/v2/models/chat/generate", headers={"tenant": p[:3].strip()},
+                                                 json_body={"text_input": p, "max_tokens": 40}), prompts))
+        for r in rs:
+            self.assertIn(r.status_code, (200, 400, 429, 503), r.text)
+            if r.status_code != 200:
+                self.assertTrue(r.json()["error"])
+        self.assertTrue([r for r in rs if r.status_code == 200])
+        s = gen_stats(srv, "chat")
+        self.assertGreater(s["kv_cache"]["evictions"], 0)
+        self.assertLessEqual(s["kv_cache"]["cached_blocks"], s["kv_cache"]["total_blocks"])
+        self.assertEqual((s["kv_cache"]["used_blocks"], s["running"], s["waiting"]), (0, 0, 0))
+        metrics = ts.http(srv, "GET", "/metrics").text
+        self.assertIn('mcp_kv_cache_blocks{model="chat",version="v1.0.0",state="used"} 0', metrics)
+        self.assertIn('mcp_kv_cache_evictions_total{model="chat",version="v1.0.0"} %d' % s["kv_cache"]["evictions"],
+                      metrics)
+
+    def test_generation_metrics(self):
+        srv = self.serve()
+        for t in ("a", "a", "b"):
+            self.gen(srv, LONG, tenant=t, max_tokens=6)
+        m = ts.http(srv, "GET", "/metrics").text
+        lab = 'model="chat",version="v1.0.0"'
+        s = gen_stats(srv, "chat")
+        for line in (f"mcp_generation_time_to_first_token_seconds_count{{{lab}}} 3",
+                     f"mcp_generation_request_duration_seconds_count{{{lab}}} 3",
+                     f"mcp_generation_inter_token_latency_seconds_count{{{lab}}} 15",
+                     f"mcp_generation_tokens_total{{{lab}}} {s['generated_tokens']}",
+                     f"mcp_generation_prompt_tokens_total{{{lab}}} {s['prompt_tokens']}",
+                     f'mcp_generation_sequences{{{lab},state="running"}} 0',
+                     f"mcp_prefix_cache_hits_total{{{lab}}} {s['prefix_cache']['hits']}",
+                     f"mcp_prefix_cache_queries_total{{{lab}}} {s['prefix_cache']['queries']}"):
+            self.assertIn(line + "\n", m)
+        self.assertEqual(s["generated_tokens"], 18)
+        self.assertAlmostEqual(s["prefix_cache"]["hit_ratio"], s["prefix_cache"]["hits"] / s["prefix_cache"]["queries"],
+                               places=5)
+        self.assertGreater(s["prefix_cache"]["hits"], 0)
+
+
 class GenerateLimitsTests(ts.TempModelsTestCase):
     def descriptor(self, **gen):
         fields = ", ".join(f"{k}: {v}" for k, v in gen.items())
@@ -553,6 +701,14 @@ class GenerateLimitsTests(ts.TempModelsTestCase):
                                range(4)))
         for r in rs:
             self.assertEqual(r.status_code, 200, r.text)
+        # No sequence and no block left behind (the watcher cancels within a step).
+        for _ in range(100):
+            s = gen_stats(srv, "chat")
+            if (s["kv_cache"]["used_blocks"], s["running"], s["waiting"]) == (0, 0, 0):
+                break
+            time.sleep(0.05)
+        self.assertEqual((s["kv_cache"]["used_blocks"], s["running"], s["waiting"]), (0, 0, 0), s)
+        self.assertGreaterEqual(s["requests"], 4)
 
 
 if __name__ == "__main__":

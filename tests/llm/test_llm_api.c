@@ -4,6 +4,7 @@
  * options and its seed. Usage: test_llm_api MODELS_DIR (from
  * tools/make_llm_test_models.py). */
 #include <math.h>
+#include <string.h>
 
 #include "../unit/test_util.h"
 #include "gguf_build.h"
@@ -356,6 +357,164 @@ static void test_tokens_round_trip(void)
     mcp_llm_model_free(m);
 }
 
+/* The logits of the last token of `n` tokens decoded into sequence seq. */
+static void decode_into(mcp_llm_context *c, int seq, const int32_t *toks, int n, float *logits, int64_t n_vocab)
+{
+    int32_t seqs[64];
+    for (int i = 0; i < n; i++) seqs[i] = seq;
+    mcp_llm_batch b = {n, toks, seqs, NULL};
+    TU_REQUIRE_OK(mcp_llm_decode(c, &b, msg, sizeof msg), msg);
+    memcpy(logits, mcp_llm_logits(c, 0), (size_t)n_vocab * sizeof *logits);
+}
+
+static float max_diff(const float *a, const float *b, int64_t n)
+{
+    float d = 0;
+    for (int64_t i = 0; i < n; i++) d = fmaxf(d, fabsf(a[i] - b[i]));
+    return d;
+}
+
+/* Prefix caching: published blocks are attached only on a full match,
+ * give the logits computing them gives, survive their sequences until
+ * evicted least recently used first, and are copied before a truncated
+ * sequence writes into one. */
+static void test_prefix_cache(void)
+{
+    mcp_llm_model *m = load("llama-F16", 0);
+    TU_REQUIRE(m);
+    mcp_llm_info info;
+    mcp_llm_model_info(m, &info);
+    mcp_llm_context_options co = mcp_llm_context_options_default();
+    co.n_ctx = 64;
+    co.max_seqs = 3;
+    co.max_batch_tokens = 64;
+    co.block_tokens = 16;
+    co.kv_type = MCP_LLM_KV_F32;
+    co.kv_budget_bytes = 6 * (2 * 2 * 16 * 32 * 4); /* six blocks */
+    mcp_llm_context *c = NULL;
+    TU_REQUIRE_OK(mcp_llm_context_create(m, &co, &c, msg, sizeof msg), msg);
+    TU_CHECK_INT(mcp_llm_block_tokens(c), 16);
+    int32_t toks[64], other[64];
+    for (int i = 0; i < 64; i++) toks[i] = 200 + 7 * i, other[i] = 300 + i;
+    float *ref = mcp_malloc((size_t)info.n_vocab * sizeof *ref), *got = mcp_malloc((size_t)info.n_vocab * sizeof *got);
+    TU_REQUIRE(ref && got);
+    const uint64_t h[3] = {11, 22, 33};
+
+    decode_into(c, 0, toks, 40, ref, info.n_vocab);
+    TU_CHECK_INT(mcp_llm_seq_publish(c, 0, h, toks, 3), 2); /* two full blocks of 40 tokens */
+    TU_CHECK_INT(mcp_llm_seq_publish(c, 0, h, toks, 3), 0); /* once */
+    mcp_llm_cache_stats cs;
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK_INT(cs.cached_blocks, 2);
+    TU_CHECK_INT(cs.used_blocks, 3);
+
+    /* A full match: 32 tokens attached, the rest computed, the same logits. */
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 1, h, toks, 2), 32);
+    TU_CHECK_INT(mcp_llm_seq_len(c, 1), 32);
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK_INT(cs.used_blocks, 3); /* shared, not copied */
+    decode_into(c, 1, toks + 32, 8, got, info.n_vocab);
+    TU_CHECK(max_diff(ref, got, info.n_vocab) < 1e-3f);
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 1, h, toks, 2), 0); /* not empty */
+    /* Other tokens under the same hashes, or a block out of its place: no match. */
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 2, h, other, 2), 0);
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 2, h + 1, toks + 16, 1), 0);
+    const uint64_t half[2] = {11, 99};
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 2, half, toks, 2), 16); /* up to the first miss */
+    mcp_llm_seq_truncate(c, 2, 0);
+
+    /* Sequences gone: the published blocks stay, held by none. */
+    mcp_llm_seq_truncate(c, 0, 0);
+    mcp_llm_seq_truncate(c, 1, 0);
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK_INT(cs.used_blocks, 0);
+    TU_CHECK_INT(cs.cached_blocks, 2);
+    TU_CHECK_INT(cs.idle_blocks, 2);
+    int64_t used, total;
+    mcp_llm_kv_usage(c, &used, &total);
+    TU_CHECK_INT(used, 0);
+
+    /* Copy on write: truncated into a published block, the sequence writes
+     * into its own copy; the published one still gives the same logits. */
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 0, h, toks, 2), 32);
+    mcp_llm_seq_truncate(c, 0, 20);
+    TU_CHECK_INT(mcp_llm_seq_len(c, 0), 20);
+    decode_into(c, 0, other, 5, got, info.n_vocab);
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 1, h, toks, 2), 32);
+    decode_into(c, 1, toks + 32, 8, got, info.n_vocab);
+    TU_CHECK(max_diff(ref, got, info.n_vocab) < 1e-3f);
+    mcp_llm_seq_truncate(c, 0, 0);
+    mcp_llm_seq_truncate(c, 1, 0);
+
+    /* Eviction: a sequence needing every block takes the published ones,
+     * least recently used first; a lookup then misses. */
+    decode_into(c, 2, other, 64, got, info.n_vocab); /* four blocks: the free ones */
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK_INT(cs.evictions, 0);
+    decode_into(c, 1, other + 1, 32, got, info.n_vocab); /* two more: the published ones */
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK_INT(cs.evictions, 2);
+    TU_CHECK_INT(cs.used_blocks, 6);
+    TU_CHECK_INT(cs.cached_blocks, 0);
+    mcp_llm_seq_truncate(c, 2, 0);
+    mcp_llm_seq_truncate(c, 1, 0);
+    TU_CHECK_INT(mcp_llm_seq_attach(c, 0, h, toks, 2), 0);
+
+    /* Many publications through a small pool: the table keeps finding the
+     * live ones as evicted ones leave it. */
+    for (int round = 0; round < 200; round++) {
+        int32_t t[16];
+        for (int i = 0; i < 16; i++) t[i] = 1000 + round * 16 + i;
+        uint64_t hh = 0x9E3779B97F4A7C15ull * (uint64_t)(round + 1);
+        decode_into(c, 0, t, 16, got, info.n_vocab);
+        TU_CHECK_INT(mcp_llm_seq_publish(c, 0, &hh, t, 1), 1);
+        mcp_llm_seq_truncate(c, 0, 0);
+        TU_CHECK_INT(mcp_llm_seq_attach(c, 1, &hh, t, 1), 16);
+        mcp_llm_seq_truncate(c, 1, 0);
+    }
+    mcp_llm_cache_stats_get(c, &cs);
+    TU_CHECK(cs.cached_blocks <= 6 && cs.cached_blocks >= 1);
+    TU_CHECK(cs.evictions >= 190);
+    TU_CHECK_INT(cs.used_blocks, 0);
+    mcp_free(ref);
+    mcp_free(got);
+    mcp_llm_context_free(c);
+    mcp_llm_model_free(m);
+}
+
+/* Special-token text counts only inside the spans given: a chat
+ * template's markup, never what a client wrote. */
+static void test_tokenize_spans(void)
+{
+    mcp_llm_model *m = load("gpt2-F32", 0);
+    TU_REQUIRE(m);
+    const char *text = "a<|endoftext|>b<|endoftext|>";
+    int32_t all[64], none[64], some[64];
+    size_t n_all, n_none, n_some;
+    TU_REQUIRE_OK(mcp_llm_tokenize(m, text, strlen(text), false, true, all, 64, &n_all, msg, sizeof msg), msg);
+    TU_REQUIRE_OK(mcp_llm_tokenize(m, text, strlen(text), false, false, none, 64, &n_none, msg, sizeof msg), msg);
+    const mcp_llm_span second = {15, 13};
+    TU_REQUIRE_OK(mcp_llm_tokenize_spans(m, text, strlen(text), false, &second, 1, some, 64, &n_some, msg, sizeof msg), msg);
+    TU_CHECK_INT(n_all, 4); /* a, <|endoftext|>, b, <|endoftext|> */
+    TU_CHECK(n_none > n_all);
+    TU_CHECK(n_some > n_all && n_some < n_none);
+    TU_CHECK_INT(some[n_some - 1], all[3]);             /* inside the span: the control token */
+    TU_CHECK(memcmp(some, none, (n_some - 1) * sizeof *some) == 0); /* before it: plain text */
+    /* A span that cuts the token's text: plain text. */
+    const mcp_llm_span cut = {15, 12};
+    TU_REQUIRE_OK(mcp_llm_tokenize_spans(m, text, strlen(text), false, &cut, 1, some, 64, &n_some, msg, sizeof msg), msg);
+    TU_CHECK_INT(n_some, n_none);
+    /* No spans: no special tokens at all. */
+    TU_REQUIRE_OK(mcp_llm_tokenize_spans(m, text, strlen(text), false, NULL, 0, some, 64, &n_some, msg, sizeof msg), msg);
+    TU_CHECK_INT(n_some, n_none);
+    size_t len = 0;
+    TU_CHECK(mcp_llm_model_meta_str(m, "general.architecture", &len) != NULL);
+    TU_CHECK_INT(len, 4);
+    TU_CHECK(mcp_llm_model_meta_str(m, "no.such.key", &len) == NULL);
+    TU_CHECK(mcp_llm_model_meta_str(m, "gpt2.block_count", &len) == NULL); /* not a string */
+    mcp_llm_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -366,6 +525,8 @@ int main(int argc, char **argv)
     if (tu_make_temp_dir(dir, sizeof dir, "llm") != 0) return 1;
     TU_RUN(test_bad_files);
     TU_RUN(test_decode_refusals);
+    TU_RUN(test_prefix_cache);
+    TU_RUN(test_tokenize_spans);
     TU_RUN(test_sampler);
     TU_RUN(test_tokens_round_trip);
     rmdir(dir);
