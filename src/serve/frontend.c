@@ -674,8 +674,15 @@ static void version_drain(mcp_model_version *v)
     if (v->generator) mcp_gen_drain(v->generator);
 }
 
-void mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32])
+bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32])
 {
+    bool ok = len <= MCP_TENANT_MAX;
+    for (size_t i = 0; ok && i < len; i++) {
+        char ch = tenant[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             (ch && strchr("._:@/-", ch));
+    }
+    if (!ok) return false;
     /* HMAC-SHA256(secret, "prefix-cache\0" tenant): a tenant's key is
      * unpredictable without the secret, and two tenants' keys differ. */
     unsigned char msg[13 + MCP_TENANT_MAX], md[EVP_MAX_MD_SIZE];
@@ -686,6 +693,7 @@ void mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t 
     if (!HMAC(EVP_sha256(), fe->tenant_secret, sizeof fe->tenant_secret, msg, 13 + len, md, &mdlen) || mdlen < 32)
         memset(md, 0, 32);
     memcpy(key, md, 32);
+    return true;
 }
 
 mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,

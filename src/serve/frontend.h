@@ -120,7 +120,11 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
  * the anonymous tenant): derived with a per-process secret, never taken
  * from the request. */
 #define MCP_TENANT_MAX 128
-void mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32]);
+/* false (and no key) when the name is not 0 to MCP_TENANT_MAX of
+ * A-Z a-z 0-9 . _ : @ / - */
+bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32]);
+#define MCP_TENANT_RULE "1 to 128 of the characters A-Z a-z 0-9 . _ : @ / -"
+
 /* Text generation: routes name (version NULL = current) once to a version's
  * generation engine and queues rs[0..n) there; their events come on the
  * step thread. *submitted says how many were queued (each sends its events,

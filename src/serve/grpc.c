@@ -39,6 +39,7 @@
 #include "health.pb-c.h"
 #include "registry/descriptor_util.h"
 #include "serve/frontend.h"
+#include "serve/openai.h"
 
 #define STREAM_INFLIGHT 64   /* requests of one stream in flight before reading waits */
 #define CALLS_PER_METHOD 8   /* calls requested ahead per method */
@@ -106,6 +107,8 @@ typedef struct stream_item {
     bool queued; /* call.req is set (under rc->mu) */
     grpc_slice body;
     size_t reserved; /* body bytes counted against the server-wide cap */
+    mcp_gen_request *gen; /* a generative model's request: one response per token */
+    char id[128], model[256], version[128];
 } stream_item;
 
 /* A response waiting to be written on a stream. */
@@ -1021,19 +1024,9 @@ static grpc_byte_buffer *stream_message(const mcp_call *c)
     return bb;
 }
 
-static void stream_respond(mcp_call *c)
+/* Queues one response for writing (mu held); takes bb. */
+static void stream_push(rpc_call *rc, grpc_byte_buffer *bb)
 {
-    stream_item *it = c->user;
-    rpc_call *rc = it->rc;
-    if (c->status != MCP_STATUS_OK && !c->message[0]) snprintf(c->message, sizeof c->message, "%s", mcp_status_str(c->status));
-    grpc_byte_buffer *bb = stream_message(c);
-    pthread_mutex_lock(&rc->mu);
-    for (stream_item **p = &rc->items; *p; p = &(*p)->next)
-        if (*p == it) {
-            *p = it->next;
-            break;
-        }
-    rc->inflight--;
     stream_out *o = bb ? mcp_calloc(1, sizeof *o) : NULL;
     if (o) {
         o->msg = bb;
@@ -1045,14 +1038,294 @@ static void stream_respond(mcp_call *c)
         grpc_byte_buffer_destroy(bb);
     }
     stream_try_write(rc);
+}
+
+/* An item's last response (bb, taken): the item leaves the stream. */
+static void stream_item_end(stream_item *it, grpc_byte_buffer *bb)
+{
+    rpc_call *rc = it->rc;
+    pthread_mutex_lock(&rc->mu);
+    for (stream_item **p = &rc->items; *p; p = &(*p)->next)
+        if (*p == it) {
+            *p = it->next;
+            break;
+        }
+    rc->inflight--;
+    stream_push(rc, bb);
     stream_maybe_read(rc);
     stream_maybe_finish(rc);
     pthread_mutex_unlock(&rc->mu);
     mcp_call_clear(&it->call);
     grpc_slice_unref(it->body);
     if (it->reserved) mcp_frontend_release_body(rc->s->fe, it->reserved);
+    mcp_gen_request_release(it->gen);
     mcp_free(it);
     rc_unref(rc); /* the item's reference */
+}
+
+static void stream_respond(mcp_call *c)
+{
+    stream_item *it = c->user;
+    if (c->status != MCP_STATUS_OK && !c->message[0]) snprintf(c->message, sizeof c->message, "%s", mcp_status_str(c->status));
+    stream_item_end(it, stream_message(c));
+}
+
+/* ---- ModelStreamInfer for generative models ----
+ *
+ * A request to a generative model (text_input, BYTES, one element; the
+ * sampling settings as request parameters) gets one response per piece of
+ * text, each with output text_output, then a last response without outputs
+ * whose parameters say triton_final_response, finish_reason and the token
+ * counts; an error ends it with error_message instead. */
+
+/* The top-level model_name (1) and model_version (2) of a packed
+ * ModelInferRequest, without unpacking the rest; false when malformed. */
+static bool peek_model(const uint8_t *p, size_t n, char *name, size_t ncap, char *version, size_t vcap)
+{
+    name[0] = version[0] = '\0';
+    size_t i = 0;
+    while (i < n) {
+        uint64_t key = 0;
+        for (int sh = 0; i < n && sh < 64; sh += 7) {
+            key |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80)) break;
+        }
+        unsigned wt = key & 7, field = (unsigned)(key >> 3);
+        uint64_t len = 0;
+        if (wt == 0) {
+            while (i < n && (p[i++] & 0x80)) {}
+            continue;
+        }
+        if (wt == 1 || wt == 5) {
+            i += wt == 1 ? 8 : 4;
+            continue;
+        }
+        if (wt != 2) return false;
+        for (int sh = 0; i < n && sh < 64; sh += 7) {
+            len |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80)) break;
+        }
+        if (len > n - i) return false;
+        if (field == 1 || field == 2) {
+            char *dst = field == 1 ? name : version;
+            size_t cap = field == 1 ? ncap : vcap;
+            if (len >= cap) return false;
+            memcpy(dst, p + i, len);
+            dst[len] = '\0';
+        }
+        i += len;
+    }
+    return name[0] != '\0';
+}
+
+static void set_param(Inference__ModelInferResponse__ParametersEntry *e, Inference__InferParameter *v, const char *key)
+{
+    inference__model_infer_response__parameters_entry__init(e);
+    e->key = (char *)key;
+    e->value = v;
+}
+
+/* A token's text, or the last response (text NULL): a packed
+ * ModelStreamInferResponse. */
+static grpc_byte_buffer *gen_message(const stream_item *it, const char *text, size_t len, const mcp_gen_event *done)
+{
+    Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+    r.model_name = (char *)it->model;
+    r.model_version = (char *)it->version;
+    r.id = (char *)it->id;
+    Inference__ModelInferResponse__InferOutputTensor out = INFERENCE__MODEL_INFER_RESPONSE__INFER_OUTPUT_TENSOR__INIT;
+    Inference__ModelInferResponse__InferOutputTensor *outs[1] = {&out};
+    int64_t shape[1] = {1};
+    uint8_t *raw = NULL;
+    ProtobufCBinaryData raw_bd;
+    Inference__InferParameter pv[4];
+    Inference__ModelInferResponse__ParametersEntry pe[4];
+    Inference__ModelInferResponse__ParametersEntry *pp[4];
+    if (text) {
+        out.name = (char *)"text_output";
+        out.datatype = (char *)"BYTES";
+        out.n_shape = 1;
+        out.shape = shape;
+        raw = mcp_malloc(len + 4);
+        if (!raw) return NULL;
+        uint32_t l32 = (uint32_t)len;
+        memcpy(raw, &l32, 4); /* little-endian length, then the bytes */
+        if (len) memcpy(raw + 4, text, len);
+        raw_bd.data = raw;
+        raw_bd.len = len + 4;
+        r.n_outputs = 1;
+        r.outputs = outs;
+        r.n_raw_output_contents = 1;
+        r.raw_output_contents = &raw_bd;
+    } else {
+        for (int i = 0; i < 4; i++) {
+            inference__infer_parameter__init(&pv[i]);
+            pp[i] = &pe[i];
+        }
+        pv[0].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+        pv[0].bool_param = 1;
+        set_param(&pe[0], &pv[0], "triton_final_response");
+        pv[1].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+        pv[1].string_param = (char *)(done->finish_reason ? done->finish_reason : "stop");
+        set_param(&pe[1], &pv[1], "finish_reason");
+        pv[2].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        pv[2].int64_param = done->prompt_tokens;
+        set_param(&pe[2], &pv[2], "prompt_tokens");
+        pv[3].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        pv[3].int64_param = done->completion_tokens;
+        set_param(&pe[3], &pv[3], "completion_tokens");
+        r.n_parameters = 4;
+        r.parameters = pp;
+    }
+    Inference__ModelStreamInferResponse m = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+    m.infer_response = &r;
+    grpc_byte_buffer *bb = buffer_of_message(&m);
+    mcp_free(raw);
+    return bb;
+}
+
+static grpc_byte_buffer *error_message(const char *msg)
+{
+    Inference__ModelStreamInferResponse m = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+    m.error_message = (char *)msg;
+    return buffer_of_message(&m);
+}
+
+/* The step thread's events. */
+static void gen_event(mcp_gen_request *r, const mcp_gen_event *e)
+{
+    stream_item *it = r->user;
+    rpc_call *rc = it->rc;
+    if (e->kind == MCP_GEN_TOKEN) {
+        if (!e->len) return;
+        grpc_byte_buffer *bb = gen_message(it, e->text, e->len, NULL);
+        pthread_mutex_lock(&rc->mu);
+        stream_push(rc, bb);
+        pthread_mutex_unlock(&rc->mu);
+        return;
+    }
+    char msg[600];
+    if (e->status != MCP_STATUS_OK)
+        snprintf(msg, sizeof msg, "%s", e->message && e->message[0] ? e->message : mcp_status_str(e->status));
+    stream_item_end(it, e->status == MCP_STATUS_OK ? gen_message(it, NULL, 0, e) : error_message(msg));
+}
+
+/* One generation parameter as JSON, for the checks the HTTP APIs share. */
+static json_t *param_json(const Inference__InferParameter *p)
+{
+    switch (p->parameter_choice_case) {
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: return json_boolean(p->bool_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: return json_integer(p->int64_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+        return p->uint64_param <= INT64_MAX ? json_integer((json_int_t)p->uint64_param) : json_real((double)p->uint64_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: return json_real(p->double_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: return json_string(p->string_param);
+    default: return json_null();
+    }
+}
+
+/* Reads the request into r; false with msg set when it is not one. */
+static bool gen_request(const Inference__ModelInferRequest *q, const mcp_model_version *v, mcp_gen_request *r, char *msg,
+                        size_t cap)
+{
+    const ProtobufCBinaryData *text = NULL;
+    ProtobufCBinaryData tail;
+    for (size_t i = 0; i < q->n_inputs; i++) {
+        const Inference__ModelInferRequest__InferInputTensor *t = q->inputs[i];
+        if (strcmp(t->name, "text_input") != 0) {
+            snprintf(msg, cap, "input '%.100s' is not an input of generative model '%s' (its input is text_input)", t->name,
+                     v->name);
+            return false;
+        }
+        int64_t elems = 1;
+        for (size_t d = 0; d < t->n_shape; d++) elems *= t->shape[d] >= 0 ? t->shape[d] : 2;
+        if (strcmp(t->datatype, "BYTES") != 0 || elems != 1) {
+            snprintf(msg, cap, "input 'text_input' must be BYTES with one element (the prompt)");
+            return false;
+        }
+        if (q->n_raw_input_contents > i) {
+            const ProtobufCBinaryData *raw = &q->raw_input_contents[i];
+            uint32_t l32 = 0;
+            if (raw->len < 4 || (memcpy(&l32, raw->data, 4), (size_t)l32 != raw->len - 4)) {
+                snprintf(msg, cap, "input 'text_input': raw contents must be one 4-byte length and that many bytes");
+                return false;
+            }
+            tail.data = raw->data + 4;
+            tail.len = raw->len - 4;
+            text = &tail;
+            r->prompt_len = tail.len;
+            r->prompt = mcp_malloc(tail.len + 1);
+            if (r->prompt) memcpy(r->prompt, tail.data, tail.len), r->prompt[tail.len] = '\0';
+        } else if (t->contents && t->contents->n_bytes_contents == 1) {
+            text = &t->contents->bytes_contents[0];
+            r->prompt_len = text->len;
+            r->prompt = mcp_malloc(text->len + 1);
+            if (r->prompt) memcpy(r->prompt, text->data, text->len), r->prompt[text->len] = '\0';
+        }
+    }
+    if (!text) {
+        snprintf(msg, cap, "input 'text_input' (BYTES, the prompt) is missing");
+        return false;
+    }
+    if (!r->prompt) {
+        snprintf(msg, cap, "out of memory");
+        return false;
+    }
+    for (size_t i = 0; i < q->n_parameters; i++) {
+        const char *key = q->parameters[i]->key;
+        if (!q->parameters[i]->value) continue;
+        json_t *val = param_json(q->parameters[i]->value);
+        mcp_err err = {msg, cap};
+        int p = val ? mcp_gen_param(!strcmp(key, "stop_words") ? "stop" : key, val, &v->desc->generation, r, &err) : -1;
+        json_decref(val);
+        if (p < 0) return false;
+        if (p == 0 && strcmp(key, "stream") != 0 && strcmp(key, "priority") != 0 && strcmp(key, "timeout") != 0) {
+            snprintf(msg, cap, "unknown generate parameter '%.100s' (known: max_tokens, temperature, top_p, top_k, min_p, "
+                               "repetition_penalty, presence_penalty, frequency_penalty, seed, stop)", key);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Starts a stream item for a generative model; its responses come from
+ * the step thread. */
+static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
+{
+    mcp_frontend *fe = rc->s->fe;
+    char msg[600] = "";
+    snprintf(it->model, sizeof it->model, "%s", v->name);
+    snprintf(it->version, sizeof it->version, "%s", v->version);
+    Inference__ModelInferRequest *q = inference__model_infer_request__unpack(
+        NULL, GRPC_SLICE_LENGTH(it->body), GRPC_SLICE_START_PTR(it->body));
+    mcp_gen_request *r = mcp_gen_request_create(v);
+    char tenant[MCP_TENANT_MAX + 2];
+    const char *t = md_value(&rc->md, "tenant", tenant, sizeof tenant);
+    bool ok = false;
+    if (!q) snprintf(msg, sizeof msg, "the message is not a valid ModelInferRequest");
+    else if (!r) snprintf(msg, sizeof msg, "out of memory");
+    else if (!mcp_frontend_tenant_key(fe, t ? t : "", t ? strlen(t) : 0, r->cache_key))
+        snprintf(msg, sizeof msg, "metadata 'tenant' must be " MCP_TENANT_RULE);
+    else ok = gen_request(q, v, r, msg, sizeof msg);
+    if (q) snprintf(it->id, sizeof it->id, "%s", q->id);
+    if (q) inference__model_infer_request__free_unpacked(q, NULL);
+    mcp_model_version_release(v);
+    if (!ok) {
+        mcp_gen_request_release(r);
+        stream_item_end(it, error_message(msg));
+        return;
+    }
+    r->deadline_ns = deadline_ns_of(rc->deadline);
+    r->on_event = gen_event;
+    r->user = it;
+    pthread_mutex_lock(&rc->mu);
+    it->gen = mcp_gen_request_retain(r); /* for a cancel */
+    pthread_mutex_unlock(&rc->mu);
+    int submitted = 0;
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_generate(fe, it->model, it->version, &r, 1, &submitted, NULL, 0, &err);
+    mcp_gen_request_release(r);
+    if (st != MCP_STATUS_OK) stream_item_end(it, error_message(msg));
 }
 
 /* Starts the next write when none is in flight (mu held). */
@@ -1123,6 +1396,19 @@ static void stream_on_recv(rpc_call *rc, bool ok)
     pthread_mutex_unlock(&rc->mu);
     grpc_byte_buffer_destroy(bb);
     mcp_frontend *fe = rc->s->fe;
+    char name[256], version[128];
+    if (peek_model(GRPC_SLICE_START_PTR(it->body), GRPC_SLICE_LENGTH(it->body), name, sizeof name, version,
+                   sizeof version)) {
+        mcp_status st;
+        char msg[300];
+        mcp_err err = {msg, sizeof msg};
+        mcp_model_version *v = mcp_frontend_route_model(fe, name, version[0] ? version : NULL, &st, &err);
+        if (v && v->llm) {
+            stream_generate(rc, it, v);
+            return;
+        }
+        mcp_model_version_release(v);
+    }
     mcp_call *c = &it->call;
     c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
     c->wire = (mcp_wire){.body = GRPC_SLICE_START_PTR(it->body), .len = GRPC_SLICE_LENGTH(it->body), .header_len = -1};
@@ -1193,8 +1479,10 @@ static void on_close(rpc_call *rc)
     rc->closed = true;
     if (rc->cancelled) {
         if (rc->infer_queued && rc->infer.req) atomic_store(&rc->infer.req->cancel, true);
-        for (stream_item *it = rc->items; it; it = it->next)
+        for (stream_item *it = rc->items; it; it = it->next) {
             if (it->queued && it->call.req) atomic_store(&it->call.req->cancel, true);
+            if (it->gen) atomic_store(&it->gen->cancel, true);
+        }
     }
     pthread_mutex_unlock(&rc->mu);
 }

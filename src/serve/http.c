@@ -1198,17 +1198,10 @@ static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
 static bool tenant_key(conn *k, uint8_t key[32], void (*fail)(conn *k, mcp_status st, const char *msg))
 {
     const char *t = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
-    size_t n = t ? strlen(t) : 0;
-    bool ok = n <= MCP_TENANT_MAX;
-    for (size_t i = 0; ok && i < n; i++) ok = (t[i] >= 'a' && t[i] <= 'z') || (t[i] >= 'A' && t[i] <= 'Z') ||
-                                              (t[i] >= '0' && t[i] <= '9') || strchr("._:@/-", t[i]);
-    if (!ok) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "header 'tenant' must be 1 to %d of the characters A-Z a-z 0-9 . _ : @ / -", MCP_TENANT_MAX);
-        fail(k, MCP_STATUS_INVALID_ARGUMENT, msg);
+    if (!mcp_frontend_tenant_key(k->srv->fe, t ? t : "", t ? strlen(t) : 0, key)) {
+        fail(k, MCP_STATUS_INVALID_ARGUMENT, "header 'tenant' must be " MCP_TENANT_RULE);
         return false;
     }
-    mcp_frontend_tenant_key(k->srv->fe, t ? t : "", n, key);
     return true;
 }
 

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import threading
 import unittest
 
@@ -377,6 +378,117 @@ class GrpcTests(GrpcServerTestCase):
         req.raw_input_contents[0] = b"\0" * (65 << 20)  # over the 64 MiB default
         self.expect_code(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer, req)
         self.assertTrue(self.stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live)
+
+
+FORTUNES = os.path.join(ts.DEMO_DIR, "fortunes.gguf")
+
+
+def gen_request(prompt, req_id="", model="fortunes", raw=True, **params):
+    req = pb.ModelInferRequest(model_name=model, id=req_id)
+    t = req.inputs.add()
+    t.name, t.datatype = "text_input", "BYTES"
+    t.shape.append(1)
+    data = prompt.encode()
+    if raw:
+        req.raw_input_contents.append(len(data).to_bytes(4, "little") + data)
+    else:
+        t.contents.bytes_contents.append(data)
+    for k, v in params.items():
+        if isinstance(v, float):
+            req.parameters[k].double_param = v
+        elif isinstance(v, str):
+            req.parameters[k].string_param = v
+        else:
+            req.parameters[k].int64_param = v
+    return req
+
+
+class GrpcGenerateTests(GrpcServerTestCase):
+    """ModelStreamInfer on a generative model: one response per piece of
+    text, then a final one, as Triton's decoupled models answer."""
+
+    @classmethod
+    def server_args(cls):
+        return super().server_args() + ["--model-path", FORTUNES]
+
+    def collect(self, reqs, metadata=None):
+        """Each request id's text pieces and final parameters, or error."""
+        out = {}
+        for resp in self.stub.ModelStreamInfer(iter(reqs), timeout=120, metadata=metadata):
+            if resp.error_message:
+                out.setdefault("errors", []).append(resp.error_message)
+                continue
+            r = resp.infer_response
+            if r.model_name != "fortunes":
+                out[r.id] = r
+                continue
+            d = out.setdefault(r.id, {"pieces": [], "final": None})
+            if r.parameters.get("triton_final_response") and r.parameters["triton_final_response"].bool_param:
+                self.assertIsNone(d["final"], "one final response")
+                d["final"] = {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in r.parameters.items()}
+                self.assertEqual(len(r.outputs), 0)
+            else:
+                self.assertEqual([(o.name, o.datatype, list(o.shape)) for o in r.outputs], [("text_output", "BYTES", [1])])
+                self.assertIsNone(d["final"], "nothing after the final response")
+                d["pieces"].append(from_raw(r.raw_output_contents[0], "BYTES", [1])[0].decode())
+            self.assertEqual((r.model_name, r.model_version), ("fortunes", "v1.0.0"))
+        return out
+
+    def http_text(self, prompt, n):
+        r = ts.http(self.server, "POST", "/v2/models/fortunes/generate",
+                    json_body={"text_input": prompt, "max_tokens": n, "temperature": 0})
+        self.assertEqual(r.status_code, 200, r.text)
+        return r.json()
+
+    def test_one_response_per_token_equal_to_http(self):
+        ref = self.http_text("Life is ", 32)
+        out = self.collect([gen_request("Life is ", "a", max_tokens=32, temperature=0.0)])
+        self.assertEqual("".join(out["a"]["pieces"]), ref["text_output"])
+        self.assertGreater(len(out["a"]["pieces"]), 10)
+        fin = out["a"]["final"]
+        self.assertEqual((fin["finish_reason"], fin["prompt_tokens"], fin["completion_tokens"]),
+                         (ref["finish_reason"], ref["prompt_tokens"], ref["completion_tokens"]))
+        # bytes_contents instead of raw, a tensor model in the same stream.
+        digits = infer_request("digits", "input", "FP32", np.zeros((1, 64), np.float32), True, req_id="d")
+        out = self.collect([gen_request("The ", "b", raw=False, max_tokens=16), digits,
+                            gen_request("Life is ", "c", max_tokens=32, temperature=0.0)])
+        self.assertEqual("".join(out["b"]["pieces"]), self.http_text("The ", 16)["text_output"])
+        self.assertEqual("".join(out["c"]["pieces"]), ref["text_output"])
+        self.assertIn("d", out)
+        self.assertNotIn("errors", out)
+
+    def test_bad_requests_answer_in_the_stream(self):
+        bad_input = gen_request("x", "e1")
+        bad_input.inputs[0].name = "prompt"
+        reqs = [bad_input, gen_request("x", "e2", max_tokens=0), gen_request("x", "e3", bogus=1),
+                gen_request("x", "e4", cache_salt="alice"), gen_request("The ", "ok", max_tokens=4)]
+        out = self.collect(reqs)
+        errs = out.get("errors", [])
+        self.assertEqual(len(errs), 4, errs)
+        self.assertTrue(any("text_input" in e for e in errs), errs)
+        self.assertTrue(any("max_tokens" in e for e in errs), errs)
+        self.assertTrue(any("bogus" in e for e in errs), errs)
+        self.assertTrue(any("cache_salt" in e for e in errs), errs)
+        self.assertEqual(out["ok"]["final"]["completion_tokens"], 4)
+        out = self.collect([gen_request("The ", "t", max_tokens=4)], metadata=(("tenant", "a b"),))
+        self.assertIn("tenant", out["errors"][0])
+
+    def test_cancel_frees_the_sequence(self):
+        before = ts.http(self.server, "GET", "/v2/models/fortunes/stats").json()["model_stats"][0]["generation"]
+        call = self.stub.ModelStreamInfer(iter([gen_request("The ", "long", max_tokens=4000)]), timeout=120)
+        got = 0
+        for _ in call:
+            got += 1
+            if got == 3:
+                call.cancel()
+                break
+        for _ in range(200):
+            st = ts.http(self.server, "GET", "/v2/models/fortunes/stats").json()["model_stats"][0]["generation"]
+            if (st["running"], st["kv_cache"]["used_blocks"]) == (0, 0):
+                break
+            time.sleep(0.05)
+        self.assertEqual((st["running"], st["waiting"], st["kv_cache"]["used_blocks"]), (0, 0, 0), st)
+        self.assertEqual(st["requests"], before["requests"] + 1)
 
 
 class GrpcSlowTests(GrpcServerTestCase):
