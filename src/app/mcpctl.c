@@ -327,7 +327,7 @@ int main(int argc, char **argv)
     }
     argv = args;
     const char *cmd = argv[1];
-    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "generate") || !strcmp(cmd, "store") ||
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
                       !strcmp(cmd, "push") || !strcmp(cmd, "pull") || !strcmp(cmd, "diff"))) {
         fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
         return 2;

@@ -18,5 +18,8 @@ const char *mcpctl_store_usage(void);
 /* generate, and inspect / perf of a GGUF file (mcpctl_llm.c); same contract. */
 int mcpctl_llm_main(const char *cmd, int argc, char **argv, bool *handled);
 bool mcpctl_is_gguf(const char *path);
+/* mcpctl_gen.c: generation against a server (OpenAI completions, streamed). */
+int mcpctl_generate_remote(const char *server, int argc, char **argv);
+int mcpctl_bench_generate(const char *server, int argc, char **argv);
 
 #endif

@@ -700,7 +700,9 @@ int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled)
     if (!strcmp(cmd, "infer")) {
         rc = mcpctl_cmd_infer(server, n, rest);
     } else if (!strcmp(cmd, "bench")) {
-        rc = mcpctl_cmd_bench(server, n, rest);
+        bool gen = false;
+        for (int i = 0; i < n; i++) gen |= !strcmp(rest[i], "--generate");
+        rc = gen ? mcpctl_bench_generate(server, n, rest) : mcpctl_cmd_bench(server, n, rest);
     } else {
         char msg[512];
         mcp_err err = {msg, sizeof msg};

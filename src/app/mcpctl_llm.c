@@ -492,7 +492,19 @@ static int cmd_perf_gguf(int argc, char **argv)
 int mcpctl_llm_main(const char *cmd, int argc, char **argv, bool *handled)
 {
     *handled = true;
-    if (!strcmp(cmd, "generate")) return cmd_generate(argc, argv);
+    if (!strcmp(cmd, "generate")) {
+        /* --server URL (or --server=URL): stream from a server instead. */
+        for (int i = 0; i < argc; i++) {
+            const char *url = !strcmp(argv[i], "--server") && i + 1 < argc ? argv[i + 1]
+                              : !strncmp(argv[i], "--server=", 9)         ? argv[i] + 9
+                                                                          : NULL;
+            if (!url) continue;
+            int skip = argv[i][8] == '=' ? 1 : 2;
+            for (int k = i; k + skip < argc; k++) argv[k] = argv[k + skip];
+            return mcpctl_generate_remote(url, argc - skip, argv);
+        }
+        return cmd_generate(argc, argv);
+    }
     if (!strcmp(cmd, "inspect") && argc >= 1 && mcpctl_is_gguf(argv[0])) return cmd_inspect_gguf(argv[0]);
     if (!strcmp(cmd, "perf")) {
         for (int i = 0; i < argc; i++)

@@ -517,7 +517,7 @@ static void step(mcp_gen_engine *g)
         s->last_token_ns = t_now;
         s->n_gen++;
         atomic_fetch_add(&g->generated_tokens, 1);
-        if (mcp_llm_token_is_eog(g->m, res.id)) {
+        if (mcp_llm_token_is_eog(g->m, res.id) && !s->r->ignore_eos) {
             s->n_gen--; /* the end-of-generation token is not part of the answer */
             finish(g, i, MCP_STATUS_OK, "stop", NULL);
             continue;

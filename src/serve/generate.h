@@ -53,6 +53,7 @@ struct mcp_gen_request {
     int64_t max_tokens;
     mcp_llm_sampling sampling;
     bool seeded;           /* the client chose sampling.seed */
+    bool ignore_eos;       /* an end-of-generation token does not end it (benchmarks) */
     int n_stop;
     char stop[MCP_GEN_MAX_STOP][MCP_GEN_MAX_STOP_LEN + 1];
     /* The prefix cache's key: the server derives it from the request's

@@ -20,7 +20,8 @@ int mcp_gen_param(const char *key, json_t *val, const mcp_generation *g, mcp_gen
     double x = json_is_number(val) ? json_number_value(val) : 0;
     bool num = json_is_number(val), integer = json_is_integer(val);
     static const char *const known[] = {"max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
-                                        "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop"};
+                                        "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop",
+                                        "ignore_eos"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof known / sizeof *known; i++) is_known |= strcmp(key, known[i]) == 0;
     if (!is_known) return 0;
@@ -56,6 +57,9 @@ int mcp_gen_param(const char *key, json_t *val, const mcp_generation *g, mcp_gen
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'%s' must be a number from -2 to 2", key), -1;
         if (key[0] == 'p') r->sampling.presence_penalty = (float)x;
         else r->sampling.frequency_penalty = (float)x;
+    } else if (!strcmp(key, "ignore_eos")) {
+        if (!json_is_boolean(val)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'ignore_eos' must be true or false"), -1;
+        r->ignore_eos = json_is_true(val);
     } else if (!strcmp(key, "seed")) {
         if (!integer || json_integer_value(val) < 0)
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'seed' must be a non-negative integer"), -1;

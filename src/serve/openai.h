@@ -22,7 +22,7 @@ typedef enum mcp_oai_kind { MCP_OAI_COMPLETION, MCP_OAI_CHAT } mcp_oai_kind;
 
 /* One sampling or length key the generate APIs share (max_tokens,
  * temperature, top_p, top_k, min_p, repetition_penalty, presence_penalty,
- * frequency_penalty, seed, stop): 1 when it was one and is valid, 0 when it
+ * frequency_penalty, seed, stop, ignore_eos): 1 when it was one and is valid, 0 when it
  * is none of them, -1 when it is bad (err names the key and the range). */
 int mcp_gen_param(const char *key, json_t *val, const mcp_generation *g, mcp_gen_request *r, mcp_err *err);
 

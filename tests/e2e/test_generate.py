@@ -462,6 +462,36 @@ class OpenAITests(ts.ServerTestCase):
                                           "stop": None, "logprobs": None, "user": "u1"})
         self.assertEqual(r.status_code, 200, r.text)
 
+    def test_mcpctl_generate_and_bench_against_the_server(self):
+        out = subprocess.run([ts.MCPCTL_BIN, "generate", "--server", self.server.url, "fortunes", "--prompt", "Life is ",
+                              "--max-tokens", "24", "--greedy", "--json"], capture_output=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        got = json.loads(out.stdout)
+        ref = greedy_cli("Life is ", 24)
+        self.assertEqual((got["text"], got["finish_reason"], got["prompt_tokens"], got["completion_tokens"]),
+                         (ref["text"], ref["finish_reason"], ref["prompt_tokens"], ref["completion_tokens"]))
+        # Streamed to stdout as it comes; the summary on stderr.
+        out = subprocess.run([ts.MCPCTL_BIN, "--server", self.server.url, "generate", "fortunes", "--prompt", "Life is ",
+                              "--max-tokens", "24", "--greedy"], capture_output=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.decode(), ref["text"] + "\n")
+        self.assertIn("24 generated", out.stderr.decode())
+        out = subprocess.run([ts.MCPCTL_BIN, "generate", "--server", self.server.url, "nosuch", "--prompt", "x"],
+                             capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("unknown model 'nosuch'", out.stderr.decode())
+        out = subprocess.run([ts.MCPCTL_BIN, "bench", "--generate", "fortunes", "--server", self.server.url,
+                              "--concurrency", "1,3", "--rounds", "2", "--max-tokens", "12", "--json"],
+                             capture_output=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        levels = json.loads(out.stdout)["levels"]
+        self.assertEqual([(lv["concurrency"], lv["requests"], lv["errors"]) for lv in levels], [(1, 2, 0), (3, 6, 0)])
+        for lv in levels:
+            self.assertGreater(lv["tokens"], 0)
+            self.assertGreater(lv["tokens_per_s"], 0)
+            self.assertLessEqual(lv["ttft_p50_ms"], lv["ttft_p99_ms"])
+            self.assertLessEqual(lv["itl_p50_ms"], lv["itl_p99_ms"])
+
     def test_models_list_speaks_both_protocols(self):
         r = self.call("GET", "/v1/models")
         self.assertEqual(r.status_code, 200, r.text)
