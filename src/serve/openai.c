@@ -384,13 +384,14 @@ void mcp_oai_answer_free(mcp_oai_answer *a)
     }
 }
 
-/* Bytes as a JSON string, any byte that is not part of valid UTF-8 as U+FFFD. */
+/* Bytes as a JSON string, any byte that is not part of valid UTF-8 as
+ * U+FFFD (the engine's text is valid already; a token's piece may not be). */
 static void json_utf8_lossy(mcp_buf *b, const char *s, size_t n)
 {
-    char tmp[1024];
-    size_t o = 0;
+    mcp_buf tmp = {0};
     const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = 0; i < n && o + 4 < sizeof tmp;) {
+    size_t run = 0;
+    for (size_t i = 0; i < n;) {
         unsigned c = p[i];
         size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 && c >= 0xC2 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 && c <= 0xF4 ? 4 : 0;
         bool ok = len > 0 && i + len <= n;
@@ -398,16 +399,21 @@ static void json_utf8_lossy(mcp_buf *b, const char *s, size_t n)
         if (ok && len == 3) ok = !(c == 0xE0 && p[i + 1] < 0xA0) && !(c == 0xED && p[i + 1] >= 0xA0);
         if (ok && len == 4) ok = !(c == 0xF0 && p[i + 1] < 0x90) && !(c == 0xF4 && p[i + 1] >= 0x90);
         if (ok) {
-            memcpy(tmp + o, p + i, len);
-            o += len;
             i += len;
-        } else {
-            memcpy(tmp + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
+            continue;
         }
+        mcp_buf_append(&tmp, p + run, i - run);
+        mcp_buf_append(&tmp, "\xEF\xBF\xBD", 3);
+        run = ++i;
     }
-    mcp_buf_json_stringn(b, tmp, o);
+    if (run == 0) {
+        mcp_buf_json_stringn(b, s, n); /* valid throughout: no copy */
+    } else {
+        mcp_buf_append(&tmp, p + run, n - run);
+        if (tmp.failed) b->failed = true;
+        else mcp_buf_json_stringn(b, (const char *)tmp.data, tmp.len);
+    }
+    mcp_buf_free(&tmp);
 }
 
 static void json_logprob(mcp_buf *b, float lp) { mcp_buf_printf(b, "%.6g", isfinite(lp) ? (double)lp : -9999.0); }
@@ -529,7 +535,7 @@ static void stream_chunk(mcp_oai_answer *a, int i, const char *text, size_t len,
         if (!c->opened) mcp_buf_puts(out, "\"role\":\"assistant\",\"content\":\"\"");
         if (c->opened && (len || tok)) {
             mcp_buf_puts(out, "\"content\":");
-            mcp_buf_json_stringn(out, text, len);
+            json_utf8_lossy(out, text, len);
         }
         mcp_buf_puts(out, "},\"logprobs\":");
         if (lp.len) {
@@ -541,7 +547,7 @@ static void stream_chunk(mcp_oai_answer *a, int i, const char *text, size_t len,
         }
     } else {
         mcp_buf_puts(out, "\"text\":");
-        mcp_buf_json_stringn(out, text, len);
+        json_utf8_lossy(out, text, len);
         mcp_buf_puts(out, ",\"logprobs\":");
         if (lp.len) completion_logprobs(out, &lp);
         else mcp_buf_puts(out, "null");
@@ -638,7 +644,7 @@ void mcp_oai_response(const mcp_oai_answer *a, mcp_buf *out, int *code)
         mcp_buf_printf(out, "%s{\"index\":%d,", i ? "," : "", i);
         if (chat) {
             mcp_buf_puts(out, "\"message\":{\"role\":\"assistant\",\"content\":");
-            mcp_buf_json_stringn(out, text, c->text.len);
+            json_utf8_lossy(out, text, c->text.len);
             mcp_buf_puts(out, "},\"logprobs\":");
             if (a->logprobs >= 0) {
                 mcp_buf_puts(out, "{\"content\":[");
@@ -649,7 +655,7 @@ void mcp_oai_response(const mcp_oai_answer *a, mcp_buf *out, int *code)
             }
         } else {
             mcp_buf_puts(out, "\"text\":");
-            mcp_buf_json_stringn(out, text, c->text.len);
+            json_utf8_lossy(out, text, c->text.len);
             mcp_buf_puts(out, ",\"logprobs\":");
             if (a->logprobs >= 0) completion_logprobs(out, &c->logprobs);
             else mcp_buf_puts(out, "null");
