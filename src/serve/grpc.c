@@ -1279,7 +1279,7 @@ static bool gen_request(const Inference__ModelInferRequest *q, const mcp_model_v
         int p = val ? mcp_gen_param(!strcmp(key, "stop_words") ? "stop" : key, val, &v->desc->generation, r, &err) : -1;
         json_decref(val);
         if (p < 0) return false;
-        if (p == 0 && strcmp(key, "stream") != 0 && strcmp(key, "priority") != 0 && strcmp(key, "timeout") != 0) {
+        if (p == 0 && strcmp(key, "stream") != 0) {
             snprintf(msg, cap, "unknown generate parameter '%.100s' (known: max_tokens, temperature, top_p, top_k, min_p, "
                                "repetition_penalty, presence_penalty, frequency_penalty, seed, stop)", key);
             return false;
@@ -1315,7 +1315,8 @@ static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
         stream_item_end(it, error_message(msg));
         return;
     }
-    r->deadline_ns = deadline_ns_of(rc->deadline);
+    int64_t call_deadline = deadline_ns_of(rc->deadline);
+    if (call_deadline && (!r->deadline_ns || call_deadline < r->deadline_ns)) r->deadline_ns = call_deadline;
     r->on_event = gen_event;
     r->user = it;
     pthread_mutex_lock(&rc->mu);

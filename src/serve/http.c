@@ -1163,7 +1163,7 @@ static bool gen_params(conn *k, json_t *body, const mcp_model_version *v, mcp_ge
                 continue;
             reply_error(k, 400, "unknown generate parameter '%.100s' (known: text_input, max_tokens, temperature, top_p, "
                                 "top_k, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed, stop, "
-                                "ignore_eos, stream)", key);
+                                "ignore_eos, priority, timeout, stream)", key);
             return false;
         }
     }

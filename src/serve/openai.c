@@ -21,7 +21,7 @@ int mcp_gen_param(const char *key, json_t *val, const mcp_generation *g, mcp_gen
     bool num = json_is_number(val), integer = json_is_integer(val);
     static const char *const known[] = {"max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
                                         "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop",
-                                        "ignore_eos"};
+                                        "ignore_eos", "priority", "timeout"};
     bool is_known = false;
     for (size_t i = 0; i < sizeof known / sizeof *known; i++) is_known |= strcmp(key, known[i]) == 0;
     if (!is_known) return 0;
@@ -57,6 +57,15 @@ int mcp_gen_param(const char *key, json_t *val, const mcp_generation *g, mcp_gen
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'%s' must be a number from -2 to 2", key), -1;
         if (key[0] == 'p') r->sampling.presence_penalty = (float)x;
         else r->sampling.frequency_penalty = (float)x;
+    } else if (!strcmp(key, "priority")) {
+        if (!integer || x < 0 || x > 1e9)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'priority' must be an integer from 0 (lower is sooner)"), -1;
+        r->priority = (int64_t)x;
+    } else if (!strcmp(key, "timeout")) {
+        if (!integer || x < 1 || x > 3.6e9)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                               "'timeout' must be an integer of microseconds from 1 to 3600000000"), -1;
+        r->deadline_ns = mcp_now_ns() + (int64_t)x * 1000;
     } else if (!strcmp(key, "ignore_eos")) {
         if (!json_is_boolean(val)) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "'ignore_eos' must be true or false"), -1;
         r->ignore_eos = json_is_true(val);
@@ -314,6 +323,9 @@ mcp_status mcp_oai_parse(json_t *body, mcp_oai_kind kind, const mcp_model_versio
                 }
                 out->choices[out->n_choices++] = c;
                 c->max_tokens = t->max_tokens;
+                c->priority = t->priority;
+                c->deadline_ns = t->deadline_ns;
+                c->ignore_eos = t->ignore_eos;
                 c->sampling = t->sampling;
                 c->sampling.seed = base_seed + (uint64_t)(p * (size_t)n + (size_t)j);
                 c->sampling.n_logprobs = want_logprobs ? top_logprobs : 0;

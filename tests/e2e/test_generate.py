@@ -215,6 +215,9 @@ class GenerateTests(ts.ServerTestCase):
             ({"text_input": "x", "stop": [""]}, "stop"),
             ({"text_input": "x", "stop": 5}, "stop"),
             ({"text_input": "x", "n_threads": 64}, "n_threads"),
+            ({"text_input": "x", "priority": -1}, "priority"),
+            ({"text_input": "x", "timeout": 0}, "timeout"),
+            ({"text_input": "x", "ignore_eos": 1}, "ignore_eos"),
             ({"text_input": "x", "parameters": []}, "parameters"),
             ({"text_input": 5}, "text_input"),
             ({"prompt": "x"}, "prompt"),
@@ -232,6 +235,19 @@ class GenerateTests(ts.ServerTestCase):
         self.assertEqual(r.status_code, 404, r.text)
         r = self.generate({"text_input": "x"}, path="/v2/models/fortunes/versions/v9.9.9/generate")
         self.assertEqual(r.status_code, 404, r.text)
+
+    def test_deadline_and_priority(self):
+        # A timeout of 1 us has passed by the first step: 504, naming the deadline.
+        r = self.generate({"text_input": "The ", "max_tokens": 40, "timeout": 1})
+        self.assertEqual(r.status_code, 504, r.text)
+        self.assertIn("deadline", r.json()["error"])
+        r = self.post_openai({"model": "fortunes", "prompt": "The ", "max_tokens": 4, "timeout": 1})
+        self.assertEqual(r.status_code, 504, r.text)
+        r = self.generate({"text_input": "The ", "max_tokens": 4, "timeout": 60000000, "priority": 3})
+        self.assertEqual(r.status_code, 200, r.text)
+
+    def post_openai(self, body):
+        return self.call("POST", "/v1/completions", json_body=body)
 
     def test_prompt_longer_than_the_context(self):
         r = self.generate({"text_input": "the way of the world " * 3000, "max_tokens": 4})
