@@ -666,6 +666,48 @@ class PrefixCacheTests(ts.TempModelsTestCase):
         self.assertGreater(s["prefix_cache"]["hits"], 0)
 
 
+class GenerateLifecycleTests(ts.TempModelsTestCase):
+    """Versions of a generative model: a new version takes new requests at
+    once while the streams of the old one run to their end."""
+
+    def setUp(self):
+        super().setUp()
+        self.gguf = os.path.join(self.models, "fortunes.gguf")
+        shutil.copy(FORTUNES, self.gguf)
+
+    def descriptor(self, version):
+        return (f"name: chat\nversion: {version}\nformat: gguf\npath: {self.gguf}\ninstances: {{threads: 1}}\n"
+                "generation: {max_sequences: 4, max_tokens: 200}\n")
+
+    def test_hot_swap_lets_running_streams_finish(self):
+        srv = self.start("--model-root", self.models)
+        self.assertEqual(self.apply(srv, "chat", self.descriptor("v1.0.0")).status_code, 200)
+        ref = ts.http(srv, "POST", "/v2/models/chat/generate",
+                      json_body={"text_input": "The ", "max_tokens": 200}).json()
+        body = json.dumps({"text_input": "The ", "max_tokens": 200})
+        proc = subprocess.Popen(["curl", "-sS", "-N", "-D", "-", "-H", "Content-Type: application/json", "-d", body,
+                                 srv.url + "/v2/models/chat/generate_stream"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = proc.stdout.readline()  # the status line: the stream began on v1.0.0
+        self.assertIn(b"200", first)
+        r = self.apply(srv, "chat", self.descriptor("v1.1.0"))
+        self.assertEqual(r.status_code, 200, r.text)
+        r = ts.http(srv, "POST", "/v2/models/chat/generate", json_body={"text_input": "The ", "max_tokens": 4})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.headers.get("Mcp-Model-Version"), "v1.1.0")
+        rest, err = proc.communicate(timeout=120)
+        self.assertEqual(proc.returncode, 0, err)
+        head, _, events = (first + rest).partition(b"\r\n\r\n")
+        self.assertIn(b"Mcp-Model-Version: v1.0.0", head)
+        texts, errors = sse_texts(events)
+        self.assertEqual(errors, [])
+        self.assertEqual("".join(texts), ref["text_output"], "the old version's stream ran to its end")
+        # The new version serves the OpenAI API too.
+        r = ts.http(srv, "POST", "/v1/completions", json_body={"model": "chat", "prompt": "The ", "max_tokens": 4})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.headers.get("Mcp-Model-Version"), "v1.1.0")
+
+
 class GenerateLimitsTests(ts.TempModelsTestCase):
     def descriptor(self, **gen):
         fields = ", ".join(f"{k}: {v}" for k, v in gen.items())
