@@ -27,21 +27,8 @@ TG=${TG:-128}
 mkdir -p "$CACHE/models" "$CACHE/results"
 
 [ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
-tools/fetch-llama-cpp.sh
-LLAMA_SRC=${MCP_LLAMA_CPP_DIR:-$ROOT/.cache/llama.cpp}
-LLAMA_BUILD=$ROOT/.cache/llama.cpp-build
-LLAMA_BENCH=$LLAMA_BUILD/bin/llama-bench
-if [ ! -x "$LLAMA_BENCH" ]; then
-  echo "bench: building llama.cpp's llama-bench (CPU, native) in $LLAMA_BUILD" >&2
-  # Native ISA without AMX: the CPU may report AMX that the kernel has not
-  # enabled for user space (llama-bench then dies on its first tile
-  # instruction), and our kernels do not use it either.
-  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
-        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
-        "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" >/dev/null
-  cmake --build "$LLAMA_BUILD" --target llama-bench -j "$(nproc)" >/dev/null
-fi
+bench/llm/build-llama.sh llama-bench
+LLAMA_BENCH=$ROOT/.cache/llama.cpp-build/bin/llama-bench
 echo "bench: writing the benchmark models into $CACHE/models (once)" >&2
 /usr/bin/python3 tools/make_llm_test_models.py "$CACHE/models" --bench >/dev/null
 cc -O3 -march=native -fopenmp bench/llm/bandwidth.c -o "$CACHE/bandwidth"

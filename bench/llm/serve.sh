@@ -35,18 +35,8 @@ SERVER=$ROOT/build/bin/mcp2026-server
 [ -x "$MCPCTL" ] && [ -x "$SERVER" ] || { echo "bench: build first (make build)" >&2; exit 1; }
 mkdir -p "$CACHE/models" "$CACHE/results"
 
-tools/fetch-llama-cpp.sh
-LLAMA_SRC=${MCP_LLAMA_CPP_DIR:-$ROOT/.cache/llama.cpp}
-LLAMA_BUILD=$ROOT/.cache/llama.cpp-build
-LLAMA_SERVER=$LLAMA_BUILD/bin/llama-server
-if [ ! -x "$LLAMA_SERVER" ]; then
-  echo "bench: building llama.cpp's llama-server (CPU, native) in $LLAMA_BUILD" >&2
-  cmake -S "$LLAMA_SRC" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
-        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
-        "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
-        "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" >/dev/null
-  cmake --build "$LLAMA_BUILD" --target llama-server -j "$(nproc)" >/dev/null
-fi
+bench/llm/build-llama.sh llama-server
+LLAMA_SERVER=$ROOT/.cache/llama.cpp-build/bin/llama-server
 f=$CACHE/models/$MODEL.gguf
 if [ ! -f "$f" ]; then
   echo "bench: writing $MODEL into $CACHE/models (once)" >&2
