@@ -62,12 +62,13 @@ path: $f
 instances: {threads: $THREADS}
 generation: {max_sequences: $SLOTS, context_length: $CTX, kv_cache_bytes: $kv, step_tokens: 512, max_queue_size: 1024}
 YAML
-"$SERVER" --model-root "$work/models" --port "$OURS_PORT" --host 127.0.0.1 > "$work/ours.log" 2>&1 &
+"$SERVER" --model-repository "$work/models" --model-root "$CACHE/models" --port "$OURS_PORT" \
+  --grpc-port $((OURS_PORT + 2)) --host 127.0.0.1 > "$work/ours.log" 2>&1 &
 pids+=($!)
 "$LLAMA_SERVER" -m "$f" -t "$THREADS" -tb "$THREADS" -np "$SLOTS" -c $(( SLOTS * CTX )) -cb --host 127.0.0.1 \
   --port "$LLAMA_PORT" --no-webui -a bench > "$work/llama.log" 2>&1 &
 pids+=($!)
-wait_ready "http://127.0.0.1:$OURS_PORT" /v2/health/ready
+wait_ready "http://127.0.0.1:$OURS_PORT" /v2/models/bench/ready
 wait_ready "http://127.0.0.1:$LLAMA_PORT" /health
 
 out=$CACHE/results/serve-$(date +%Y%m%d-%H%M%S).jsonl

@@ -25,7 +25,8 @@ typedef struct slot {
     mcp_llm_sampler *sampler;
     mcp_llm_detok *detok;
     uint64_t *hashes;   /* prefix hash of each full block of tokens (n_ctx / block_tokens) */
-    int64_t n_hashed;
+    int64_t n_hashed, n_published;
+    bool look_up;       /* the prefix cache is to be asked (admitted, or given back its blocks) */
     mcp_buf text;       /* generated text; [0, emitted) is sent */
     size_t emitted;
     int logit_row;      /* this step's logits row, or -1 */
@@ -265,7 +266,8 @@ static void hash_blocks(mcp_gen_engine *g, slot *s, int64_t upto)
 static void attach_prefix(mcp_gen_engine *g, int i)
 {
     slot *s = &g->slots[i];
-    if (!g->cfg.prefix_cache || !s->hashes || s->n_cached != 0) return;
+    if (!g->cfg.prefix_cache || !s->hashes || s->n_cached != 0 || !s->look_up) return;
+    s->look_up = false;
     const int64_t bt = g->block_tokens;
     int n = (int)((s->n_tokens - 1) / bt);
     hash_blocks(g, s, (int64_t)n * bt);
@@ -364,7 +366,8 @@ static void start(mcp_gen_engine *g, int i)
     }
     for (int64_t t = 0; t < s->n_prompt; t++) mcp_llm_sampler_accept(s->sampler, s->tokens[t]);
     atomic_fetch_add(&g->prompt_tokens, s->n_prompt);
-    s->n_hashed = 0;
+    s->n_hashed = s->n_published = 0;
+    s->look_up = true;
     attach_prefix(g, i);
 }
 
@@ -434,7 +437,7 @@ static void step(mcp_gen_engine *g)
      * take back what its preemption freed. */
     for (int a = 0; a < n_act; a++) {
         slot *s = &g->slots[order[a]];
-        if (s->n_cached != 0 || s->n_tokens <= g->block_tokens) continue;
+        if (!s->look_up || s->n_cached != 0 || s->n_tokens <= g->block_tokens) continue;
         mcp_llm_kv_usage(g->ctx, &used, &total);
         if (total - used - (s->n_tokens - 1) / g->block_tokens >= n_act) attach_prefix(g, order[a]);
     }
@@ -474,6 +477,8 @@ static void step(mcp_gen_engine *g)
             if (s->n_cached == 0) continue;
             mcp_llm_seq_truncate(g->ctx, order[a], 0);
             s->n_cached = 0;
+            s->n_published = 0;
+            s->look_up = true; /* its published blocks may still be there */
             atomic_fetch_add(&g->preemptions, 1);
             return;
         }
@@ -498,9 +503,11 @@ static void step(mcp_gen_engine *g)
     /* Full blocks computed this step are published for later requests. */
     for (int a = 0; g->cfg.prefix_cache && a < n_act; a++) {
         slot *s = &g->slots[order[a]];
-        int64_t had = s->n_hashed;
-        hash_blocks(g, s, s->n_cached);
-        if (s->n_hashed > had) mcp_llm_seq_publish(g->ctx, order[a], s->hashes, s->tokens, (int)s->n_hashed);
+        int64_t full = s->n_cached / g->block_tokens;
+        if (full <= s->n_published) continue;
+        hash_blocks(g, s, full * g->block_tokens);
+        mcp_llm_seq_publish(g->ctx, order[a], s->hashes, s->tokens, (int)full);
+        s->n_published = full;
     }
     note_cache(g);
     for (int a = 0; a < n_act; a++) {
