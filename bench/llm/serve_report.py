@@ -24,25 +24,28 @@ def main(path):
     model = next((r["model"] for r in runs if "model" in r), "?")
     threads = next((r["threads"] for r in runs if "threads" in r), "?")
     print(f"model {model}, {threads} threads; medians over rounds [lowest..highest]")
-    print("%-5s %-6s %26s %26s %26s %24s %24s %7s" % ("conc", "engine", "tok/s (all streams)", "ttft p50 ms",
-                                                       "ttft p99 ms", "itl p50 ms", "itl p99 ms", "errors"))
+    print("%-5s %-6s %24s %24s %24s %24s %22s %22s %7s" % ("conc", "engine", "tok/s (all streams)", "decode tok/s",
+                                                            "ttft p50 ms", "ttft p99 ms", "itl p50 ms", "itl p99 ms",
+                                                            "errors"))
     levels = sorted({c for c, _ in by})
     med = {}
     for c in levels:
         for e in ("ours", "llama"):
             lv = by.get((c, e), [])
-            keys = ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")
+            keys = ("tokens_per_s", "decode_tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms")
             for k in keys:
                 med[(c, e, k)] = statistics.median([x[k] for x in lv]) if lv else float("nan")
-            print("%-5d %-6s %26s %26s %26s %24s %24s %7d" % (
+            print("%-5d %-6s %24s %24s %24s %24s %22s %22s %7d" % (
                 c, "ours" if e == "ours" else "llama", *(fmt([x[k] for x in lv]) for k in keys),
                 sum(x["errors"] for x in lv)))
-        print("%-5d %-6s %26.2f %26.2f %26.2f %24.2f %24.2f" % (
+        print("%-5d %-6s %24.2f %24.2f %24.2f %24.2f %22.2f %22.2f" % (
             c, "ratio", *(med[(c, "ours", k)] / med[(c, "llama", k)] if med[(c, "llama", k)] else float("nan")
-                         for k in ("tokens_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms"))))
-    if (1, "ours") in by and (8, "ours") in by:
-        print("ours: 8 streams / 1 stream aggregate throughput: %.2fx"
-              % (med[(8, "ours", "tokens_per_s")] / med[(1, "ours", "tokens_per_s")]))
+                         for k in keys)))
+    for e in ("ours", "llama"):
+        if (1, e) in by and (8, e) in by:
+            print("%s: 8 streams / 1 stream: %.2fx aggregate, %.2fx decode" % (
+                e, med[(8, e, "tokens_per_s")] / med[(1, e, "tokens_per_s")],
+                med[(8, e, "decode_tokens_per_s")] / med[(1, e, "decode_tokens_per_s")]))
     prefix = [r for r in runs if r["kind"] == "prefix"]
     if prefix:
         print("prefix cache (one long prompt; tenant, TTFT ms):",
