@@ -55,6 +55,7 @@ struct mcp_gen_engine {
     int64_t kv_total;
     _Atomic int64_t prompt_tokens, generated_tokens, requests, preemptions, kv_used, kv_cached, kv_evictions;
     _Atomic int64_t cache_queries, cache_hits, cached_prompt_tokens;
+    _Atomic int64_t running; /* for stats: admitted and not yet ended (n_running lags it by the last event) */
     int64_t block_bytes;
     mcp_metrics *metrics;
     char model[256], version[128];
@@ -202,7 +203,7 @@ void mcp_gen_stats_get(mcp_gen_engine *g, mcp_gen_stats *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&g->mu);
-    out->running = g->n_running;
+    out->running = atomic_load(&g->running);
     out->waiting = g->n_queued;
     pthread_mutex_unlock(&g->mu);
     out->kv_used_blocks = atomic_load(&g->kv_used);
@@ -302,8 +303,12 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
         mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_E2E, mcp_now_ns() - s->r->submitted_ns);
     mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = st, .message = msg, .finish_reason = reason,
                        .prompt_tokens = s->n_prompt, .completion_tokens = s->n_gen};
-    s->r->on_event(s->r, &e);
+    /* The counters first: whoever hears of the end sees its blocks back. */
     mcp_llm_seq_truncate(g->ctx, i, 0);
+    note_cache(g);
+    atomic_fetch_add(&g->requests, 1);
+    atomic_fetch_sub(&g->running, 1);
+    s->r->on_event(s->r, &e);
     mcp_llm_sampler_free(s->sampler);
     mcp_llm_detok_free(s->detok);
     mcp_buf_free(&s->text);
@@ -313,8 +318,6 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
     memset(s, 0, sizeof *s);
     s->tokens = keep; /* reused: n_ctx tokens */
     s->hashes = keep_h;
-    note_cache(g);
-    atomic_fetch_add(&g->requests, 1);
     pthread_mutex_lock(&g->mu);
     g->n_running--;
     pthread_cond_broadcast(&g->idle_cv);
@@ -565,6 +568,7 @@ static void *step_main(void *arg)
             g->slots[i].age = g->next_age++;
             g->slots[i].logit_row = -1;
             g->n_running++;
+            atomic_fetch_add(&g->running, 1);
         }
         pthread_mutex_unlock(&g->mu);
         while (refused) {

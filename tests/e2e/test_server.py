@@ -684,9 +684,14 @@ class ProtocolTests(ServerTestCase):
         r = self.call("GET", "/v1/models")
         self.assertEqual(r.status_code, 200, r.text)
         self.assertEqual(sorted(r.json()["models"]), ["digits", "identity_fp32"])
+        # KServe v1's fields, and OpenAI's model object on the same path.
+        self.assertEqual(sorted(m["id"] for m in r.json()["data"]), ["digits", "identity_fp32"])
         r = self.call("GET", "/v1/models/digits")
         self.assertEqual(r.status_code, 200, r.text)
-        self.assertEqual(r.json(), {"name": "digits", "ready": True})
+        d = r.json()
+        self.assertEqual({k: d[k] for k in ("name", "ready", "id", "object")},
+                         {"name": "digits", "ready": True, "id": "digits", "object": "model"})
+        self.assertEqual(set(d), {"name", "ready", "id", "object", "created", "owned_by"})
 
     def test_v1_predict_instances(self):
         x = np.concatenate(samples())
