@@ -201,6 +201,7 @@ static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const
     if (ev == MCP_OBS_COMPLETED) mcp_metrics_inflight_add(m, -1);
     /* Unknown names never become label values; known ones count errors. */
     if (st != MCP_STATUS_OK && model[0]) mcp_metrics_error(m, model, mcp_metrics_reason(st));
+    if (ev == MCP_OBS_COMPLETED && model[0]) mcp_metrics_bytes(m, model, version, (int64_t)c->wire.len, (int64_t)c->out.len);
     mcp_metrics_request(m, model, version, p, mcp_status_http_code(st));
 }
 
@@ -940,10 +941,15 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
         control_cold_start(fe, ctl, &err);
         return;
     }
+    int64_t t0 = mcp_now_ns();
     if (ctl->op == MCP_CONTROL_UNLOAD) ctl->status = mcp_repository_unload(fe->repo, ctl->name, &err);
     else if (ctl->op == MCP_CONTROL_ROLLOUT) control_rollout(fe, ctl, &err);
     else if (!ctl->descriptor) ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
     else control_apply(fe, ctl, &err);
+    /* A name that names no model never becomes a label value. */
+    if (ctl->op != MCP_CONTROL_ROLLOUT && ctl->status != MCP_STATUS_NOT_FOUND)
+        mcp_metrics_model_op(fe->metrics, ctl->name, ctl->op == MCP_CONTROL_UNLOAD, ctl->status == MCP_STATUS_OK,
+                             mcp_now_ns() - t0);
     control_record(fe, ctl);
 }
 

@@ -16,10 +16,13 @@
  * bound. Label values are stored as given and made valid for the format
  * (escaped, invalid UTF-8 replaced by U+FFFD) only when rendered.
  */
+#include <dirent.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "serve/serve.h"
 
@@ -27,15 +30,19 @@
 #define METRICS_SERIES_MAX 4096 /* distinct label sets before "_overflow" */
 #define METRICS_OVERFLOW "_overflow"
 
-/* Latency buckets, upper bounds in nanoseconds: 25 us to 10 s, 1-2.5-5 steps. */
+/* Latency buckets, upper bounds in nanoseconds: 25 us to 10 s in 1-2.5-5 steps, then 30 s. */
 static const int64_t latency_bounds_ns[] = {
     25000,     50000,     100000,     250000,     500000,     1000000,
     2500000,   5000000,   10000000,   25000000,   50000000,   100000000,
-    250000000, 500000000, 1000000000, 2500000000, 5000000000, 10000000000,
+    250000000, 500000000, 1000000000, 2500000000, 5000000000, 10000000000, 30000000000,
 };
 #define LATENCY_BUCKETS ((int)(sizeof latency_bounds_ns / sizeof latency_bounds_ns[0]))
 
 static const int64_t batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+/* Body sizes: 64 B to 256 MiB, x4 steps. */
+static const int64_t bytes_bounds[] = {64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216,
+                                       67108864, 268435456};
+#define BYTES_BUCKETS ((int)(sizeof bytes_bounds / sizeof bytes_bounds[0]))
 #define BATCH_BUCKETS ((int)(sizeof batch_bounds / sizeof batch_bounds[0]))
 _Static_assert(sizeof batch_bounds / sizeof batch_bounds[0] <= sizeof latency_bounds_ns / sizeof latency_bounds_ns[0],
                "metrics_hist holds the longest bucket list");
@@ -57,6 +64,9 @@ typedef enum metrics_hist_kind {
     METRICS_HIST_TTFT,    /* SERIES_GEN: time to first token */
     METRICS_HIST_ITL,     /* SERIES_GEN: between one token and the next */
     METRICS_HIST_GEN_E2E, /* SERIES_GEN: a generation, end to end */
+    METRICS_HIST_REQ_BYTES,  /* SERIES_MODEL: request body bytes */
+    METRICS_HIST_RESP_BYTES, /* SERIES_MODEL: response body bytes */
+    METRICS_HIST_LOAD,       /* SERIES_LOAD: load or unload duration */
     METRICS_HIST_COUNT,
 } metrics_hist_kind;
 
@@ -66,6 +76,7 @@ typedef enum series_kind {
     SERIES_ERRORS,    /* {model, reason}: mcp_inference_errors_total */
     SERIES_ROLLOUT,   /* {model, version, event}: shadow comparisons and gate trips */
     SERIES_GEN,       /* {model, version} of a generative model: its latency histograms */
+    SERIES_LOAD,      /* {model, op (load|unload), outcome in code}: counts and durations */
     SERIES_KIND_COUNT,
 } series_kind;
 
@@ -154,7 +165,7 @@ static metrics_series *table_insert(mcp_metrics *m, uint64_t hash, series_kind k
     s->code = code;
     s->model = mcp_strdup(model);
     s->label2 = mcp_strdup(label2);
-    bool hists = kind == SERIES_MODEL || kind == SERIES_GEN;
+    bool hists = kind == SERIES_MODEL || kind == SERIES_GEN || kind == SERIES_LOAD;
     if (hists) s->hists = mcp_calloc(METRICS_HIST_COUNT, sizeof *s->hists);
     if (!s->model || !s->label2 || (hists && !s->hists)) {
         series_free(s);
@@ -272,6 +283,24 @@ void mcp_metrics_batch(mcp_metrics *m, const char *model, const char *version, i
     if (s) hist_observe(&s->hists[METRICS_HIST_BATCH], batch_bounds, BATCH_BUCKETS, batch_size);
 }
 
+void mcp_metrics_bytes(mcp_metrics *m, const char *model, const char *version, int64_t request, int64_t response)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_MODEL, model, version, 0, 0);
+    if (!s) return;
+    hist_observe(&s->hists[METRICS_HIST_REQ_BYTES], bytes_bounds, BYTES_BUCKETS, request);
+    hist_observe(&s->hists[METRICS_HIST_RESP_BYTES], bytes_bounds, BYTES_BUCKETS, response);
+}
+
+void mcp_metrics_model_op(mcp_metrics *m, const char *model, bool unload, bool ok, int64_t ns)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_LOAD, model, unload ? "unload" : "load", 0, ok ? 0 : 1);
+    if (!s) return;
+    counter_add(&s->count, 1);
+    hist_observe(&s->hists[METRICS_HIST_LOAD], latency_bounds_ns, LATENCY_BUCKETS, ns);
+}
+
 void mcp_metrics_generation(mcp_metrics *m, const char *model, const char *version, mcp_gen_metric which, int64_t ns)
 {
     if (!m) return;
@@ -289,10 +318,11 @@ static const struct {
     mcp_status status;
     const char *reason;
 } reasons[] = {
-    {MCP_STATUS_INVALID_ARGUMENT, "invalid_input"}, {MCP_STATUS_RESOURCE_EXHAUSTED, "queue_full"},
-    {MCP_STATUS_DEADLINE_EXCEEDED, "timeout"},      {MCP_STATUS_CANCELLED, "cancelled"},
-    {MCP_STATUS_UNAVAILABLE, "unavailable"},        {MCP_STATUS_TOO_LARGE, "too_large"},
-    {MCP_STATUS_NOT_FOUND, "not_found"},            {MCP_STATUS_INTERNAL, "internal"},
+    {MCP_STATUS_INVALID_ARGUMENT, "invalid_input"},    {MCP_STATUS_TOO_LARGE, "invalid_input"},
+    {MCP_STATUS_DEADLINE_EXCEEDED, "timeout"},         {MCP_STATUS_RESOURCE_EXHAUSTED, "queue_full"},
+    {MCP_STATUS_OUT_OF_MEMORY, "oom"},                 {MCP_STATUS_UNAVAILABLE, "model_unavailable"},
+    {MCP_STATUS_NOT_FOUND, "model_unavailable"},       {MCP_STATUS_CANCELLED, "cancelled"},
+    {MCP_STATUS_INTERNAL, "internal"},
 };
 #define N_REASONS (sizeof reasons / sizeof reasons[0])
 
@@ -315,6 +345,10 @@ void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *ve
      * rate() and increase() see those requests (a series that appears
      * with its first sample hides it). */
     series_get(m, SERIES_MODEL, model, version, 0, 0);
+    for (int ok = 0; ok < 2; ok++) {
+        series_get(m, SERIES_LOAD, model, "load", 0, ok);
+        series_get(m, SERIES_LOAD, model, "unload", 0, ok);
+    }
     for (int p = 0; p < MCP_PROTOCOL_COUNT; p++) series_get(m, SERIES_REQUESTS, model, version, p, 200);
     for (size_t i = 0; i < N_REASONS; i++) series_get(m, SERIES_ERRORS, model, reasons[i].reason, 0, 0);
 }
@@ -539,18 +573,23 @@ static void render_counters(mcp_buf *out, metrics_series **list, int n, series_k
     }
 }
 
-static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics_hist_kind kind, const char *name)
+typedef void (*labels_fn)(mcp_buf *out, const metrics_series *s);
+
+static void render_histogram_with(mcp_buf *out, metrics_series **list, int n, metrics_hist_kind kind, const char *name,
+                                  labels_fn put_labels, const char *only_op)
 {
-    bool seconds = kind != METRICS_HIST_BATCH;
-    const int64_t *bounds = seconds ? latency_bounds_ns : batch_bounds;
-    int n_bounds = seconds ? LATENCY_BUCKETS : BATCH_BUCKETS;
+    bool bytes = kind == METRICS_HIST_REQ_BYTES || kind == METRICS_HIST_RESP_BYTES;
+    bool seconds = kind != METRICS_HIST_BATCH && !bytes;
+    const int64_t *bounds = seconds ? latency_bounds_ns : bytes ? bytes_bounds : batch_bounds;
+    int n_bounds = seconds ? LATENCY_BUCKETS : bytes ? BYTES_BUCKETS : BATCH_BUCKETS;
     for (int i = 0; i < n; i++) {
+        if (only_op && strcmp(list[i]->label2, only_op) != 0) continue;
         metrics_hist *h = &list[i]->hists[kind];
         uint64_t cumulative = 0;
         for (int b = 0; b <= n_bounds; b++) {
             cumulative += atomic_load_explicit(&h->buckets[b], memory_order_relaxed);
             mcp_buf_printf(out, "%s_bucket{", name);
-            put_model_labels(out, list[i]);
+            put_labels(out, list[i]);
             mcp_buf_puts(out, ",le=\"");
             if (b == n_bounds) mcp_buf_puts(out, "+Inf");
             else if (seconds) put_seconds(out, (uint64_t)bounds[b]);
@@ -559,14 +598,102 @@ static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics
         }
         uint64_t sum = atomic_load_explicit(&h->sum, memory_order_relaxed);
         mcp_buf_printf(out, "%s_sum{", name);
-        put_model_labels(out, list[i]);
+        put_labels(out, list[i]);
         mcp_buf_puts(out, "} ");
         if (seconds) put_seconds(out, sum);
         else mcp_buf_printf(out, "%llu", (unsigned long long)sum);
         mcp_buf_printf(out, "\n%s_count{", name);
-        put_model_labels(out, list[i]);
+        put_labels(out, list[i]);
         mcp_buf_printf(out, "} %llu\n", (unsigned long long)cumulative);
     }
+}
+
+static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics_hist_kind kind, const char *name)
+{
+    render_histogram_with(out, list, n, kind, name, put_model_labels, NULL);
+}
+
+static void put_load_labels(mcp_buf *out, const metrics_series *s)
+{
+    mcp_buf_puts(out, "model=");
+    put_label_value(out, s->model);
+    mcp_buf_printf(out, ",outcome=\"%s\"", s->code ? "failure" : "success");
+}
+
+/* Model loads and unloads: counts by outcome, and how long they took. */
+static void render_loads(mcp_buf *out, metrics_series **list, int n)
+{
+    static const char *const ops[2] = {"load", "unload"};
+    static const char *const counters[2] = {"mcp_model_loads_total", "mcp_model_unloads_total"};
+    static const char *const hists[2] = {"mcp_model_load_duration_seconds", "mcp_model_unload_duration_seconds"};
+    for (int o = 0; o < 2; o++) {
+        put_family(out, counters[o], "counter", o ? "Model unloads, by model and outcome." : "Model loads (load, apply, hot swap), by model and outcome.");
+        for (int i = 0; i < n; i++) {
+            if (strcmp(list[i]->label2, ops[o]) != 0) continue;
+            mcp_buf_printf(out, "%s{", counters[o]);
+            put_load_labels(out, list[i]);
+            mcp_buf_printf(out, "} %llu\n", (unsigned long long)atomic_load_explicit(&list[i]->count, memory_order_relaxed));
+        }
+        put_family(out, hists[o], "histogram", o ? "Time model unloads took (draining included)." : "Time model loads took (reading, optimizing, warming).");
+        render_histogram_with(out, list, n, METRICS_HIST_LOAD, hists[o], put_load_labels, ops[o]);
+    }
+}
+
+/* The process, as Prometheus client libraries name it (from /proc/self). */
+static void render_process(mcp_buf *out)
+{
+    double cpu = 0, start = 0;
+    long long rss = 0, vsz = 0, threads = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[1024];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        /* After the command's closing parenthesis: state is field 3. */
+        char *p = strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0, starttime = 0, vsize = 0;
+        long long nthreads = 0, rss_pages = 0;
+        if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %lld %*d %llu %llu %lld",
+                        &ut, &st, &nthreads, &starttime, &vsize, &rss_pages) == 6) {
+            double tck = (double)sysconf(_SC_CLK_TCK);
+            cpu = (double)(ut + st) / tck;
+            threads = nthreads;
+            vsz = (long long)vsize;
+            rss = rss_pages * (long long)sysconf(_SC_PAGESIZE);
+            FILE *sf = fopen("/proc/stat", "r");
+            char line[256];
+            long long btime = 0;
+            while (sf && fgets(line, sizeof line, sf))
+                if (sscanf(line, "btime %lld", &btime) == 1) break;
+            if (sf) fclose(sf);
+            start = (double)btime + (double)starttime / tck;
+        }
+    }
+    long long fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.') fds++;
+    if (d) {
+        closedir(d);
+        fds--; /* the one opendir holds */
+    }
+    struct rlimit rl;
+    long long max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long long)rl.rlim_cur : 0;
+    put_family(out, "process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.");
+    mcp_buf_printf(out, "process_cpu_seconds_total %.2f\n", cpu);
+    put_family(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+    mcp_buf_printf(out, "process_resident_memory_bytes %lld\n", rss);
+    put_family(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.");
+    mcp_buf_printf(out, "process_virtual_memory_bytes %lld\n", vsz);
+    put_family(out, "process_open_fds", "gauge", "Open file descriptors.");
+    mcp_buf_printf(out, "process_open_fds %lld\n", fds);
+    put_family(out, "process_max_fds", "gauge", "The most file descriptors the process may open.");
+    mcp_buf_printf(out, "process_max_fds %lld\n", max_fds);
+    put_family(out, "process_threads", "gauge", "Threads of the process.");
+    mcp_buf_printf(out, "process_threads %lld\n", threads);
+    put_family(out, "process_start_time_seconds", "gauge", "When the process started, in seconds since the epoch.");
+    mcp_buf_printf(out, "process_start_time_seconds %.2f\n", start);
 }
 
 /* Generative models: latency histograms, and what their engines count. */
@@ -642,10 +769,11 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     metrics_series **req = series_sorted(m, SERIES_REQUESTS, &n_req);
     metrics_series **err = series_sorted(m, SERIES_ERRORS, &n_err);
     metrics_series **model = series_sorted(m, SERIES_MODEL, &n_model);
-    int n_ro, n_gen;
+    int n_ro, n_gen, n_load;
     metrics_series **ro = series_sorted(m, SERIES_ROLLOUT, &n_ro);
     metrics_series **gen = series_sorted(m, SERIES_GEN, &n_gen);
-    if (!req || !err || !model || !ro || !gen) {
+    metrics_series **load = series_sorted(m, SERIES_LOAD, &n_load);
+    if (!req || !err || !model || !ro || !gen || !load) {
         out->failed = true;
     } else {
         put_family(out, "mcp_requests_total", "counter",
@@ -676,6 +804,11 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         render_histogram(out, model, n_model, METRICS_HIST_REQUEST, "mcp_request_duration_seconds");
         put_family(out, "mcp_batch_size", "histogram", "Requests in each batch run by the engine.");
         render_histogram(out, model, n_model, METRICS_HIST_BATCH, "mcp_batch_size");
+        put_family(out, "mcp_request_bytes", "histogram", "Bytes of each inference request's body.");
+        render_histogram(out, model, n_model, METRICS_HIST_REQ_BYTES, "mcp_request_bytes");
+        put_family(out, "mcp_response_bytes", "histogram", "Bytes of each inference answer's body.");
+        render_histogram(out, model, n_model, METRICS_HIST_RESP_BYTES, "mcp_response_bytes");
+        render_loads(out, load, n_load);
         put_family(out, "mcp_queue_depth", "gauge", "Requests waiting in the scheduler queues of all models.");
         mcp_buf_printf(out, "mcp_queue_depth %lld\n", (long long)g.queue_depth);
         put_family(out, "mcp_inflight_requests", "gauge", "Inference requests received and not yet answered.");
@@ -691,9 +824,11 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");
         mcp_buf_printf(out, "mcp_model_memory_bytes %zu\n", g.model_memory_bytes);
         render_generation(out, gen, n_gen, &g);
+        render_process(out);
     }
     mcp_free(g.gen);
     mcp_free(gen);
+    mcp_free(load);
     mcp_free(req);
     mcp_free(err);
     mcp_free(model);

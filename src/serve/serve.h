@@ -162,6 +162,10 @@ void mcp_metrics_evicted(mcp_metrics *m, const char *model);
  * errors per reason, and its histograms. */
 void mcp_metrics_declare_model(mcp_metrics *m, const char *model, const char *version);
 /* Gauges sampled at render time through this callback. */
+/* Body bytes of one inference request and its answer. */
+void mcp_metrics_bytes(mcp_metrics *m, const char *model, const char *version, int64_t request, int64_t response);
+/* A model load (apply, hot swap) or unload and how long it took. */
+void mcp_metrics_model_op(mcp_metrics *m, const char *model, bool unload, bool ok, int64_t ns);
 /* A generative model version's histograms (seconds). */
 typedef enum mcp_gen_metric { MCP_GEN_METRIC_TTFT, MCP_GEN_METRIC_ITL, MCP_GEN_METRIC_E2E } mcp_gen_metric;
 void mcp_metrics_generation(mcp_metrics *m, const char *model, const char *version, mcp_gen_metric which, int64_t ns);

@@ -5,6 +5,7 @@
  * `--promtool`, that `promtool check metrics` accepts the output (exits 77,
  * a ctest skip, when promtool is not installed).
  */
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,21 @@ static const char *families[][2] = {
     {"mcp_http_connections", "gauge"},
     {"mcp_models_loaded", "gauge"},
     {"mcp_model_memory_bytes", "gauge"},
+    {"mcp_request_bytes", "histogram"},
+    {"mcp_response_bytes", "histogram"},
+    {"mcp_model_loads_total", "counter"},
+    {"mcp_model_unloads_total", "counter"},
+    {"mcp_model_load_duration_seconds", "histogram"},
+    {"mcp_model_unload_duration_seconds", "histogram"},
+    {"mcp_generation_time_to_first_token_seconds", "histogram"},
+    {"mcp_generation_inter_token_latency_seconds", "histogram"},
+    {"mcp_kv_cache_blocks", "gauge"},
+    {"mcp_prefix_cache_hit_ratio", "gauge"},
+    {"process_cpu_seconds_total", "counter"},
+    {"process_resident_memory_bytes", "gauge"},
+    {"process_open_fds", "gauge"},
+    {"process_threads", "gauge"},
+    {"process_start_time_seconds", "gauge"},
 };
 
 static void test_empty(void)
@@ -143,14 +159,14 @@ static void test_counters(void)
 static const char *latency_le[] = {"0.000025", "0.00005", "0.0001", "0.00025", "0.0005", "0.001",
                                    "0.0025",   "0.005",   "0.01",   "0.025",   "0.05",   "0.1",
                                    "0.25",     "0.5",     "1",      "2.5",     "5",      "10",
-                                   "+Inf"};
+                                   "30",       "+Inf"};
 
 static void test_histograms(void)
 {
     int64_t live = mcp_alloc_live_count();
     mcp_metrics *m = mcp_metrics_create();
     TU_REQUIRE(m);
-    /* queue: 100 us (on a bound: counts in le="0.0001") and 20 s (above all).
+    /* queue: 100 us (on a bound: counts in le="0.0001") and 20 s (in le="30" only).
      * compute: 25 us exactly and 30 us. total: -5 (clamped to 0) and 1 s. */
     mcp_metrics_latency(m, "tiny", "v1.0.0", 100000, 25000, -5);
     mcp_metrics_latency(m, "tiny", "v1.0.0", 20000000000LL, 30000, 1000000000);
@@ -167,7 +183,7 @@ static void test_histograms(void)
     /* The whole queue histogram, cumulative. */
     mcp_buf want = {0};
     mcp_buf_puts(&want, "# TYPE mcp_queue_duration_seconds histogram\n");
-    for (int i = 0; i < 19; i++)
+    for (int i = 0; i < 20; i++)
         mcp_buf_printf(&want, "mcp_queue_duration_seconds_bucket{model=\"tiny\",version=\"v1.0.0\",le=\"%s\"} %d\n",
                        latency_le[i], i < 2 ? 0 : i < 18 ? 1 : 2);
     mcp_buf_puts(&want, "mcp_queue_duration_seconds_sum{model=\"tiny\",version=\"v1.0.0\"} 20.0001\n"
@@ -199,7 +215,7 @@ static void test_histograms(void)
     CHECK_LINE(t, "mcp_batch_size_sum{model=\"tiny\",version=\"v1.0.0\"} 304");
     CHECK_LINE(t, "mcp_batch_size_count{model=\"tiny\",version=\"v1.0.0\"} 3");
     TU_CHECK_INT(count_prefix(t, "mcp_batch_size_bucket{"), 10);
-    TU_CHECK_INT(count_prefix(t, "mcp_queue_duration_seconds_bucket{"), 19);
+    TU_CHECK_INT(count_prefix(t, "mcp_queue_duration_seconds_bucket{"), 20);
     mcp_buf_free(&b);
     mcp_metrics_destroy(m);
     TU_CHECK_INT(mcp_alloc_live_count(), live);
@@ -429,9 +445,65 @@ static int run_promtool(void)
     return rc;
 }
 
+/* Body sizes, model loads and unloads, and the process's own gauges. */
+static void test_bytes_loads_process(void)
+{
+    mcp_metrics *m = mcp_metrics_create();
+    TU_REQUIRE(m);
+    mcp_metrics_declare_model(m, "tiny", "v1.0.0");
+    mcp_metrics_bytes(m, "tiny", "v1.0.0", 300, 64);
+    mcp_metrics_bytes(m, "tiny", "v1.0.0", 5000000, 65);
+    mcp_metrics_model_op(m, "tiny", false, true, 250000000);
+    mcp_metrics_model_op(m, "tiny", false, false, 1000);
+    mcp_metrics_model_op(m, "tiny", true, true, 20000000);
+    mcp_buf b = render(m);
+    const char *t = (const char *)b.data;
+    TU_REQUIRE(t && !b.failed);
+    CHECK_LINE(t, "mcp_request_bytes_bucket{model=\"tiny\",version=\"v1.0.0\",le=\"256\"} 0");
+    CHECK_LINE(t, "mcp_request_bytes_bucket{model=\"tiny\",version=\"v1.0.0\",le=\"1024\"} 1");
+    CHECK_LINE(t, "mcp_request_bytes_bucket{model=\"tiny\",version=\"v1.0.0\",le=\"16777216\"} 2");
+    CHECK_LINE(t, "mcp_request_bytes_sum{model=\"tiny\",version=\"v1.0.0\"} 5000300");
+    CHECK_LINE(t, "mcp_response_bytes_bucket{model=\"tiny\",version=\"v1.0.0\",le=\"64\"} 1");
+    CHECK_LINE(t, "mcp_response_bytes_count{model=\"tiny\",version=\"v1.0.0\"} 2");
+    CHECK_LINE(t, "mcp_model_loads_total{model=\"tiny\",outcome=\"success\"} 1");
+    CHECK_LINE(t, "mcp_model_loads_total{model=\"tiny\",outcome=\"failure\"} 1");
+    CHECK_LINE(t, "mcp_model_unloads_total{model=\"tiny\",outcome=\"success\"} 1");
+    CHECK_LINE(t, "mcp_model_unloads_total{model=\"tiny\",outcome=\"failure\"} 0");
+    CHECK_LINE(t, "mcp_model_load_duration_seconds_bucket{model=\"tiny\",outcome=\"success\",le=\"0.25\"} 1");
+    CHECK_LINE(t, "mcp_model_load_duration_seconds_sum{model=\"tiny\",outcome=\"success\"} 0.25");
+    CHECK_LINE(t, "mcp_model_unload_duration_seconds_count{model=\"tiny\",outcome=\"success\"} 1");
+    /* Declared at 0 for a ready model: every error reason the issue names. */
+    const char *reasons[] = {"invalid_input", "timeout", "queue_full", "oom", "model_unavailable", "cancelled", "internal"};
+    for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "mcp_inference_errors_total{model=\"tiny\",reason=\"%s\"} 0", reasons[i]);
+        CHECK_LINE(t, line);
+    }
+    TU_CHECK_STR(mcp_metrics_reason(MCP_STATUS_OUT_OF_MEMORY), "oom");
+    TU_CHECK_STR(mcp_metrics_reason(MCP_STATUS_NOT_FOUND), "model_unavailable");
+    TU_CHECK_STR(mcp_metrics_reason(MCP_STATUS_TOO_LARGE), "invalid_input");
+    /* The process: at least this thread, some open files, a start in the past. */
+    const char *p = strstr(t, "\nprocess_threads ");
+    TU_REQUIRE(p);
+    TU_CHECK(atoll(p + 17) >= 1);
+    p = strstr(t, "\nprocess_open_fds ");
+    TU_REQUIRE(p);
+    TU_CHECK(atoll(p + 18) >= 3);
+    p = strstr(t, "\nprocess_resident_memory_bytes ");
+    TU_REQUIRE(p);
+    TU_CHECK(atoll(p + 31) > 1000000);
+    p = strstr(t, "\nprocess_start_time_seconds ");
+    TU_REQUIRE(p);
+    double start = atof(p + 28);
+    TU_CHECK(start > 1.6e9 && start <= (double)time(NULL) + 1);
+    mcp_buf_free(&b);
+    mcp_metrics_destroy(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--promtool") == 0) return run_promtool();
+    TU_RUN(test_bytes_loads_process);
     TU_RUN(test_empty);
     TU_RUN(test_counters);
     TU_RUN(test_histograms);
