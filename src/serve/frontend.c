@@ -946,10 +946,15 @@ static void control_run(mcp_frontend *fe, mcp_control *ctl)
     else if (ctl->op == MCP_CONTROL_ROLLOUT) control_rollout(fe, ctl, &err);
     else if (!ctl->descriptor) ctl->status = mcp_repository_load(fe->repo, ctl->name, &err);
     else control_apply(fe, ctl, &err);
-    /* A name that names no model never becomes a label value. */
-    if (ctl->op != MCP_CONTROL_ROLLOUT && ctl->status != MCP_STATUS_NOT_FOUND)
+    /* Only a model that is (or was just) served becomes a label value: a
+     * failed load of a new name leaves no series behind. */
+    mcp_model_version *known = ctl->op == MCP_CONTROL_ROLLOUT || ctl->status == MCP_STATUS_OK
+                                   ? NULL
+                                   : mcp_repository_get(fe->repo, ctl->name, NULL);
+    if (ctl->op != MCP_CONTROL_ROLLOUT && (ctl->status == MCP_STATUS_OK || known))
         mcp_metrics_model_op(fe->metrics, ctl->name, ctl->op == MCP_CONTROL_UNLOAD, ctl->status == MCP_STATUS_OK,
                              mcp_now_ns() - t0);
+    mcp_model_version_release(known);
     control_record(fe, ctl);
 }
 
