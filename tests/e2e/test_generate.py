@@ -70,12 +70,14 @@ class GgufLoadTests(ts.TempModelsTestCase):
 
     def test_bad_generation_settings_name_the_field(self):
         srv = self.start("--model-root", self.models)
-        text = "name: chat\nformat: gguf\npath: %s\ngeneration: {max_sequences: 100000, cache_type: q8}\n" % self.gguf
+        text = ("name: chat\nformat: gguf\npath: %s\ngeneration: {max_sequences: 100000, cache_type: q8, "
+                "prefix_cache: sometimes}\n" % self.gguf)
         r = self.apply(srv, "chat", text)
         self.assertEqual(r.status_code, 400, r.text)
         err = r.json()["error"]
         self.assertIn("generation.max_sequences", err)
         self.assertIn("generation.cache_type", err)
+        self.assertIn("generation.prefix_cache", err)
         # Tensor settings do not apply to a generative model.
         text = "name: chat\nformat: gguf\npath: %s\nmax_batch_size: 8\n" % self.gguf
         r = self.apply(srv, "chat", text)
