@@ -1,6 +1,11 @@
-# Turns a text file into a C array: -DIN=file -DOUT=file.c
+# Turns a text file into a C array: -DIN=file -DOUT=file.c [-DNAME=symbol]
+# defines NAME[] (the bytes and a NUL after them) and NAME_len (the bytes
+# only); NAME defaults to mcp__openapi_json.
+if(NOT DEFINED NAME)
+  set(NAME mcp__openapi_json)
+endif()
 file(READ ${IN} HEX HEX)
 string(LENGTH "${HEX}" N)
 math(EXPR BYTES "${N} / 2")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," BODY "${HEX}")
-file(WRITE ${OUT} "#include <stddef.h>\nconst char mcp__openapi_json[] = {${BODY} 0};\nconst size_t mcp__openapi_json_len = ${BYTES};\n")
+file(WRITE ${OUT} "#include <stddef.h>\nconst char ${NAME}[] = {${BODY} 0};\nconst size_t ${NAME}_len = ${BYTES};\n")

@@ -9,6 +9,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libfyaml.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,10 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include "serve/serve.h"
+#include "serve/log.h"
+#include "serve/trace.h"
 
 typedef enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_PATHS } opt_kind;
 
@@ -63,7 +67,9 @@ typedef struct server_config {
     int64_t unload_pressure, unload_floor, unload_queue_depth, unload_idle_ms, unload_smoothing_ms;
     int64_t repository_poll_ms;
     const char *model_control;
-    const char *log_level;
+    const char *log_level, *log_format, *access_log;
+    const char *trace_endpoint, *trace_sampler, *trace_sampler_arg, *trace_service_name, *trace_resource;
+    int64_t trace_queue_size;
 } server_config;
 
 typedef struct opt {
@@ -116,7 +122,15 @@ static const opt options[] = {
     {"unload-smoothing-ms", OPT_INT, OFF(unload_smoothing_ms), 0, 1, 3600000, "half-life of the smoothed memory pressure and queue depth (default 2000)"},
     {"model-control", OPT_STRING, OFF(model_control), 0, 0, 0, "explicit (load/unload API on, default), poll (also watch --model-repository: new and changed models load once their files stop changing, removed ones unload) or none"},
     {"repository-poll-ms", OPT_INT, OFF(repository_poll_ms), 0, 10, 86400000, "with --model-control poll: how often the repository is listed (default 5000)"},
-    {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn or info (default info)"},
+    {"log-level", OPT_STRING, OFF(log_level), 0, 0, 0, "error, warn, info or verbose (default info; POST /v2/logging changes it at run time)"},
+    {"log-format", OPT_STRING, OFF(log_format), 0, 0, 0, "text (default) or json: one JSON object per line with time, level, message and the request's fields"},
+    {"access-log", OPT_STRING, OFF(access_log), 0, 0, 0, "also log every request (method, route, status, duration, model, version, request and trace ids) to this file, or - for stderr (default: none)"},
+    {"trace-endpoint", OPT_STRING, OFF(trace_endpoint), 0, 0, 0, "OTLP/HTTP collector URL spans are posted to (default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or $OTEL_EXPORTER_OTLP_ENDPOINT/v1/traces; none: tracing off)"},
+    {"trace-sampler", OPT_STRING, OFF(trace_sampler), 0, 0, 0, "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio (default $OTEL_TRACES_SAMPLER, else parentbased_always_on)"},
+    {"trace-sampler-arg", OPT_STRING, OFF(trace_sampler_arg), 0, 0, 0, "the ratio samplers' ratio, 0 to 1 (default $OTEL_TRACES_SAMPLER_ARG, else 1)"},
+    {"trace-service-name", OPT_STRING, OFF(trace_service_name), 0, 0, 0, "service.name of the spans (default $OTEL_SERVICE_NAME, else mcp2026-server)"},
+    {"trace-resource", OPT_STRING, OFF(trace_resource), 0, 0, 0, "more resource attributes, key=value,... (default $OTEL_RESOURCE_ATTRIBUTES)"},
+    {"trace-queue-size", OPT_INT, OFF(trace_queue_size), 0, 1, 1 << 20, "traced calls waiting for export; beyond, their spans are dropped and counted (default 2048)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -315,11 +329,50 @@ static void malloc_setup(void)
     if (!env || !*env) mallopt(M_ARENA_MAX, 2);
 }
 
-/* The serving core's messages, one line each on stderr. */
-static void log_line(void *user, const char *line)
+/* Tracing from the flags, else OpenTelemetry's standard variables. An
+ * empty endpoint leaves tracing off (*out stays NULL). */
+static bool tracer_setup(const server_config *c, mcp_logger *lg, mcp_tracer **out)
 {
-    (void)user;
-    fprintf(stderr, "mcp2026-server: %s\n", line);
+    *out = NULL;
+    char endpoint[2048] = "";
+    const char *e;
+    const char *disabled = getenv("OTEL_SDK_DISABLED");
+    bool env_ok = !(disabled && !strcasecmp(disabled, "true"));
+    if (c->trace_endpoint) snprintf(endpoint, sizeof endpoint, "%s", c->trace_endpoint);
+    else if (env_ok && (e = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) && *e) snprintf(endpoint, sizeof endpoint, "%s", e);
+    else if (env_ok && (e = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) && *e) /* the signal's path is appended */
+        snprintf(endpoint, sizeof endpoint, "%.*s/v1/traces", (int)(strlen(e) - (e[strlen(e) - 1] == '/')), e);
+    if (!endpoint[0]) return true;
+    mcp_tracer_options o = mcp_tracer_options_default();
+    o.endpoint = endpoint;
+    const char *sampler = c->trace_sampler ? c->trace_sampler : env_ok ? getenv("OTEL_TRACES_SAMPLER") : NULL;
+    if (sampler && *sampler && !mcp_trace_sampler_parse(sampler, &o.sampler)) {
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s '%s' is not always_on, always_off, traceidratio, parentbased_always_on, "
+                        "parentbased_always_off or parentbased_traceidratio",
+                c->trace_sampler ? "--trace-sampler" : "OTEL_TRACES_SAMPLER", sampler);
+        return false;
+    }
+    const char *arg = c->trace_sampler_arg ? c->trace_sampler_arg : env_ok ? getenv("OTEL_TRACES_SAMPLER_ARG") : NULL;
+    if (arg && *arg) {
+        char *end;
+        o.ratio = strtod(arg, &end);
+        if (*end || !(o.ratio >= 0.0 && o.ratio <= 1.0)) {
+            mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s '%s' must be a number from 0 to 1",
+                    c->trace_sampler_arg ? "--trace-sampler-arg" : "OTEL_TRACES_SAMPLER_ARG", arg);
+            return false;
+        }
+    }
+    const char *name = c->trace_service_name ? c->trace_service_name : env_ok ? getenv("OTEL_SERVICE_NAME") : NULL;
+    if (name && *name) o.service_name = name;
+    o.resource = c->trace_resource ? c->trace_resource : env_ok ? getenv("OTEL_RESOURCE_ATTRIBUTES") : NULL;
+    if (c->trace_queue_size > 0) o.queue_size = (int)c->trace_queue_size;
+    char msg[512] = "";
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_tracer_create(&o, out, &err) != MCP_STATUS_OK) {
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "tracing: %s", msg);
+        return false;
+    }
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -333,7 +386,7 @@ int main(int argc, char **argv)
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true,
         .unload_pressure = 90, .unload_floor = 75, .unload_queue_depth = 1, .unload_idle_ms = 5000, .unload_smoothing_ms = 2000,
         .repository_poll_ms = 5000,
-        .model_control = "explicit", .log_level = "info",
+        .model_control = "explicit", .log_level = "info", .log_format = "text",
     };
     /* Flags first into their own record, so the config file can be read
      * before them and flags still win. */
@@ -395,6 +448,35 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    /* The log: every line from here on goes through it. */
+    mcp_logger_options lo = mcp_logger_options_default();
+    if (!mcp_log_level_parse(c.log_level, &lo.level)) {
+        fprintf(stderr, "mcp2026-server: --log-level must be error, warn, info or verbose, not '%s'\n", c.log_level);
+        return 2;
+    }
+    if (!mcp_log_format_parse(c.log_format, &lo.format)) {
+        fprintf(stderr, "mcp2026-server: --log-format must be text or json, not '%s'\n", c.log_format);
+        return 2;
+    }
+    if (c.access_log && !strcmp(c.access_log, "-")) {
+        lo.access_fd = 2;
+    } else if (c.access_log) {
+        lo.access_fd = open(c.access_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+        if (lo.access_fd < 0) {
+            fprintf(stderr, "mcp2026-server: --access-log %s: %s\n", c.access_log, strerror(errno));
+            return 2;
+        }
+    }
+    char lmsg[256] = "";
+    mcp_err lerr = {lmsg, sizeof lmsg};
+    mcp_logger *lg = NULL;
+    if (mcp_logger_create(&lo, &lg, &lerr) != MCP_STATUS_OK) {
+        fprintf(stderr, "mcp2026-server: %s\n", lmsg);
+        return 1;
+    }
+    FILE *log_info = mcp_logger_stream(lg, MCP_LOG_INFO), *log_warn = mcp_logger_stream(lg, MCP_LOG_WARN);
+    if (!log_info || !log_warn) log_info = log_warn = stderr;
+
     /* One descriptor per connection: allow as many as the hard limit. */
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -434,17 +516,17 @@ int main(int argc, char **argv)
     char rmsg[1024] = "";
     mcp_err rerr = {rmsg, sizeof rmsg};
     if (!roots) {
-        fprintf(stderr, "mcp2026-server: out of memory\n");
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "out of memory");
         return 1;
     }
     if (c.model_repository && mcp_model_roots_add(roots, c.model_repository, &rerr) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: --model-repository: %s\n", rmsg);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--model-repository: %s", rmsg);
         mcp_model_roots_destroy(roots);
         return 2;
     }
     for (int i = 0; i < c.n_model_roots; i++)
         if (mcp_model_roots_add(roots, c.model_roots[i], &rerr) != MCP_STATUS_OK) {
-            fprintf(stderr, "mcp2026-server: --model-root: %s\n", rmsg);
+            mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--model-root: %s", rmsg);
             mcp_model_roots_destroy(roots);
             return 2;
         }
@@ -453,7 +535,7 @@ int main(int argc, char **argv)
     mcp_plane *plane = NULL;
     if (c.store && (mcp_plane_open(c.store, &plane, &rerr) != MCP_STATUS_OK ||
                     mcp_model_roots_add(roots, mcp_store_root(mcp_plane_store(plane)), &rerr) != MCP_STATUS_OK)) {
-        fprintf(stderr, "mcp2026-server: --store %s: %s\n", c.store, rmsg);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--store %s: %s", c.store, rmsg);
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
         return 2;
@@ -470,15 +552,21 @@ int main(int argc, char **argv)
         return 2;
     }
     if (control && !token[0] && !host_is_loopback(c.host)) {
-        fprintf(stderr,
-                "mcp2026-server: --host %s is not a loopback address, so the model load/unload API would be open to the "
-                "network: give --admin-token-file FILE (a bearer token clients must send) or --model-control none\n",
-                c.host);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL,
+                       "--host %s is not a loopback address, so the model load/unload API would be open to the "
+                       "network: give --admin-token-file FILE (a bearer token clients must send) or --model-control none",
+                       c.host);
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
         return 2;
     }
 
+    mcp_tracer *tracer = NULL;
+    if (!tracer_setup(&c, lg, &tracer)) {
+        mcp_plane_close(plane);
+        mcp_model_roots_destroy(roots);
+        return 2;
+    }
     mcp_metrics *metrics = mcp_metrics_create();
     mcp_repository *repo = mcp_repository_create(&dd);
     if (repo) mcp_repository_set_keep_previous(repo, c.keep_previous, (size_t)c.memory_budget);
@@ -509,13 +597,14 @@ int main(int argc, char **argv)
     mcp_frontend *fe = NULL;
     int rc = 0;
     if (!metrics || !repo || mcp_frontend_create(repo, metrics, &fe, &err) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg[0] ? msg : "out of memory");
         rc = 1;
         goto out;
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
     mcp_frontend_set_plane(fe, plane);
-    mcp_frontend_set_log(fe, log_line, NULL);
+    mcp_frontend_set_tracer(fe, tracer);
+    mcp_frontend_set_logger(fe, lg);
     mcp_memory_policy mp = mcp_memory_policy_default();
     mp.budget = (size_t)c.memory_budget;
     mp.pressure = (double)c.unload_pressure / 100.0;
@@ -526,7 +615,7 @@ int main(int argc, char **argv)
     mcp_frontend_set_memory_policy(fe, &mp);
     mcp_frontend_set_body_cap(fe, (size_t)c.max_inflight_body_bytes);
     if (mcp_server_create(&so, fe, &srv, &err) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: %s\n", msg[0] ? msg : "out of memory");
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg[0] ? msg : "out of memory");
         rc = 1;
         goto out;
     }
@@ -534,7 +623,7 @@ int main(int argc, char **argv)
         mcp_descriptor *d = NULL;
         if (mcp_descriptor_for_model(c.model_paths[i], &dd, &d, &err) != MCP_STATUS_OK ||
             mcp_repository_apply_from(repo, d, MCP_SOURCE_MODEL_FILE, c.model_paths[i], NULL, &err) != MCP_STATUS_OK) {
-            fprintf(stderr, "mcp2026-server: --model-path %s: %s\n", c.model_paths[i], msg);
+            mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--model-path %s: %s", c.model_paths[i], msg);
             rc = 1;
             goto out;
         }
@@ -545,23 +634,23 @@ int main(int argc, char **argv)
         if (diags.count) {
             char report[8192];
             mcp_diags_format(&diags, c.model_repository, report, sizeof report);
-            fprintf(stderr, "%s", report);
+            fputs(report, log_warn);
         }
         mcp_diags_clear(&diags);
         if (st != MCP_STATUS_OK)
-            fprintf(stderr, "mcp2026-server: some models in %s did not load (see above); serving the rest\n", c.model_repository);
+            mcp_logger_log(lg, MCP_LOG_WARN, NULL, "some models in %s did not load (see above); serving the rest", c.model_repository);
     }
     /* Models applied before come back as they were last wanted. */
-    if (plane && mcp_plane_restore(plane, repo, stderr) != 0)
-        fprintf(stderr, "mcp2026-server: some models in the store did not come back (see above); serving the rest\n");
+    if (plane && mcp_plane_restore(plane, repo, log_info) != 0)
+        mcp_logger_log(lg, MCP_LOG_WARN, NULL, "some models in the store did not come back (see above); serving the rest");
     if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: %s\n", msg);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg);
         rc = 1;
         goto out;
     }
     if ((c.grpc_port > 0 || c.grpc_socket) &&
         (mcp_grpc_create(&go, fe, &grpc, &err) != MCP_STATUS_OK || mcp_grpc_start(grpc, &err) != MCP_STATUS_OK)) {
-        fprintf(stderr, "mcp2026-server: gRPC: %s\n", msg);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "gRPC: %s", msg);
         rc = 1;
         goto out;
     }
@@ -569,21 +658,20 @@ int main(int argc, char **argv)
     /* An IPv6 address goes in brackets in a URL. */
     char shown[300];
     snprintf(shown, sizeof shown, strchr(c.host, ':') ? "[%s]" : "%s", c.host);
-    fprintf(stderr, "mcp2026-server %s listening on http://%s:%d\n", MCP_VERSION_STRING, shown, port);
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on http://%s:%d", MCP_VERSION_STRING, shown, port);
     if (grpc && c.grpc_port > 0)
-        fprintf(stderr, "mcp2026-server %s listening on grpc://%s:%d\n", MCP_VERSION_STRING, shown, mcp_grpc_port(grpc));
-    if (c.http_socket) fprintf(stderr, "mcp2026-server %s listening on http+unix://%s\n", MCP_VERSION_STRING, c.http_socket);
-    if (c.grpc_socket) fprintf(stderr, "mcp2026-server %s listening on unix:%s (gRPC)\n", MCP_VERSION_STRING, c.grpc_socket);
+        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on grpc://%s:%d", MCP_VERSION_STRING, shown, mcp_grpc_port(grpc));
+    if (c.http_socket) mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on http+unix://%s", MCP_VERSION_STRING, c.http_socket);
+    if (c.grpc_socket) mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on unix:%s (gRPC)", MCP_VERSION_STRING, c.grpc_socket);
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
     for (int i = 0; i < n; i++) {
         mcp_model_version *v = mcp_repository_get(repo, list[i].name, NULL);
-        fprintf(stderr, "  model %s %s %s: POST http://%s:%d/v2/models/%s/%s\n", list[i].name, list[i].version,
+        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "model %s %s %s: POST http://%s:%d/v2/models/%s/%s", list[i].name, list[i].version,
                 mcp_model_state_name(list[i].state), shown, port, list[i].name, v && v->llm ? "generate" : "infer");
         mcp_model_version_release(v);
     }
     mcp_repository_entries_free(list, n);
-    fflush(stderr);
 
     int sig = 0;
     if (poll) {
@@ -593,27 +681,30 @@ int main(int argc, char **argv)
         if (rp) mcp_repository_poll_seed(rp, repo);
         struct timespec every = {c.repository_poll_ms / 1000, (long)(c.repository_poll_ms % 1000) * 1000000L};
         while (rp && (sig = sigtimedwait(&sigs, NULL, &every)) < 0) {
-            mcp_repository_poll_once(rp, repo, stderr);
-            fflush(stderr);
+            mcp_repository_poll_once(rp, repo, log_info);
+            fflush(log_info);
         }
         mcp_repository_poll_destroy(rp);
         if (!rp) sigwait(&sigs, &sig);
     } else {
         sigwait(&sigs, &sig);
     }
-    fprintf(stderr, "mcp2026-server: %s received, draining in-flight requests\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "%s received, draining in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     /* Both transports refuse new work from here; what was admitted is
      * answered, then each sends what is left and stops. */
     mcp_frontend_drain(fe);
     if (grpc) mcp_grpc_shutdown(grpc);
     mcp_server_shutdown(srv);
-    fprintf(stderr, "mcp2026-server: stopped\n");
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "stopped");
 out:
     mcp_grpc_destroy(grpc);
     mcp_server_destroy(srv);
     mcp_frontend_destroy(fe);
     mcp_repository_destroy(repo);
     mcp_metrics_destroy(metrics);
+    mcp_tracer_destroy(tracer); /* after the transports: the last spans go out */
+    mcp_logger_destroy(lg);
+    if (lo.access_fd > 2) close(lo.access_fd);
     mcp_plane_close(plane);
     mcp_model_roots_destroy(roots);
     explicit_bzero(token, sizeof token);

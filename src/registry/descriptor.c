@@ -1405,16 +1405,124 @@ static void parse_rollout(yctx *c, struct fy_node *n, yloc key_at, const mcp_des
              ro->canary[0] ? ", canary " : "", ro->canary, ro->shadow[0] ? ", shadow " : "", ro->shadow);
 }
 
+/* ---- monitoring ---- */
+
+enum { MO_SAMPLE_RATE, MO_WINDOW, MO_THRESHOLD, MO_MIN_SAMPLES, MO_CLASSIFIER, MO_INPUTS, MO_OUTPUTS, MO_COUNT };
+static const char *const monitoring_keys[MO_COUNT] = {"sample_rate", "window",  "threshold", "min_samples",
+                                                      "classifier",  "inputs",  "outputs"};
+
+/* classifier: auto, true or false (plain booleans; "auto" the only string). */
+static void want_classifier(yctx *c, struct fy_node *n, yloc key_at, mcp_classifier_mode *out)
+{
+    yval v = node_val(c, n);
+    if (v.kind == YK_BOOL) {
+        *out = v.b ? MCP_CLASSIFIER_ON : MCP_CLASSIFIER_OFF;
+        return;
+    }
+    if (v.kind != YK_STR) {
+        wrong_kind(c, node_loc(n, key_at), &v, "auto, true or false");
+        return;
+    }
+    static const char *const names[] = {"auto"};
+    if (want_choice(c, n, key_at, "classifier mode (or true / false)", names, 1) == 0) *out = MCP_CLASSIFIER_AUTO;
+}
+
+/* outputs: a list of distinct output names; with declared outputs, each
+ * must be one of them. */
+static void parse_monitor_outputs(yctx *c, struct fy_node *n, yloc key_at, const mcp_descriptor *d, mcp_monitoring *m)
+{
+    int count = 0;
+    if (!want_seq(c, n, key_at, MCP__DESC_MAX_MONITOR_OUTPUTS, "a list of output names", &count) || count == 0) {
+        if (fy_node_is_sequence(n) && count == 0)
+            yerr(c, node_loc(n, key_at), "an empty list watches nothing; leave 'outputs' out to watch every output");
+        return;
+    }
+    m->outputs = mcp_calloc((size_t)count, sizeof *m->outputs);
+    if (!m->outputs) {
+        yerr(c, key_at, "out of memory");
+        return;
+    }
+    void *it = NULL;
+    struct fy_node *item;
+    for (int i = 0; (item = fy_node_sequence_iterate(n, &it)); i++) {
+        size_t old = path_push_index(c, i);
+        yloc at = node_loc(item, key_at);
+        char *name = NULL;
+        if (want_string(c, item, key_at, "an output name", &name)) {
+            bool declared = d->n_outputs == 0, twice = false;
+            for (int k = 0; k < d->n_outputs; k++) declared |= d->outputs[k].name && !strcmp(d->outputs[k].name, name);
+            for (int k = 0; k < m->n_outputs; k++) twice |= !strcmp(m->outputs[k], name);
+            if (strlen(name) > MCP__DESC_MAX_TENSOR_NAME)
+                yerr(c, at, "the name is %zu bytes long; at most %d", strlen(name), MCP__DESC_MAX_TENSOR_NAME);
+            else if (twice) yerr(c, at, "output '%.100s' is listed twice", name);
+            else if (!declared) {
+                char list[300] = "";
+                for (int k = 0; k < d->n_outputs && strlen(list) < sizeof list - 80; k++)
+                    snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.60s", k ? ", " : "", d->outputs[k].name);
+                yerr(c, at, "'%.100s' is not a declared output (outputs: %s)", name, list);
+            } else {
+                m->outputs[m->n_outputs++] = name;
+                name = NULL;
+            }
+        }
+        mcp_free(name);
+        path_pop(c, old);
+    }
+}
+
+static void parse_monitoring(yctx *c, struct fy_node *n, yloc key_at, const mcp_descriptor *d, mcp_monitoring *m)
+{
+    yfield f[MO_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping of monitoring settings (sample_rate, window, threshold, ...)", monitoring_keys,
+                    MO_COUNT, f))
+        return;
+    m->present = true;
+    for (int i = 0; i < MO_COUNT; i++) {
+        if (!f[i].present) continue;
+        size_t old = path_push(c, monitoring_keys[i]);
+        struct fy_node *v = f[i].val;
+        yloc at = f[i].key_at;
+        switch (i) {
+        case MO_SAMPLE_RATE: want_number_in(c, v, at, 0, 1, &m->sample_rate); break;
+        case MO_WINDOW:
+            want_int(c, v, at, MCP__DESC_MIN_MONITOR_WINDOW, MCP__DESC_MAX_MONITOR_WINDOW, &m->window);
+            break;
+        case MO_THRESHOLD: {
+            double x;
+            if (!want_number(c, v, at, &x)) break;
+            if (!(x > 0 && x <= 1)) yerr(c, node_loc(v, at), "%g is out of range (0..1]: scores run from 0 (the same) to 1", x);
+            else m->threshold = x;
+            break;
+        }
+        case MO_MIN_SAMPLES: want_int(c, v, at, 1, MCP__DESC_MAX_MONITOR_WINDOW, &m->min_samples); break;
+        case MO_CLASSIFIER: want_classifier(c, v, at, &m->classifier); break;
+        case MO_INPUTS: want_bool(c, v, at, &m->inputs); break;
+        case MO_OUTPUTS: parse_monitor_outputs(c, v, at, d, m); break;
+        }
+        path_pop(c, old);
+    }
+    /* A current window never holds more than `window` samples, so a
+     * larger minimum would never be met and drift never judged. */
+    if (m->min_samples > m->window) {
+        bool given = f[MO_MIN_SAMPLES].present;
+        size_t old = path_push(c, given ? "min_samples" : "window");
+        yerr(c, given ? node_loc(f[MO_MIN_SAMPLES].val, f[MO_MIN_SAMPLES].key_at) : node_loc(f[MO_WINDOW].val, f[MO_WINDOW].key_at),
+             "min_samples %lld is above window %lld: the current window would never hold enough samples to judge",
+             (long long)m->min_samples, (long long)m->window);
+        path_pop(c, old);
+    }
+}
+
 /* ---- the root ---- */
 
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
-    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_COUNT
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_MONITORING, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
     "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",     "rollout",
-    "generation",
+    "generation", "monitoring",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1603,15 +1711,23 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
     }
     /* A generative model takes text, not tensors: none of the tensor
      * settings apply to it. */
-    static const int tensor_only[] = {R_MAX_BATCH, R_BATCH_SIZE, R_INPUTS, R_OUTPUTS, R_BATCHING, R_PRE, R_POST, R_PRECISION};
+    static const int tensor_only[] = {R_MAX_BATCH, R_BATCH_SIZE, R_INPUTS, R_OUTPUTS,  R_BATCHING,
+                                      R_PRE,       R_POST,       R_PRECISION, R_MONITORING};
     for (size_t i = 0; gguf && i < sizeof tensor_only / sizeof tensor_only[0]; i++) {
         if (!f[tensor_only[i]].present) continue;
         old = path_push(c, root_keys[tensor_only[i]]);
-        yerr(c, f[tensor_only[i]].key_at, "'%s' does not apply to a generative model (format: gguf); its settings go in 'generation'",
-             root_keys[tensor_only[i]]);
+        yerr(c, f[tensor_only[i]].key_at, "'%s' does not apply to a generative model (format: gguf); %s",
+             root_keys[tensor_only[i]],
+             tensor_only[i] == R_MONITORING ? "output monitoring watches tensor outputs"
+                                            : "its settings go in 'generation'");
         path_pop(c, old);
     }
     if (gguf) d->max_batch_size = 0, d->batching.enabled = false;
+    if (f[R_MONITORING].present && !gguf) {
+        old = path_push(c, "monitoring");
+        parse_monitoring(c, f[R_MONITORING].val, f[R_MONITORING].key_at, d, &d->monitoring);
+        path_pop(c, old);
+    }
     if (f[R_PRE].present) {
         c->step_io = d->inputs;
         c->step_n_io = d->n_inputs;

@@ -35,6 +35,17 @@ mcp_generation mcp_generation_default(void)
     };
 }
 
+mcp_monitoring mcp_monitoring_default(void)
+{
+    return (mcp_monitoring){
+        .sample_rate = 0.1,
+        .window = 2000,
+        .threshold = 0.3,
+        .min_samples = 500,
+        .classifier = MCP_CLASSIFIER_AUTO,
+    };
+}
+
 mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
 {
     mcp_descriptor_defaults dflt = defaults ? *defaults : mcp_descriptor_defaults_default();
@@ -62,6 +73,7 @@ mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults)
     d->warmup_runs = 1;
     d->rollout = mcp_rollout_spec_default();
     d->generation = mcp_generation_default();
+    d->monitoring = mcp_monitoring_default(); /* present stays false: no section, no monitor */
     return d;
 }
 
@@ -100,6 +112,8 @@ void mcp_descriptor_free(mcp_descriptor *d)
     for (int i = 0; i < d->n_post; i++) step_free(&d->post[i]);
     mcp_free(d->pre);
     mcp_free(d->post);
+    for (int i = 0; i < d->monitoring.n_outputs; i++) mcp_free(d->monitoring.outputs[i]);
+    mcp_free(d->monitoring.outputs);
     mcp_free(d);
 }
 

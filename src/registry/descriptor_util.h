@@ -34,6 +34,9 @@
 #define MCP__DESC_MAX_KV_BYTES (1LL << 40)       /* generation.kv_cache_bytes */
 #define MCP__DESC_MAX_STEP_TOKENS 65536          /* generation.step_tokens */
 #define MCP__DESC_MAX_GEN_TOKENS (1LL << 20)     /* generation.max_tokens, max_tokens_limit */
+#define MCP__DESC_MAX_MONITOR_WINDOW 10000       /* monitoring.window, min_samples */
+#define MCP__DESC_MIN_MONITOR_WINDOW 10
+#define MCP__DESC_MAX_MONITOR_OUTPUTS 64         /* monitoring.outputs (serve/monitor.h: MCP_MONITOR_MAX_WATCH) */
 
 /* A fresh descriptor holding the defaults (format onnx, device cpu,
  * precision fp32, version v1.0.0, batching from `defaults`). NULL on

@@ -364,6 +364,7 @@ void mcp_model_version_release(mcp_model_version *v)
 {
     if (!v || atomic_fetch_sub(&v->refs, 1) != 1) return;
     if (v->serving && v->serving_free) v->serving_free(v->serving);
+    if (v->monitor && v->monitor_free) v->monitor_free(v->monitor);
     if (v->generator && v->generator_free) v->generator_free(v->generator);
     mcp_llm_model_free(v->llm);
     mcp_session_destroy(v->session);

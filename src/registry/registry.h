@@ -317,6 +317,30 @@ void mcp_validator_format(mcp_validator_kind kind, double threshold, char *out, 
 /* "60s", "800ms", "2m", "1.5s", "250us" into microseconds (> 0). */
 bool mcp_duration_parse(const char *s, int64_t *us, char *why, size_t cap);
 
+/* Output monitoring (descriptor section `monitoring`): a sampled share of
+ * requests feeds windows of output (and input) statistics, and a drift
+ * score over the threshold marks the version drifted (serve/monitor.h). */
+typedef enum mcp_classifier_mode {
+    MCP_CLASSIFIER_AUTO = 0, /* an output with a softmax postprocess step and a fixed last axis >= 2 */
+    MCP_CLASSIFIER_ON,       /* every watched output with a fixed last axis >= 2 */
+    MCP_CLASSIFIER_OFF,
+} mcp_classifier_mode;
+
+typedef struct mcp_monitoring {
+    bool present;            /* the descriptor has the section; without it nothing is monitored */
+    double sample_rate;      /* share of requests sampled, 0..1 (0 = off); default 0.1 */
+    int64_t window;          /* samples in the reference and in the current window; default 2000 */
+    double threshold;        /* drift score (0..1] above which the version drifts; default 0.3 */
+    int64_t min_samples;     /* samples the current window needs before it is judged; default 500 */
+    mcp_classifier_mode classifier;
+    bool inputs;             /* watch the declared inputs too */
+    int n_outputs;
+    char **outputs;          /* the outputs watched (owned); none = every numeric output */
+} mcp_monitoring;
+
+/* The section's values when it is given with no fields. */
+mcp_monitoring mcp_monitoring_default(void);
+
 typedef struct mcp_descriptor {
     char *source;   /* file it came from (for messages) */
     char *name;
@@ -341,6 +365,7 @@ typedef struct mcp_descriptor {
     int64_t also[64];
     mcp_rollout_spec rollout;
     mcp_generation generation; /* format gguf */
+    mcp_monitoring monitoring;
 } mcp_descriptor;
 
 /* Server-wide defaults a descriptor starts from (the quickstart table). */
@@ -442,6 +467,10 @@ typedef struct mcp_model_version {
     char fingerprint[MCP_DIGEST_LEN + 1];
     void *serving;         /* scheduler state owned by the serve layer */
     void (*serving_free)(void *serving);
+    /* Output monitoring (the serve layer's; NULL = none): freed after the
+     * scheduler, whose workers offer it requests. */
+    void *monitor;
+    void (*monitor_free)(void *monitor);
     /* format gguf: the language model (owned) and its generation engine
      * (the serve layer's step loop), instead of a session and scheduler. */
     struct mcp_llm_model *llm;

@@ -16,6 +16,8 @@
 #include <openssl/hmac.h>
 
 #include "serve/frontend.h"
+#include "serve/log.h"
+#include "serve/monitor.h"
 #include "serve/rollout.h"
 
 /* Model control jobs waiting for a loader thread. */
@@ -63,8 +65,9 @@ struct mcp_frontend {
     bool control_enabled;
     const char *admin_token; /* borrowed */
     mcp_plane *plane;        /* borrowed; NULL = no store */
-    mcp_log_fn log;          /* NULL = quiet */
-    void *log_user;
+    mcp_tracer *tracer;      /* borrowed; NULL = no tracing */
+    mcp_monitor_set *monitors; /* every version's output monitor, for /metrics and drift events */
+    mcp_logger *logger;      /* borrowed; NULL = quiet */
     size_t body_cap;
     _Atomic size_t body_bytes; /* request data held by every transport */
     /* Calls waiting for a cold start, and the memory policy's thread. */
@@ -87,18 +90,18 @@ struct mcp_frontend {
 #define MAX_PARKED 1024
 
 /* What the serving core has to say (a gate trip, an eviction, a record
- * that could not be written) goes through the log hook, never straight to
+ * that could not be written) goes to the server's log, never straight to
  * a stream. */
-static void fe_log(mcp_frontend *fe, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fe_log(mcp_frontend *fe, const char *fmt, ...)
+static void fe_log(mcp_frontend *fe, mcp_log_level level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fe_log(mcp_frontend *fe, mcp_log_level level, const char *fmt, ...)
 {
-    if (!fe->log) return;
+    if (!mcp_logger_enabled(fe->logger, level)) return;
     char line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fe->log(fe->log_user, line);
+    mcp_logger_log(fe->logger, level, NULL, "%s", line);
 }
 
 static void sleep_ms(int ms)
@@ -187,6 +190,82 @@ void mcp_call_clear(mcp_call *c)
     c->req = NULL;
 }
 
+/* ---- tracing ---- */
+
+void mcp_frontend_set_tracer(mcp_frontend *fe, mcp_tracer *t) { fe->tracer = t; }
+mcp_tracer *mcp_frontend_tracer(const mcp_frontend *fe) { return fe->tracer; }
+
+void mcp_frontend_trace_start(mcp_frontend *fe, mcp_call *c, const char *traceparent, const char *tracestate,
+                              int64_t t_receive_ns)
+{
+    mcp_trace_begin(fe->tracer, &c->trace, traceparent, tracestate, t_receive_ns);
+}
+
+static void hex(char *out, const uint8_t *b, size_t n)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
+{
+    bool traced = c && c->trace.sampled;
+    bool access = mcp_logger_access_enabled(fe->logger);
+    bool log_error = e->internal && mcp_logger_enabled(fe->logger, MCP_LOG_ERROR);
+    if (!traced && !access && !log_error) return;
+    const mcp_request *r = c ? c->req : NULL;
+    if (c && c->trace.model[0]) e->model = c->trace.model;
+    if (r && r->model_name && !e->model) e->model = r->model_name;
+    if (c) e->version = r && r->model_version ? r->model_version : c->trace.version;
+    if (r) {
+        e->request_id = r->id;
+        e->priority = r->priority;
+        e->batch_size = r->batch_size;
+        e->protocol = mcp_protocol_name(r->protocol);
+        e->t_queued_ns = r->t_queued_ns;
+        e->t_batched_ns = r->t_batched_ns;
+        e->t_run_ns = r->t_start_ns;
+        e->t_compute_ns = r->t_gathered_ns;
+        e->t_computed_ns = r->t_end_ns;
+        e->t_done_ns = r->t_done_ns;
+    } else if (c && c->codec) {
+        e->protocol = mcp_protocol_name(c->codec->protocol);
+    }
+    if (c && c->codec && c->status != MCP_STATUS_OK) {
+        /* OpenTelemetry's HTTP server convention: a 4xx is the caller's
+         * fault, so only a 5xx makes the server span an error. */
+        e->error = e->error || mcp_status_http_code(c->status) >= 500;
+        if (!e->message) e->message = c->message;
+    }
+    if (!e->t_sent_ns) e->t_sent_ns = mcp_now_ns();
+    if (traced) mcp_tracer_finish(fe->tracer, &c->trace, e);
+    if (!access && !log_error) return;
+    char trace_id[33] = "", span_id[17] = "";
+    if (c && c->trace.active) {
+        hex(trace_id, c->trace.trace_id, 16);
+        hex(span_id, c->trace.span_id, 8);
+    }
+    mcp_log_fields f = MCP_LOG_FIELDS_NONE;
+    f.request_id = e->request_id;
+    f.trace_id = trace_id;
+    f.span_id = span_id;
+    f.model = e->model;
+    f.version = e->version && e->version[0] ? e->version : NULL;
+    f.protocol = e->protocol;
+    f.transport = e->transport;
+    f.method = e->method ? e->method : e->rpc_method;
+    f.route = e->route ? e->route : e->name;
+    f.tenant = e->tenant;
+    f.status = e->code;
+    f.duration_us = e->t_start_ns ? (e->t_sent_ns - e->t_start_ns) / 1000 : -1;
+    if (access) mcp_logger_access(fe->logger, &f);
+    if (log_error) mcp_logger_log(fe->logger, MCP_LOG_ERROR, &f, "%s", e->message && e->message[0] ? e->message : "internal error");
+}
+
 /* ---- the metrics observer ---- */
 
 static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
@@ -224,7 +303,9 @@ static void reject(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v, mc
     c->status = st;
     mcp_buf_reset(&c->out);
     c->json_len = 0;
+    if (c->trace.sampled) c->trace.t_encode_ns = mcp_now_ns();
     c->codec->error(c->message[0] ? c->message : mcp_status_str(st), &c->out);
+    if (c->trace.sampled) c->trace.t_encoded_ns = c->trace.t_send_ns = mcp_now_ns();
     observe(fe, MCP_OBS_REJECTED, c, v, st);
     c->respond(c);
 }
@@ -329,7 +410,11 @@ static void complete_request(mcp_request *r, void *user)
     mcp_call *c = user;
     mcp_frontend *fe = c->frontend;
     if (r->watch) mcp_rollout_record(r->watch, r->route_role, r->status, mcp_now_ns() - r->t_arrival_ns);
+    /* Output monitoring: one atomic add unless the request is sampled. */
+    if (r->model && r->model->monitor) mcp_monitor_offer_request(r->model->monitor, r);
+    if (c->trace.sampled) c->trace.t_encode_ns = mcp_now_ns();
     encode_response(c, r);
+    if (c->trace.sampled) c->trace.t_encoded_ns = c->trace.t_send_ns = mcp_now_ns();
     observe(fe, MCP_OBS_COMPLETED, c, r->model, r->status);
     c->respond(c);
 }
@@ -537,7 +622,9 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
     c->frontend = fe;
     char name[256], version[128];
     void *state = NULL;
+    if (c->trace.pending) c->trace.t_decode_ns = mcp_now_ns();
     mcp_status st = peek_model(fe, c, name, sizeof name, version, sizeof version, &state, &err);
+    if (c->trace.pending) mcp_trace_decide(fe->tracer, &c->trace, st == MCP_STATUS_OK ? name : NULL);
     if (st == MCP_STATUS_OK) st = authorize(fe, c, name, &err);
     mcp_model_version *v = st == MCP_STATUS_OK ? route_model(fe, name, version[0] ? version : NULL, &st, &err) : NULL;
     if (!v) {
@@ -549,6 +636,10 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
         return;
     }
     atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
+    if (c->trace.sampled) {
+        snprintf(c->trace.model, sizeof c->trace.model, "%s", v->name);
+        snprintf(c->trace.version, sizeof c->trace.version, "%s", v->version);
+    }
     if (v->llm) {
         if (state) c->codec->release_state(state);
         mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT,
@@ -572,6 +663,7 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c)
     st = decode_request(c, r, state, v, &err);
     if (state) c->codec->release_state(state);
     if (st == MCP_STATUS_OK) st = validate_request(r, v, &err);
+    if (c->trace.sampled) c->trace.t_decoded_ns = mcp_now_ns();
     if (st != MCP_STATUS_OK) {
         reject(fe, c, v, st);
         mcp_request_release(r);
@@ -675,7 +767,7 @@ static void version_drain(mcp_model_version *v)
     if (v->generator) mcp_gen_drain(v->generator);
 }
 
-bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32])
+static bool tenant_valid(const char *tenant, size_t len)
 {
     bool ok = len <= MCP_TENANT_MAX;
     for (size_t i = 0; ok && i < len; i++) {
@@ -683,7 +775,14 @@ bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t 
         ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
              (ch && strchr("._:@/-", ch));
     }
-    if (!ok) return false;
+    return ok;
+}
+
+bool mcp_frontend_tenant_valid(const char *tenant) { return tenant_valid(tenant, strnlen(tenant, MCP_TENANT_MAX + 1)); }
+
+bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32])
+{
+    if (!tenant_valid(tenant, len)) return false;
     /* HMAC-SHA256(secret, "prefix-cache\0" tenant): a tenant's key is
      * unpredictable without the secret, and two tenants' keys differ. */
     unsigned char msg[13 + MCP_TENANT_MAX], md[EVP_MAX_MD_SIZE];
@@ -725,6 +824,8 @@ mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char 
     return st;
 }
 
+static void monitor_free(void *mon) { mcp_monitor_destroy(mon); }
+
 static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
 {
     mcp_frontend *fe = user;
@@ -740,14 +841,51 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
         mcp_metrics_declare_generation(fe->metrics, v->name, v->version);
         return MCP_STATUS_OK;
     }
+    /* The monitor first: its settings are checked against the version's
+     * tensors, and a bad one fails the load before anything runs. */
+    mcp_monitor_options mo;
+    mcp_status st = mcp_monitor_options_from(v, &mo, err);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_monitor *mon = NULL;
+    if (mo.sample_rate > 0) {
+        mo.set = fe->monitors;
+        st = mcp_monitor_create(&mo, &mon, err);
+        if (st != MCP_STATUS_OK) return st;
+    }
     mcp_scheduler_options o = mcp_scheduler_options_from(v->desc);
     mcp_scheduler *sched = NULL;
-    mcp_status st = mcp_scheduler_create(v, &o, fe->metrics, &sched, err);
-    if (st != MCP_STATUS_OK) return st;
+    st = mcp_scheduler_create(v, &o, fe->metrics, &sched, err);
+    if (st != MCP_STATUS_OK) {
+        mcp_monitor_destroy(mon);
+        return st;
+    }
+    v->monitor = mon;
+    v->monitor_free = monitor_free;
     v->serving = sched;
     v->serving_free = serving_free;
     mcp_metrics_declare_model(fe->metrics, v->name, v->version);
     return MCP_STATUS_OK;
+}
+
+/* A version's outputs drifted from its reference window (or came back),
+ * on the monitor's thread: the log, the control plane's event log, and a
+ * drifted canary stops as for any other gate. */
+static void on_drift(void *user, const char *model, const char *version, const char *output, const char *statistic,
+                     double score, double threshold, bool drifted)
+{
+    mcp_frontend *fe = user;
+    char reason[400];
+    snprintf(reason, sizeof reason, "version %s: %s of '%s' %s %.3f, threshold %.3f", version, statistic, output,
+             drifted ? "drifted to" : "is back to", score, threshold);
+    fe_log(fe, drifted ? MCP_LOG_WARN : MCP_LOG_INFO, "%s: output %s", model, reason);
+    if (fe->plane) mcp_plane_note(fe->plane, drifted ? "monitor.drift" : "monitor.recovered", model, "ok", reason, "monitor");
+    if (!drifted) return;
+    mcp_rollout_state rs;
+    char msg[256];
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_repository_rollout(fe->repo, model, &rs, &err) != MCP_STATUS_OK) return;
+    if (rs.watch) mcp_rollout_drifted(rs.watch, version, reason);
+    mcp_route_watch_release(rs.watch);
 }
 
 static void free_control(mcp_control *ctl) { mcp_free(ctl); }
@@ -771,7 +909,7 @@ static void on_trip(void *user, mcp_rollout_monitor *m, bool canary, const char 
     }
     if (!ctl || mcp_frontend_control(fe, ctl) != MCP_STATUS_OK) {
         /* Routing keeps it off; the table keeps it until the next change. */
-        fe_log(fe, "%s: %s (could not queue the rollout change)", mcp_rollout_model(w), reason);
+        fe_log(fe, MCP_LOG_WARN, "%s: %s (could not queue the rollout change)", mcp_rollout_model(w), reason);
         if (ctl) mcp_route_watch_release(ctl->watch);
         mcp_free(ctl);
     }
@@ -908,7 +1046,7 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
     }
     if (st == MCP_STATUS_OK) st = mcp_plane_record_rollout(p, fe->repo, ctl->name, &err);
     if (st != MCP_STATUS_OK) {
-        fe_log(fe, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
+        fe_log(fe, MCP_LOG_ERROR, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
     }
 }
@@ -1004,7 +1142,7 @@ static void control_rollout(mcp_frontend *fe, mcp_control *ctl, mcp_err *err)
                           : mcp_err_set(err, MCP_STATUS_NOT_FOUND, "that rollout had ended already");
         mcp_route_watch_release(ctl->watch);
         ctl->watch = NULL;
-        if (ctl->status == MCP_STATUS_OK) fe_log(fe, "%s: %s", ctl->name, ctl->reason);
+        if (ctl->status == MCP_STATUS_OK) fe_log(fe, MCP_LOG_WARN, "%s: %s", ctl->name, ctl->reason);
         break;
     }
     if (ctl->status == MCP_STATUS_OK && ctl->action != MCP_ROLLOUT_TRIP) {
@@ -1046,7 +1184,7 @@ static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *actio
     mcp_catalog_event e = {.actor = actor, .action = action, .target = ctl->name, .outcome = "ok", .reason = what};
     if (mcp_catalog_set_desired(mcp_plane_catalog(p), ctl->name, true, rs.primary, &e, &err) != MCP_STATUS_OK ||
         mcp_plane_record_rollout(p, fe->repo, ctl->name, &err) != MCP_STATUS_OK) {
-        fe_log(fe, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
+        fe_log(fe, MCP_LOG_ERROR, "%s of '%s' not recorded in the store: %s", action, ctl->name, msg);
         snprintf(ctl->message, sizeof ctl->message, "%s done, but not recorded in the store: %.400s", action, msg);
     }
 }
@@ -1313,13 +1451,10 @@ void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_
 
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane) { fe->plane = plane; }
 
-static void repo_log(void *user, const char *line) { fe_log(user, "%s", line); }
+static void repo_log(void *user, const char *line) { fe_log(user, MCP_LOG_INFO, "%s", line); }
 
-void mcp_frontend_set_log(mcp_frontend *fe, mcp_log_fn fn, void *user)
-{
-    fe->log = fn;
-    fe->log_user = user;
-}
+void mcp_frontend_set_logger(mcp_frontend *fe, mcp_logger *lg) { fe->logger = lg; }
+mcp_logger *mcp_frontend_logger(const mcp_frontend *fe) { return fe->logger; }
 
 mcp_plane *mcp_frontend_plane(const mcp_frontend *fe) { return fe->plane; }
 
@@ -1534,7 +1669,7 @@ static void policy_tick(mcp_frontend *fe, policy_state *ps, const mcp_memory_pol
         if (mcp_repository_evict(fe->repo, victim, victim_v, why, &err) == MCP_STATUS_OK) {
             mcp_metrics_evicted(fe->metrics, victim);
             if (fe->plane) mcp_plane_note(fe->plane, "evict", victim, "ok", why, "memory");
-            fe_log(fe, "%s: unloaded, %s", victim, why);
+            fe_log(fe, MCP_LOG_INFO, "%s: unloaded, %s", victim, why);
         }
     }
     mcp_model_version_release(victim_v);
@@ -1586,6 +1721,15 @@ static void sample_gauges(void *user, mcp_metrics_gauges *g)
         mcp_scheduler_stats st = {0};
         if (v->serving) mcp_scheduler_stats_get(v->serving, &st);
         g->queue_depth += st.queue_depth;
+        if (!g->versions) g->versions = mcp_calloc((size_t)n, sizeof *g->versions);
+        if (g->versions) {
+            mcp_metrics_version_gauges *e = &g->versions[g->n_versions++];
+            snprintf(e->model, sizeof e->model, "%s", v->name);
+            snprintf(e->version, sizeof e->version, "%s", v->version);
+            e->queue_depth = st.queue_depth;
+            e->queue_capacity = st.queue_capacity;
+            e->memory_bytes = v->account ? mcp_mem_account_bytes(v->account) : 0;
+        }
         if (v->generator) {
             if (!g->gen) g->gen = mcp_calloc((size_t)n, sizeof *g->gen);
             if (g->gen) {
@@ -1628,6 +1772,11 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     fe->repo = repo;
     fe->metrics = metrics;
     fe->observer = mcp_metrics_observer(metrics);
+    fe->monitors = mcp_monitor_set_create(on_drift, fe);
+    if (!fe->monitors) {
+        mcp_free(fe);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     fe->control_enabled = true;
     fe->body_cap = (size_t)1 << 30;
     pthread_mutex_init(&fe->retire_mu, NULL);
@@ -1684,8 +1833,12 @@ void mcp_frontend_destroy(mcp_frontend *fe)
     pthread_mutex_destroy(&fe->park_mu);
     pthread_mutex_destroy(&fe->policy_mu);
     pthread_cond_destroy(&fe->policy_cv);
+    /* Versions still draining keep the set; the drift callback is off. */
+    mcp_monitor_set_release(fe->monitors);
     mcp_free(fe);
 }
+
+mcp_monitor_set *mcp_frontend_monitors(const mcp_frontend *fe) { return fe->monitors; }
 
 mcp_repository *mcp_frontend_repository(const mcp_frontend *fe) { return fe->repo; }
 

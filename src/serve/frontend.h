@@ -20,6 +20,7 @@
 
 #include "serve/generate.h"
 #include "serve/serve.h"
+#include "serve/trace.h"
 
 /* What a transport received for one inference. */
 typedef struct mcp_wire {
@@ -82,6 +83,8 @@ struct mcp_call {
     mcp_buf out;
     size_t json_len;
     mcp_request *req;
+    /* The call's trace (mcp_frontend_trace_start); inactive = not traced. */
+    mcp_trace_ctx trace;
 };
 
 /* Frees the outcome (body, request reference); the call may be reused. */
@@ -108,6 +111,26 @@ typedef struct mcp_observer {
  * errors by reason; requests in flight. */
 mcp_observer mcp_metrics_observer(mcp_metrics *m);
 
+/* ---- tracing: the call's spans, started and ended by its transport ---- */
+
+/* Every version's output monitor (serve/monitor.h): /metrics renders
+ * them, the status page shows their drift. */
+typedef struct mcp_monitor_set mcp_monitor_set;
+mcp_monitor_set *mcp_frontend_monitors(const mcp_frontend *fe);
+/* The tracer (mcp_frontend_set_tracer); NULL = off. */
+mcp_tracer *mcp_frontend_tracer(const mcp_frontend *fe);
+/* At the call's arrival (its headers or metadata): the W3C values it
+ * carried (NULL when absent). mcp_frontend_infer samples it once the
+ * model is known. Cheap when tracing is off. */
+void mcp_frontend_trace_start(mcp_frontend *fe, mcp_call *c, const char *traceparent, const char *tracestate,
+                              int64_t t_receive_ns);
+/* Every call a transport finished (sent, or the client left), inference
+ * or not (c NULL, or a call never started): its spans when it was traced,
+ * its access-log line, and an error line for an internal failure. e says
+ * what the transport knows; the request's own fields fill the rest. Call
+ * it before mcp_call_clear. Cheap when none of the three applies. */
+void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e);
+
 /* ---- the frontend ---- */
 
 mcp_repository *mcp_frontend_repository(const mcp_frontend *fe);
@@ -124,6 +147,8 @@ void mcp_frontend_infer(mcp_frontend *fe, mcp_call *c);
  * A-Z a-z 0-9 . _ : @ / - */
 bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t len, uint8_t key[32]);
 #define MCP_TENANT_RULE "1 to 128 of the characters A-Z a-z 0-9 . _ : @ / -"
+/* Whether a tenant name follows MCP_TENANT_RULE (NUL-terminated). */
+bool mcp_frontend_tenant_valid(const char *tenant);
 
 /* Text generation: routes name (version NULL = current) once to a version's
  * generation engine and queues rs[0..n) there; their events come on the

@@ -109,6 +109,7 @@ typedef struct stream_item {
     size_t reserved; /* body bytes counted against the server-wide cap */
     mcp_gen_request *gen; /* a generative model's request: one response per token */
     char id[128], model[256], version[128];
+    int64_t t_recv_ns; /* the request arrived */
 } stream_item;
 
 /* A response waiting to be written on a stream. */
@@ -135,6 +136,10 @@ struct rpc_call {
     size_t reserved; /* body bytes counted against the server-wide cap */
     mcp_call infer;
     bool infer_queued; /* infer.req is set (under mu) */
+    int64_t t_new_ns;  /* the call arrived (its trace's receive span starts) */
+    grpc_status_code code; /* the status sent (for the trace) */
+    grpc_metadata out_md;  /* traceparent of our span, sent with the answer */
+    char traceparent[56];
     mcp_control ctl;
     grpc_slice details_slice;
     grpc_byte_buffer *reply;
@@ -253,6 +258,7 @@ static void rc_unref(rpc_call *rc)
     if (rc->call) grpc_call_unref(rc->call);
     grpc_metadata_array_destroy(&rc->md);
     grpc_call_details_destroy(&rc->details);
+    if (rc->traceparent[0]) grpc_slice_unref(rc->out_md.value);
     if (rc->payload) grpc_byte_buffer_destroy(rc->payload);
     if (rc->recv_buf) grpc_byte_buffer_destroy(rc->recv_buf);
     if (rc->reply) grpc_byte_buffer_destroy(rc->reply);
@@ -321,7 +327,16 @@ static void finish_unary(rpc_call *rc, grpc_status_code code, grpc_byte_buffer *
     grpc_op ops[3];
     memset(ops, 0, sizeof ops);
     int n = 0;
-    ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (rc->infer.trace.active && !rc->traceparent[0]) { /* our server span, for the client to link to */
+        mcp_trace_format_traceparent(&rc->infer.trace, rc->traceparent);
+        rc->out_md.key = grpc_slice_from_static_string("traceparent");
+        rc->out_md.value = grpc_slice_from_copied_string(rc->traceparent);
+        ops[n].data.send_initial_metadata.count = 1;
+        ops[n].data.send_initial_metadata.metadata = &rc->out_md;
+    }
+    n++;
+    rc->code = code;
     if (msg && code == GRPC_STATUS_OK) {
         rc->reply = msg;
         ops[n].op = GRPC_OP_SEND_MESSAGE;
@@ -942,6 +957,42 @@ static void infer_respond(mcp_call *c)
     rc_unref(rc); /* the inference's reference */
 }
 
+/* The call's trace context from its metadata; the body has been read. */
+static void trace_start(rpc_call *rc, mcp_call *c, int64_t t_receive_ns)
+{
+    mcp_frontend *fe = rc->s->fe;
+    if (!mcp_frontend_tracer(fe)) return;
+    char tp[64], ts[MCP_TRACE_STATE_MAX + 2]; /* one more than allowed: too long is seen, not cut */
+    mcp_frontend_trace_start(fe, c, md_value(&rc->md, "traceparent", tp, sizeof tp),
+                             md_value(&rc->md, "tracestate", ts, sizeof ts), t_receive_ns);
+    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
+}
+
+/* The call was sent (or, for a stream's request, queued for writing):
+ * its spans and its access-log line. c is NULL for calls other than
+ * inferences. */
+static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t_start_ns)
+{
+    char tenant[MCP_TENANT_MAX + 2];
+    const char *t = md_value(&rc->md, "tenant", tenant, sizeof tenant);
+    const char *method = rc->kind < RPC_COUNT ? rpcs[rc->kind].path : "(unknown method)";
+    const char *short_name = strrchr(method, '/') ? strrchr(method, '/') + 1 : method;
+    mcp_trace_end e = {
+        .name = method[0] == '/' ? method + 1 : method,
+        .transport = "grpc",
+        .rpc_method = short_name,
+        .code = (int)code,
+        /* gRPC's server-side failures (OpenTelemetry's convention for
+         * server spans). */
+        .error = code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DEADLINE_EXCEEDED || code == GRPC_STATUS_UNIMPLEMENTED ||
+                 code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_DATA_LOSS,
+        .internal = code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DATA_LOSS,
+        .tenant = t && mcp_frontend_tenant_valid(t) ? t : NULL,
+        .t_start_ns = t_start_ns,
+    };
+    mcp_frontend_call_end(rc->s->fe, c, &e);
+}
+
 static void do_infer(rpc_call *rc)
 {
     mcp_frontend *fe = rc->s->fe;
@@ -950,6 +1001,7 @@ static void do_infer(rpc_call *rc)
         return;
     }
     mcp_call *c = &rc->infer;
+    trace_start(rc, c, rc->t_new_ns);
     c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
     c->wire = (mcp_wire){.body = GRPC_SLICE_START_PTR(rc->body), .len = GRPC_SLICE_LENGTH(rc->body), .header_len = -1};
     c->deadline_ns = deadline_ns_of(rc->deadline);
@@ -1055,6 +1107,9 @@ static void stream_item_end(stream_item *it, grpc_byte_buffer *bb)
     stream_maybe_read(rc);
     stream_maybe_finish(rc);
     pthread_mutex_unlock(&rc->mu);
+    /* A stream's answer is traced once queued for writing (its own write
+     * is not waited for). */
+    call_end(rc, &it->call, it->call.status == MCP_STATUS_OK ? GRPC_STATUS_OK : grpc_code(it->call.status), it->t_recv_ns);
     mcp_call_clear(&it->call);
     grpc_slice_unref(it->body);
     if (it->reserved) mcp_frontend_release_body(rc->s->fe, it->reserved);
@@ -1365,6 +1420,7 @@ static void stream_post_recv(rpc_call *rc)
 /* A message arrived on the stream (or the client half-closed: NULL). */
 static void stream_on_recv(rpc_call *rc, bool ok)
 {
+    int64_t t_recv = mcp_now_ns();
     pthread_mutex_lock(&rc->mu);
     rc->reading = false;
     grpc_byte_buffer *bb = rc->recv_buf;
@@ -1388,6 +1444,7 @@ static void stream_on_recv(rpc_call *rc, bool ok)
         return;
     }
     it->rc = rc;
+    it->t_recv_ns = t_recv;
     it->body = read_payload(bb);
     it->next = rc->items;
     rc->items = it;
@@ -1411,6 +1468,7 @@ static void stream_on_recv(rpc_call *rc, bool ok)
         mcp_model_version_release(v);
     }
     mcp_call *c = &it->call;
+    trace_start(rc, c, t_recv);
     c->codec = mcp_codec_get(MCP_PROTOCOL_GRPC);
     c->wire = (mcp_wire){.body = GRPC_SLICE_START_PTR(it->body), .len = GRPC_SLICE_LENGTH(it->body), .header_len = -1};
     c->deadline_ns = deadline_ns_of(rc->deadline);
@@ -1514,6 +1572,7 @@ static void on_new(rpc_call *rc, bool ok)
         rc_unref(rc);
         return;
     }
+    rc->t_new_ns = mcp_now_ns();
     request_call(s, rc->kind); /* keep CALLS_PER_METHOD requested */
     if (!post_close(rc)) return;
     handle_new(rc);
@@ -1589,7 +1648,10 @@ static void *poll_main(void *arg)
             on_close(rc);
             rc_unref(rc);
             break;
-        case TAG_FINISH: rc_unref(rc); break;
+        case TAG_FINISH:
+            call_end(rc, rc->kind == RPC_INFER ? &rc->infer : NULL, rc->code, rc->t_new_ns);
+            rc_unref(rc);
+            break;
         case TAG_RECV:
             stream_on_recv(rc, ev.success);
             rc_unref(rc);

@@ -26,7 +26,10 @@
 
 #include "registry/descriptor_util.h"
 #include "serve/frontend.h"
+#include "serve/log.h"
+#include "serve/monitor.h"
 #include "serve/openai.h"
+#include "serve/status.h"
 
 extern const char mcp__openapi_json[];
 extern const size_t mcp__openapi_json_len;
@@ -66,6 +69,10 @@ typedef struct conn {
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
     struct gen_link *gen; /* a generation in flight (its link to this connection) */
     bool streaming;       /* answered with a stream (SSE) built from gen */
+    int64_t t_start_ns;   /* the headers arrived (a trace's receive span starts) */
+    char method[16];      /* the request's method and route pattern, for its span */
+    const char *pattern;
+    const char *const *headers; /* more response headers: name, value pairs ending in NULL (static storage) */
 } conn;
 
 struct mcp_server {
@@ -179,9 +186,15 @@ static enum MHD_Result send_reply(conn *k)
     }
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", k->content_type ? k->content_type : "application/json");
+    for (const char *const *h = k->headers; h && h[0]; h += 2) MHD_add_response_header(r, h[0], h[1]);
     if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
     if (k->allow[0]) MHD_add_response_header(r, "Allow", k->allow);
     if (k->answered_by[0]) MHD_add_response_header(r, "Mcp-Model-Version", k->answered_by);
+    if (k->call.trace.active) { /* our server span, for the client to link to */
+        char tp[56];
+        mcp_trace_format_traceparent(&k->call.trace, tp);
+        MHD_add_response_header(r, "traceparent", tp);
+    }
     if (gzipped) MHD_add_response_header(r, "Content-Encoding", "gzip");
     if (gzipped || k->gzip_ok) MHD_add_response_header(r, "Vary", "Accept-Encoding");
     if (k->json_len) {
@@ -265,7 +278,7 @@ static void h_ready(conn *k)
 static void h_server_metadata(conn *k)
 {
     mcp_buf_puts(&k->resp, "{\"name\":\"mcp2026\",\"version\":\"" MCP_VERSION_STRING "\",\"extensions\":"
-                           "[\"binary_tensor_data\",\"model_repository\",\"statistics\",\"schedule_policy\",\"model_configuration\"]}");
+                           "[\"binary_tensor_data\",\"model_repository\",\"statistics\",\"schedule_policy\",\"model_configuration\",\"trace\",\"logging\"]}");
     reply_buf(k, 200, "application/json");
 }
 
@@ -939,6 +952,9 @@ static void h_v1_model(conn *k, const char *name)
 static void h_metrics(conn *k)
 {
     mcp_metrics_render(mcp_frontend_metrics(k->srv->fe), &k->resp);
+    mcp_monitor_set_render(mcp_frontend_monitors(k->srv->fe), &k->resp);
+    mcp_tracer *t = mcp_frontend_tracer(k->srv->fe);
+    if (t) mcp_tracer_render_metrics(t, &k->resp);
     reply_buf(k, 200, "text/plain; version=0.0.4");
 }
 
@@ -987,6 +1003,9 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     c->on_queued = http_on_queued;
     c->respond = http_respond;
     c->user = k;
+    mcp_frontend_trace_start(k->srv->fe, c, MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "traceparent"),
+                             MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tracestate"), k->t_start_ns);
+    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
     if (proto == MCP_PROTOCOL_V2) {
         const char *hl = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Inference-Header-Content-Length");
         if (hl) {
@@ -1465,6 +1484,64 @@ static void r_events(conn *k, const route_args *a)
     mcp_buf_puts(&k->resp, "]");
     reply_buf(k, 200, "application/json");
 }
+/* Triton's trace settings: GET shows them, POST changes them (a
+ * management call: the admin token when the server has one). A model's
+ * settings exist only for models the repository knows. */
+static void h_trace_setting(conn *k, const char *model, bool post)
+{
+    mcp_tracer *t = mcp_frontend_tracer(k->srv->fe);
+    if (model) {
+        mcp_status st;
+        char msg[512];
+        mcp_err err = {msg, sizeof msg};
+        mcp_model_version *v = mcp_frontend_route_model(k->srv->fe, model, NULL, &st, &err);
+        if (!v && st == MCP_STATUS_NOT_FOUND) {
+            reply_error(k, 404, "%s", msg);
+            return;
+        }
+        mcp_model_version_release(v);
+    }
+    if (post) {
+        if (!admin_allowed(k)) return;
+        char msg[512];
+        mcp_err err = {msg, sizeof msg};
+        mcp_status st = mcp_tracer_settings_update(t, model, (const char *)k->body.data, k->body.len, &err);
+        if (st != MCP_STATUS_OK) {
+            reply_error(k, mcp_status_http_code(st), "%s", msg);
+            return;
+        }
+    }
+    mcp_tracer_settings_json(t, model, &k->resp);
+    reply_buf(k, 200, "application/json");
+}
+/* Triton's logging API: GET shows the levels and format, POST changes
+ * them (a management call). */
+static void h_logging(conn *k, bool post)
+{
+    mcp_logger *lg = mcp_frontend_logger(k->srv->fe);
+    if (!lg) {
+        reply_error(k, 404, "this server has no log to configure");
+        return;
+    }
+    if (post) {
+        if (!admin_allowed(k)) return;
+        char msg[512];
+        mcp_err err = {msg, sizeof msg};
+        mcp_status st = mcp_logger_settings_update(lg, (const char *)k->body.data, k->body.len, &err);
+        if (st != MCP_STATUS_OK) {
+            reply_error(k, mcp_status_http_code(st), "%s", msg);
+            return;
+        }
+    }
+    mcp_logger_settings_json(lg, &k->resp);
+    reply_buf(k, 200, "application/json");
+}
+static void r_logging_get(conn *k, const route_args *a) { (void)a, h_logging(k, false); }
+static void r_logging_post(conn *k, const route_args *a) { (void)a, h_logging(k, true); }
+static void r_trace_get(conn *k, const route_args *a) { (void)a, h_trace_setting(k, NULL, false); }
+static void r_trace_post(conn *k, const route_args *a) { (void)a, h_trace_setting(k, NULL, true); }
+static void r_model_trace_get(conn *k, const route_args *a) { h_trace_setting(k, a->model, false); }
+static void r_model_trace_post(conn *k, const route_args *a) { h_trace_setting(k, a->model, true); }
 static void r_repo_load(conn *k, const route_args *a) { h_repo_load(k, a->model); }
 static void r_rollout_get(conn *k, const route_args *a) { h_rollout_get(k, a->model); }
 static void r_rollout_post(conn *k, const route_args *a) { h_rollout_post(k, a->model); }
@@ -1476,6 +1553,26 @@ static void r_v1_model(conn *k, const route_args *a) { h_v1_model(k, a->model); 
 static void r_v1_predict(conn *k, const route_args *a) { start_inference(k, MCP_PROTOCOL_V1, a->model, NULL); }
 static void r_metrics(conn *k, const route_args *a) { (void)a, h_metrics(k); }
 static void r_openapi(conn *k, const route_args *a) { (void)a, h_openapi(k); }
+
+/* The status page (status.c): its compiled-in assets, and the JSON it
+ * refreshes from. */
+static void status_asset(conn *k, mcp__status_asset_id id)
+{
+    mcp__status_asset a = mcp__status_asset_get(id);
+    mcp_buf_append(&k->resp, a.data, a.len);
+    k->headers = mcp__status_page_headers;
+    reply_buf(k, 200, a.content_type);
+}
+static void r_status_page(conn *k, const route_args *a) { (void)a, status_asset(k, MCP__STATUS_ASSET_HTML); }
+static void r_status_css(conn *k, const route_args *a) { (void)a, status_asset(k, MCP__STATUS_ASSET_CSS); }
+static void r_status_js(conn *k, const route_args *a) { (void)a, status_asset(k, MCP__STATUS_ASSET_JS); }
+static void r_status_json(conn *k, const route_args *a)
+{
+    (void)a;
+    mcp__status_json(k->srv->fe, &k->resp);
+    k->headers = mcp__status_json_headers;
+    reply_buf(k, 200, "application/json");
+}
 
 /*
  * The HTTP routes, tried in order (the first match wins, so
@@ -1505,6 +1602,12 @@ static const http_route routes[] = {
     {"GET", "/v2/models/{mv}/config", r_model_config},
     {"GET", "/v2/models/{m}/rollout", r_rollout_get},
     {"POST", "/v2/models/{m}/rollout", r_rollout_post},
+    {"GET", "/v2/models/{m}/trace/setting", r_model_trace_get},
+    {"POST", "/v2/models/{m}/trace/setting", r_model_trace_post},
+    {"GET", "/v2/trace/setting", r_trace_get},
+    {"POST", "/v2/trace/setting", r_trace_post},
+    {"GET", "/v2/logging", r_logging_get},
+    {"POST", "/v2/logging", r_logging_post},
     {"POST", "/v2/repository/index", r_repo_index},
     {"POST", "/v2/repository/models/{m}/load", r_repo_load},
     {"POST", "/v2/repository/models/{m}/unload", r_repo_unload},
@@ -1518,6 +1621,10 @@ static const http_route routes[] = {
     {"POST", "/v1/chat/completions", r_chat_completions},
     {"GET", "/metrics", r_metrics},
     {"GET", "/openapi.json", r_openapi},
+    {"GET", "/", r_status_page},
+    {"GET", "/status/status.css", r_status_css},
+    {"GET", "/status/status.js", r_status_js},
+    {"GET", "/v2/status", r_status_json},
 };
 
 /* Matches path p against a pattern; fills a (pointing into p or a->cut). */
@@ -1569,6 +1676,7 @@ static void route(conn *k, const char *method, const char *url)
         const http_route *r = &routes[i];
         if (strcmp(r->method, method) != 0 && !(head && !strcmp(r->method, "GET"))) continue;
         if (route_match(r->pattern, &p, &a)) {
+            k->pattern = r->pattern;
             r->handler(k, &a);
             return;
         }
@@ -1808,6 +1916,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     }
     if (!k->started) {
         k->started = true;
+        k->t_start_ns = mcp_now_ns();
+        snprintf(k->method, sizeof k->method, "%s", method);
         k->http11 = version && strcmp(version, MHD_HTTP_VERSION_1_0) != 0 && strncmp(version, "HTTP/1.", 7) == 0;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         k->link = ci ? ci->socket_context : NULL;
@@ -1897,7 +2007,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)c;
-    (void)toe;
     mcp_server *s = cls;
     conn *k = *con_cls;
     if (!k) return;
@@ -1917,6 +2026,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         if (k->streaming) waiting_remove(s, k);
         gen_link_release(l);
         k->gen = NULL;
+    }
+    if (k->started) { /* its spans, its access-log line */
+        char name[96];
+        snprintf(name, sizeof name, "%s %s", k->method, k->pattern ? k->pattern : "");
+        const char *tenant = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
+        mcp_trace_end e = {
+            .name = name,
+            .transport = "http",
+            .method = k->method,
+            .route = k->pattern ? k->pattern : "(no route)",
+            .code = k->code,
+            .error = k->code >= 500,
+            .internal = k->code == 500,
+            .message = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? NULL : "the connection ended before the answer was sent",
+            .tenant = tenant && mcp_frontend_tenant_valid(tenant) ? tenant : NULL,
+            .t_start_ns = k->t_start_ns,
+        };
+        mcp_frontend_call_end(s->fe, &k->call, &e);
     }
     mcp_call_clear(&k->call);
     mcp_free(k->ctl.descriptor);

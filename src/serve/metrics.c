@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -697,6 +698,34 @@ static void render_process(mcp_buf *out)
 }
 
 /* Generative models: latency histograms, and what their engines count. */
+/* Each served version's queue (depth and capacity, so saturation is a
+ * ratio) and the real bytes it holds. */
+static void render_versions(mcp_buf *out, const mcp_metrics_gauges *g)
+{
+    static const struct {
+        const char *name, *help;
+        size_t offset;
+    } fams[] = {
+        {"mcp_model_queue_depth", "Requests waiting in a model version's scheduler queue.",
+         offsetof(mcp_metrics_version_gauges, queue_depth)},
+        {"mcp_model_queue_capacity", "Requests a model version's queue holds before answering 429 (max_queue_size).",
+         offsetof(mcp_metrics_version_gauges, queue_capacity)},
+        {"mcp_model_resident_bytes", "Memory a loaded model version holds (its load and its runs), in bytes.",
+         offsetof(mcp_metrics_version_gauges, memory_bytes)},
+    };
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        put_family(out, fams[f].name, "gauge", fams[f].help);
+        for (int i = 0; i < g->n_versions; i++) {
+            const mcp_metrics_version_gauges *e = &g->versions[i];
+            mcp_buf_printf(out, "%s{model=", fams[f].name);
+            put_label_value(out, e->model);
+            mcp_buf_puts(out, ",version=");
+            put_label_value(out, e->version);
+            mcp_buf_printf(out, "} %lld\n", (long long)*(const int64_t *)((const char *)e + fams[f].offset));
+        }
+    }
+}
+
 static void render_generation(mcp_buf *out, metrics_series **list, int n, const mcp_metrics_gauges *g)
 {
     put_family(out, "mcp_generation_time_to_first_token_seconds", "histogram",
@@ -823,14 +852,71 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         mcp_buf_printf(out, "mcp_models_loaded %d\n", g.loaded_models);
         put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");
         mcp_buf_printf(out, "mcp_model_memory_bytes %zu\n", g.model_memory_bytes);
+        render_versions(out, &g);
         render_generation(out, gen, n_gen, &g);
         render_process(out);
     }
     mcp_free(g.gen);
+    mcp_free(g.versions);
     mcp_free(gen);
     mcp_free(load);
     mcp_free(req);
     mcp_free(err);
     mcp_free(model);
     mcp_free(ro);
+}
+
+/* ---- snapshots for other views (the status page) ---- */
+
+_Static_assert(MCP_METRICS_LATENCY_BUCKETS == LATENCY_BUCKETS, "serve.h names the latency bucket count");
+
+const int64_t *mcp_metrics_latency_bounds_ns(void) { return latency_bounds_ns; }
+
+static int pair_cmp(const metrics_series *a, const metrics_series *b)
+{
+    int c = strcmp(a->model, b->model);
+    return c ? c : strcmp(a->label2, b->label2);
+}
+
+int mcp_metrics_snapshot(mcp_metrics *m, mcp_metrics_version_snapshot **out)
+{
+    *out = NULL;
+    if (!m) return 0;
+    /* Both lists are sorted by model then version, so one merge pass
+     * visits every pair once; a pair's request series (one per protocol
+     * and code) lie next to each other. */
+    int n_req, n_model, n = -1;
+    metrics_series **req = series_sorted(m, SERIES_REQUESTS, &n_req);
+    metrics_series **model = series_sorted(m, SERIES_MODEL, &n_model);
+    mcp_metrics_version_snapshot *snap = NULL;
+    if (req && model) snap = mcp_calloc((size_t)(n_req + n_model > 0 ? n_req + n_model : 1), sizeof *snap);
+    if (snap) {
+        n = 0;
+        int i = 0, j = 0;
+        while (i < n_req || j < n_model) {
+            const metrics_series *key;
+            if (i == n_req) key = model[j];
+            else if (j == n_model || pair_cmp(req[i], model[j]) <= 0) key = req[i];
+            else key = model[j];
+            mcp_metrics_version_snapshot *e = &snap[n++];
+            e->model = key->model;
+            e->version = key->label2;
+            for (; i < n_req && pair_cmp(req[i], key) == 0; i++) {
+                uint64_t v = atomic_load_explicit(&req[i]->count, memory_order_relaxed);
+                e->requests += v;
+                if (req[i]->code >= 400) e->errors += v;
+            }
+            if (j < n_model && pair_cmp(model[j], key) == 0) {
+                const metrics_hist *h = &model[j]->hists[METRICS_HIST_REQUEST];
+                for (int b = 0; b <= LATENCY_BUCKETS; b++)
+                    e->latency[b] = atomic_load_explicit(&h->buckets[b], memory_order_relaxed);
+                e->latency_sum_ns = atomic_load_explicit(&h->sum, memory_order_relaxed);
+                j++;
+            }
+        }
+    }
+    mcp_free(req);
+    mcp_free(model);
+    *out = snap;
+    return n;
 }

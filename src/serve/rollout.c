@@ -121,6 +121,19 @@ static void trip(mcp_rollout_monitor *m, int which, mcp_rollout_event gate, cons
     if (m->trip) m->trip(m->trip_user, m, which == 0, m->tripped[which]);
 }
 
+bool mcp_rollout_drifted(mcp_route_watch *w, const char *version, const char *reason)
+{
+    mcp_rollout_monitor *m = (mcp_rollout_monitor *)w;
+    if (!m || !version || !m->canary[0] || strcmp(version, m->canary) != 0) return false;
+    pthread_mutex_lock(&m->mu);
+    bool was_off = atomic_load(&m->watch.canary_off);
+    /* MCP_ROLLOUT_EVENT_COUNT: no gate-trip series (metrics ignores it);
+     * the monitor counts drift events itself. */
+    if (!was_off) trip(m, 0, MCP_ROLLOUT_EVENT_COUNT, "gate drift: canary %s: %s", m->canary, reason ? reason : "drifted");
+    pthread_mutex_unlock(&m->mu);
+    return !was_off;
+}
+
 static void judge(mcp_rollout_monitor *m)
 {
     const mcp_rollout_spec *sp = &m->spec;

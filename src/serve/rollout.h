@@ -25,6 +25,13 @@ void mcp_rollout_record(mcp_route_watch *w, mcp_route_role role, mcp_status st, 
 void mcp_rollout_compare(mcp_route_watch *w, const mcp_request *primary, const mcp_request *shadow);
 /* A copy the shadow could not take (its queue was full). */
 void mcp_rollout_dropped(mcp_route_watch *w);
+/* Output monitoring found `version` drifted (serve/monitor.h): when it is
+ * this experiment's canary and still routed, the canary stops as for any
+ * other gate (off in routing at once, then the trip callback), with
+ * reason "gate drift: <reason>". The drift is counted by the monitor's
+ * own mcp_monitor_drift_events_total, not as a rollout gate trip. Returns
+ * whether it stopped the canary now. Any thread. */
+bool mcp_rollout_drifted(mcp_route_watch *w, const char *version, const char *reason);
 /* The window's figures as a JSON object. */
 void mcp_rollout_window_json(mcp_route_watch *w, mcp_buf *b);
 const char *mcp_rollout_model(const mcp_route_watch *w);

@@ -47,6 +47,7 @@ typedef struct sched_batch {
     mcp_request **reqs;
     int64_t *enq_ns;
     int64_t *req_rows;
+    int64_t formed_ns; /* when it was formed (for traces) */
 } sched_batch;
 
 typedef struct cache_buf {
@@ -460,6 +461,7 @@ static bool try_dispatch(mcp_scheduler *s, int64_t now, int64_t *wake_ns)
     b->next = NULL;
     b->n = 0;
     b->rows = 0;
+    b->formed_ns = now;
     batch_add(s, b, head);
     qnode *n = s->head;
     while (b->n < count && n) {
@@ -779,6 +781,9 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
         mcp_request *r = b->reqs[i];
         r->t_start_ns = t0;
         r->t_end_ns = t1;
+        r->t_queued_ns = b->enq_ns[i];
+        r->t_batched_ns = b->formed_ns;
+        r->t_gathered_ns = tg;
         r->batch_size = (int)b->rows;
         queue_sum += t0 - b->enq_ns[i];
         mcp_status rst = st;
@@ -815,6 +820,7 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
     }
     for (int g = 0; g < s->n_graph_out; g++) mcp_value_clear(&w->out_vals[g]);
     int64_t t2 = mcp_now_ns();
+    for (int i = 0; i < k; i++) b->reqs[i]->t_done_ns = t2;
 
     /* Triton's stages: input (preprocessing from `now`, gathering), infer
      * (the engine), output (splitting, postprocessing); per request. */
@@ -1164,6 +1170,7 @@ void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out)
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
     out->queue_depth = s->queue_len + s->ready_requests;
+    out->queue_capacity = s->queue_limit;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -87,6 +87,9 @@ struct mcp_request {
     char error[512];
     /* Timing (mcp_now_ns): arrival, compute start and end; batch it ran in. */
     int64_t t_arrival_ns, t_start_ns, t_end_ns;
+    /* The scheduler's stamps for traces: queued, formed into a batch, its
+     * inputs gathered (the engine starts), outputs delivered. */
+    int64_t t_queued_ns, t_batched_ns, t_gathered_ns, t_done_ns;
     int batch_size;
     /* The rollout it was routed under (retained; NULL = none) and its role
      * there, so its outcome counts in the right window. */
@@ -177,9 +180,16 @@ typedef struct mcp_metrics_gen_gauges {
     int64_t kv_used_blocks, kv_total_blocks, kv_cached_blocks, kv_block_bytes, kv_evictions;
     int64_t cache_queries, cache_hits;
 } mcp_metrics_gen_gauges;
+/* A served version's queue and memory, sampled at render time. */
+typedef struct mcp_metrics_version_gauges {
+    char model[256], version[128];
+    int64_t queue_depth, queue_capacity, memory_bytes;
+} mcp_metrics_version_gauges;
 typedef struct mcp_metrics_gauges {
     mcp_metrics_gen_gauges *gen; /* n_gen of them (mcp_malloc; the renderer frees) */
     int n_gen;
+    mcp_metrics_version_gauges *versions; /* n_versions of them (mcp_malloc; the renderer frees) */
+    int n_versions;
     int loaded_models;
     size_t model_memory_bytes;
     int64_t queue_depth; /* all models */
@@ -190,6 +200,26 @@ typedef void (*mcp_metrics_sample_fn)(void *user, mcp_metrics_gauges *g);
 void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user);
 /* Prometheus text format 0.0.4. */
 void mcp_metrics_render(mcp_metrics *m, mcp_buf *out);
+/* A read-only snapshot of one model version's series, for views other than
+ * Prometheus (the status page): requests answered (every protocol and
+ * code, as mcp_requests_total counts them), those answered with a code of
+ * 400 or more, and the mcp_request_duration_seconds histogram per bucket
+ * (not cumulative; the last holds what passed every bound). model and
+ * version point into the registry and stay valid until
+ * mcp_metrics_destroy. */
+#define MCP_METRICS_LATENCY_BUCKETS 19
+typedef struct mcp_metrics_version_snapshot {
+    const char *model, *version;
+    uint64_t requests, errors;
+    uint64_t latency[MCP_METRICS_LATENCY_BUCKETS + 1];
+    uint64_t latency_sum_ns;
+} mcp_metrics_version_snapshot;
+/* The latency buckets' upper bounds in ns, MCP_METRICS_LATENCY_BUCKETS of them. */
+const int64_t *mcp_metrics_latency_bounds_ns(void);
+/* Every {model, version} with a series (unknown names count under ""),
+ * sorted by model then version, into *out (caller mcp_frees; NULL when
+ * none). Returns how many, or -1 when out of memory. */
+int mcp_metrics_snapshot(mcp_metrics *m, mcp_metrics_version_snapshot **out);
 
 /* ---- scheduler: one per model version ---- */
 
@@ -220,6 +250,7 @@ typedef struct mcp_scheduler_stats {
     int64_t compute_output_ns;   /* splitting outputs per request and postprocessing */
     int64_t last_inference_ms;   /* wall clock ms since epoch, 0 = never */
     int64_t queue_depth;
+    int64_t queue_capacity;      /* requests it holds before 429 (max_queue_size) */
 } mcp_scheduler_stats;
 
 mcp_status mcp_scheduler_create(mcp_model_version *v, const mcp_scheduler_options *o, mcp_metrics *metrics,
@@ -307,10 +338,17 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
 /* The store and catalog model control records into (borrowed; NULL: none). */
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
-/* Where the serving core's messages go (a gate trip, an eviction, a record
- * not written); without one it is quiet. */
-typedef void (*mcp_log_fn)(void *user, const char *line);
-void mcp_frontend_set_log(mcp_frontend *fe, mcp_log_fn fn, void *user);
+/* The server's log (serve/log.h; borrowed, it must outlive the
+ * transports): the serving core's messages (a gate trip, an eviction, a
+ * record not written), the access log and internal failures; without one
+ * it is quiet. */
+typedef struct mcp_logger mcp_logger;
+void mcp_frontend_set_logger(mcp_frontend *fe, mcp_logger *lg);
+mcp_logger *mcp_frontend_logger(const mcp_frontend *fe);
+/* The tracer every transport's calls report to (serve/trace.h; borrowed,
+ * it must outlive the transports; NULL = no tracing). */
+typedef struct mcp_tracer mcp_tracer;
+void mcp_frontend_set_tracer(mcp_frontend *fe, mcp_tracer *t);
 /* The memory policy (off while budget is 0): a budget for all loaded
  * models in real bytes; the smoothed memory pressure (bytes / budget, an
  * exponential average with half-life smoothing_ms) must reach `pressure`

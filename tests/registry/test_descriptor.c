@@ -561,6 +561,106 @@ static void test_mutations(void)
     TU_CHECK(ok > 0 && bad > 0);
 }
 
+/* The monitoring section: its values, its defaults, no section at all, and
+ * every bad field named with its line:column. */
+static void test_monitoring(void)
+{
+    mcp_descriptor *d = NULL;
+    mcp_diags diags = {0};
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\n", NULL, &d, &diags), MCP_STATUS_OK, NULL);
+    TU_REQUIRE(d != NULL);
+    TU_CHECK(!d->monitoring.present);
+    mcp_descriptor_free(d);
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring: {}\n", NULL, &d, &diags), MCP_STATUS_OK, NULL);
+    TU_REQUIRE(d != NULL);
+    TU_CHECK(d->monitoring.present);
+    TU_CHECK_NEAR(d->monitoring.sample_rate, 0.1, 0);
+    TU_CHECK_INT(d->monitoring.window, 2000);
+    TU_CHECK_NEAR(d->monitoring.threshold, 0.3, 0);
+    TU_CHECK_INT(d->monitoring.min_samples, 500);
+    TU_CHECK_INT(d->monitoring.classifier, MCP_CLASSIFIER_AUTO);
+    TU_CHECK(!d->monitoring.inputs);
+    TU_CHECK_INT(d->monitoring.n_outputs, 0);
+    mcp_descriptor_free(d);
+    const char *text = "name: m\n"
+                       "path: m.onnx\n"
+                       "outputs: [{name: probs}, {name: logits}]\n"
+                       "monitoring:\n"
+                       "  sample_rate: 0.25\n"
+                       "  window: 400\n"
+                       "  threshold: 0.2\n"
+                       "  min_samples: 100\n"
+                       "  classifier: true\n"
+                       "  inputs: true\n"
+                       "  outputs: [logits, probs]\n";
+    TU_CHECK_STATUS(parse(text, NULL, &d, &diags), MCP_STATUS_OK, NULL);
+    TU_REQUIRE(d != NULL);
+    TU_CHECK_NEAR(d->monitoring.sample_rate, 0.25, 0);
+    TU_CHECK_INT(d->monitoring.window, 400);
+    TU_CHECK_NEAR(d->monitoring.threshold, 0.2, 0);
+    TU_CHECK_INT(d->monitoring.min_samples, 100);
+    TU_CHECK_INT(d->monitoring.classifier, MCP_CLASSIFIER_ON);
+    TU_CHECK(d->monitoring.inputs);
+    TU_REQUIRE(d->monitoring.n_outputs == 2);
+    TU_CHECK_STR(d->monitoring.outputs[0], "logits");
+    TU_CHECK_STR(d->monitoring.outputs[1], "probs");
+    mcp_descriptor_free(d);
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring: {classifier: false}\n", NULL, &d, &diags), MCP_STATUS_OK,
+                    NULL);
+    TU_REQUIRE(d != NULL);
+    TU_CHECK_INT(d->monitoring.classifier, MCP_CLASSIFIER_OFF);
+    mcp_descriptor_free(d);
+
+    text = "name: m\n"                                    /* 1 */
+           "path: m.onnx\n"                               /* 2 */
+           "outputs: [{name: probs}]\n"                   /* 3 */
+           "monitoring:\n"                                /* 4 */
+           "  sample_rate: -0.5\n"                        /* 5 */
+           "  window: 5\n"                                /* 6 */
+           "  threshold: 1.5\n"                           /* 7 */
+           "  min_samples: many\n"                        /* 8 */
+           "  classifier: 'true'\n"                       /* 9 */
+           "  inputs: 1\n"                                /* 10 */
+           "  outputs: [probs, logits, probs]\n"          /* 11 */
+           "  sample_rat: 1\n";                           /* 12 */
+    TU_CHECK_STATUS(parse(text, NULL, &d, &diags), MCP_STATUS_INVALID_ARGUMENT, NULL);
+    TU_CHECK(d == NULL);
+    CHECK_DIAG(diags, "monitoring.sample_rate", 5, 16, "-0.5 is out of range (0..1)");
+    CHECK_DIAG(diags, "monitoring.window", 6, 11, "5 is out of range (10..10000)");
+    CHECK_DIAG(diags, "monitoring.threshold", 7, 14, "1.5 is out of range (0..1]");
+    CHECK_DIAG(diags, "monitoring.min_samples", 8, 16, "expected an integer, got string 'many'");
+    CHECK_DIAG(diags, "monitoring.classifier", 9, 15, "'true' is not supported; supported: auto");
+    CHECK_DIAG(diags, "monitoring.inputs", 10, 11, "expected true or false");
+    CHECK_DIAG(diags, "monitoring.outputs[1]", 11, 20, "'logits' is not a declared output (outputs: probs)");
+    CHECK_DIAG(diags, "monitoring.outputs[2]", 11, 28, "output 'probs' is listed twice");
+    CHECK_DIAG(diags, "monitoring.sample_rat", 12, 3, "did you mean 'sample_rate'?");
+    TU_CHECK_INT(diags.count, 9);
+    mcp_diags_clear(&diags);
+
+    /* min_samples above the window, whichever of the two was given. */
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring:\n  min_samples: 900\n  window: 600\n", NULL, &d, &diags),
+                    MCP_STATUS_INVALID_ARGUMENT, NULL);
+    CHECK_DIAG(diags, "monitoring.min_samples", 4, 16, "min_samples 900 is above window 600");
+    mcp_diags_clear(&diags);
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring:\n  window: 100\n", NULL, &d, &diags),
+                    MCP_STATUS_INVALID_ARGUMENT, NULL);
+    CHECK_DIAG(diags, "monitoring.window", 4, 11, "min_samples 500 is above window 100");
+    mcp_diags_clear(&diags);
+    /* An empty list, a list that is not one, a generative model. */
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring: {outputs: []}\n", NULL, &d, &diags),
+                    MCP_STATUS_INVALID_ARGUMENT, NULL);
+    CHECK_DIAG(diags, "monitoring.outputs", 3, 14, "an empty list watches nothing");
+    mcp_diags_clear(&diags);
+    TU_CHECK_STATUS(parse("name: m\npath: m.onnx\nmonitoring: {outputs: probs}\n", NULL, &d, &diags),
+                    MCP_STATUS_INVALID_ARGUMENT, NULL);
+    CHECK_DIAG(diags, "monitoring.outputs", 3, 23, "expected a list of output names");
+    mcp_diags_clear(&diags);
+    TU_CHECK_STATUS(parse("name: m\nformat: gguf\npath: m.gguf\nmonitoring: {}\n", NULL, &d, &diags),
+                    MCP_STATUS_INVALID_ARGUMENT, NULL);
+    CHECK_DIAG(diags, "monitoring", 4, 1, "does not apply to a generative model");
+    mcp_diags_clear(&diags);
+}
+
 /* Every corpus descriptor under valid/ loads; the seed example among them. */
 static void test_corpus_valid(void)
 {
@@ -595,6 +695,7 @@ int main(int argc, char **argv)
     TU_RUN(test_for_model);
     TU_RUN(test_diags_format);
     TU_RUN(test_mutations);
+    TU_RUN(test_monitoring);
     TU_RUN(test_corpus_valid);
     /* Everything allocated through mcp_malloc was freed. */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
