@@ -201,6 +201,14 @@ void mcp_frontend_trace_start(mcp_frontend *fe, mcp_call *c, const char *tracepa
     mcp_trace_begin(fe->tracer, &c->trace, traceparent, tracestate, t_receive_ns);
 }
 
+void mcp_frontend_trace_routed(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v)
+{
+    if (c->trace.pending) mcp_trace_decide(fe->tracer, &c->trace, v->name);
+    if (!c->trace.sampled) return;
+    snprintf(c->trace.model, sizeof c->trace.model, "%s", v->name);
+    snprintf(c->trace.version, sizeof c->trace.version, "%s", v->version);
+}
+
 static void hex(char *out, const uint8_t *b, size_t n)
 {
     static const char digits[] = "0123456789abcdef";
@@ -218,9 +226,10 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
     bool log_error = e->internal && mcp_logger_enabled(fe->logger, MCP_LOG_ERROR);
     if (!traced && !access && !log_error) return;
     const mcp_request *r = c ? c->req : NULL;
-    if (c && c->trace.model[0]) e->model = c->trace.model;
-    if (r && r->model_name && !e->model) e->model = r->model_name;
-    if (c) e->version = r && r->model_version ? r->model_version : c->trace.version;
+    if (!e->model && c && c->trace.model[0]) e->model = c->trace.model;
+    if (!e->model && r) e->model = r->model_name;
+    if (!e->version && r && r->model_version) e->version = r->model_version;
+    if (!e->version && c && c->trace.version[0]) e->version = c->trace.version;
     if (r) {
         e->request_id = r->id;
         e->priority = r->priority;

@@ -124,6 +124,9 @@ mcp_tracer *mcp_frontend_tracer(const mcp_frontend *fe);
  * model is known. Cheap when tracing is off. */
 void mcp_frontend_trace_start(mcp_frontend *fe, mcp_call *c, const char *traceparent, const char *tracestate,
                               int64_t t_receive_ns);
+/* A call that does not go through mcp_frontend_infer (a generation):
+ * sampled once its transport routed it to v. */
+void mcp_frontend_trace_routed(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v);
 /* Every call a transport finished (sent, or the client left), inference
  * or not (c NULL, or a call never started): its spans when it was traced,
  * its access-log line, and an error line for an internal failure. e says

@@ -303,6 +303,9 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
         mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_E2E, mcp_now_ns() - s->r->submitted_ns);
     mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = st, .message = msg, .finish_reason = reason,
                        .prompt_tokens = s->n_prompt, .completion_tokens = s->n_gen};
+    atomic_store_explicit(&s->r->prompt_tokens, s->n_prompt, memory_order_relaxed);
+    atomic_store_explicit(&s->r->completion_tokens, s->n_gen, memory_order_relaxed);
+    atomic_store_explicit(&s->r->done_ns, mcp_now_ns(), memory_order_relaxed);
     /* The counters first: whoever hears of the end sees its blocks back. */
     mcp_llm_seq_truncate(g->ctx, i, 0);
     note_cache(g);
@@ -371,6 +374,8 @@ static void start(mcp_gen_engine *g, int i)
     atomic_fetch_add(&g->prompt_tokens, s->n_prompt);
     s->n_hashed = s->n_published = 0;
     s->look_up = true;
+    if (!atomic_load_explicit(&r->admitted_ns, memory_order_relaxed))
+        atomic_store_explicit(&r->admitted_ns, mcp_now_ns(), memory_order_relaxed);
     attach_prefix(g, i);
 }
 
@@ -524,6 +529,8 @@ static void step(mcp_gen_engine *g)
         const int64_t t_now = mcp_now_ns();
         if (s->last_token_ns) mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_ITL, t_now - s->last_token_ns);
         else mcp_metrics_generation(g->metrics, g->model, g->version, MCP_GEN_METRIC_TTFT, t_now - s->r->submitted_ns);
+        if (!atomic_load_explicit(&s->r->first_token_ns, memory_order_relaxed))
+            atomic_store_explicit(&s->r->first_token_ns, t_now, memory_order_relaxed);
         s->last_token_ns = t_now;
         s->n_gen++;
         atomic_fetch_add(&g->generated_tokens, 1);

@@ -66,6 +66,10 @@ struct mcp_gen_request {
     mcp_gen_event_fn on_event;
     void *user;
     int64_t submitted_ns;
+    /* For traces, set on the step thread (read by the transport, maybe
+     * while it runs): first admitted, first token, ended; the tokens. */
+    _Atomic int64_t admitted_ns, first_token_ns, done_ns;
+    _Atomic int64_t prompt_tokens, completion_tokens;
     struct mcp_gen_request *next; /* the queue's */
 };
 

@@ -1286,6 +1286,17 @@ static json_t *gen_body(conn *k, void (*fail)(conn *k, mcp_status st, const char
     return body;
 }
 
+/* A generation's trace: its context from the headers, sampled now that
+ * the model is known (the answer echoes traceparent when traced). */
+static void gen_trace(conn *k, const mcp_model_version *v)
+{
+    mcp_call *c = &k->call;
+    mcp_frontend_trace_start(k->srv->fe, c, MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "traceparent"),
+                             MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tracestate"), k->t_start_ns);
+    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
+    mcp_frontend_trace_routed(k->srv->fe, c, v);
+}
+
 static void start_generate(conn *k, const char *model, const char *version, bool stream)
 {
     json_t *body = gen_body(k, oip_fail);
@@ -1317,6 +1328,7 @@ static void start_generate(conn *k, const char *model, const char *version, bool
         return;
     }
     l->reqs[l->n_reqs++] = r;
+    gen_trace(k, v);
     gen_submit(k, l, v, oip_fail);
     mcp_model_version_release(v);
 }
@@ -1376,6 +1388,7 @@ static void start_openai(conn *k, mcp_oai_kind kind)
     mcp_oai_answer_init(l->oai, &req, v->llm);
     for (int i = 0; i < req.n_choices; i++) l->reqs[l->n_reqs++] = req.choices[i]; /* the link's now */
     memset(req.choices, 0, sizeof req.choices);
+    gen_trace(k, v);
     gen_submit(k, l, v, oai_fail);
     mcp_model_version_release(v);
 }
@@ -1388,6 +1401,11 @@ static enum MHD_Result send_stream(conn *k)
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     if (k->answered_by[0]) MHD_add_response_header(r, "Mcp-Model-Version", k->answered_by);
+    if (k->call.trace.active) {
+        char tp[56];
+        mcp_trace_format_traceparent(&k->call.trace, tp);
+        MHD_add_response_header(r, "traceparent", tp);
+    }
     enum MHD_Result ret = MHD_queue_response(k->mhd, 200, r);
     MHD_destroy_response(r);
     return ret;
@@ -2017,16 +2035,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         k->link->boundary_ns = mcp_now_ns();
         pthread_mutex_unlock(&s->link_mu);
     }
-    if (k->gen) {
-        gen_link *l = k->gen;
-        pthread_mutex_lock(&l->mu);
-        l->k = NULL;
-        pthread_mutex_unlock(&l->mu);
-        gen_link_cancel(l); /* harmless once they ended */
-        if (k->streaming) waiting_remove(s, k);
-        gen_link_release(l);
-        k->gen = NULL;
-    }
     if (k->started) { /* its spans, its access-log line */
         char name[96];
         snprintf(name, sizeof name, "%s %s", k->method, k->pattern ? k->pattern : "");
@@ -2043,7 +2051,31 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
             .tenant = tenant && mcp_frontend_tenant_valid(tenant) ? tenant : NULL,
             .t_start_ns = k->t_start_ns,
         };
+        if (k->gen && k->gen->n_reqs) { /* a generation: its first choice's steps, every choice's tokens */
+            const mcp_gen_request *r0 = k->gen->reqs[0];
+            e.generation = true;
+            e.protocol = k->gen->oai ? "openai" : "generate";
+            e.model = k->gen->model[0] ? k->gen->model : NULL;
+            e.version = k->gen->version[0] ? k->gen->version : NULL;
+            e.t_queued_ns = r0->submitted_ns;
+            e.t_admitted_ns = atomic_load(&r0->admitted_ns);
+            e.t_first_token_ns = atomic_load(&r0->first_token_ns);
+            e.t_gen_done_ns = atomic_load(&r0->done_ns);
+            e.prompt_tokens = atomic_load(&r0->prompt_tokens);
+            e.priority = r0->priority;
+            for (int i = 0; i < k->gen->n_reqs; i++) e.completion_tokens += atomic_load(&k->gen->reqs[i]->completion_tokens);
+        }
         mcp_frontend_call_end(s->fe, &k->call, &e);
+    }
+    if (k->gen) {
+        gen_link *l = k->gen;
+        pthread_mutex_lock(&l->mu);
+        l->k = NULL;
+        pthread_mutex_unlock(&l->mu);
+        gen_link_cancel(l); /* harmless once they ended */
+        if (k->streaming) waiting_remove(s, k);
+        gen_link_release(l);
+        k->gen = NULL;
     }
     mcp_call_clear(&k->call);
     mcp_free(k->ctl.descriptor);

@@ -58,13 +58,17 @@ typedef struct trace_record {
     char state[MCP_TRACE_STATE_MAX + 1];
     char name[96], transport[8], method[16], route[64], rpc_method[64];
     char model[128], version[64], request_id[128], tenant[129], protocol[16], message[256];
+    bool generation;
+    int64_t prompt_tokens, completion_tokens;
     /* Stage times, mcp_now_ns. */
+    int64_t t_admitted, t_first_token, t_gen_done;
     int64_t t_receive, t_received, t_decode, t_decoded, t_queued, t_batched, t_run, t_compute, t_computed, t_done,
         t_encode, t_encoded, t_send, t_sent;
 } trace_record;
 
 /* Spans one record becomes at most: server, receive, decode, queue, batch,
- * compute, encode, send. */
+ * compute, encode, send (a generation: server, receive, queue, prefill,
+ * decode, send). */
 #define SPANS_PER_RECORD 8
 #define ATTRS_MAX 16
 
@@ -376,6 +380,12 @@ void mcp_tracer_finish(mcp_tracer *t, const mcp_trace_ctx *c, const mcp_trace_en
     r->t_encoded = c->t_encoded_ns;
     r->t_send = c->t_send_ns;
     r->t_sent = e->t_sent_ns ? e->t_sent_ns : mcp_now_ns();
+    r->generation = e->generation;
+    r->t_admitted = e->t_admitted_ns;
+    r->t_first_token = e->t_first_token_ns;
+    r->t_gen_done = e->t_gen_done_ns;
+    r->prompt_tokens = e->prompt_tokens;
+    r->completion_tokens = e->completion_tokens;
     if (t->len >= t->batch_max) pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
 }
@@ -494,6 +504,12 @@ static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
     attr_str(b, sv, "mcp.tenant", r->tenant);
     attr_int(b, sv, "mcp.priority", r->priority);
     if (r->batch_size > 0) attr_int(b, sv, "mcp.batch_size", r->batch_size);
+    if (r->generation) {
+        attr_int(b, sv, "mcp.prompt_tokens", r->prompt_tokens);
+        attr_int(b, sv, "mcp.completion_tokens", r->completion_tokens);
+    }
+    /* A span's attributes are one run of the array: every one of the
+     * server span's comes before the first child starts its own. */
     Mcp__Otlp__Status *st = &b->statuses[b->n_spans - 1];
     mcp__otlp__status__init(st);
     st->code = r->error ? MCP__OTLP__STATUS__STATUS_CODE__STATUS_CODE_ERROR : MCP__OTLP__STATUS__STATUS_CODE__STATUS_CODE_UNSET;
@@ -501,6 +517,21 @@ static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
     sv->status = st;
 
     stage(b, t, r, sv, "receive", r->t_receive, r->t_received);
+    if (r->generation) {
+        /* A generation: waiting for a sequence slot, its prompt (prefill,
+         * chunked among other sequences' steps), then one token per step. */
+        span_t *q = stage(b, t, r, sv, "queue", r->t_queued, r->t_admitted);
+        if (q) {
+            attr_int(b, q, "mcp.priority", r->priority);
+            attr_str(b, q, "mcp.tenant", r->tenant);
+        }
+        span_t *p = stage(b, t, r, sv, "prefill", r->t_admitted, r->t_first_token);
+        if (p) attr_int(b, p, "mcp.prompt_tokens", r->prompt_tokens);
+        span_t *d = stage(b, t, r, sv, "decode", r->t_first_token, r->t_gen_done);
+        if (d) attr_int(b, d, "mcp.completion_tokens", r->completion_tokens);
+        stage(b, t, r, sv, "send", r->t_gen_done, r->t_sent);
+        return;
+    }
     stage(b, t, r, sv, "decode", r->t_decode, r->t_decoded);
     span_t *q = stage(b, t, r, sv, "queue", r->t_queued, r->t_batched);
     if (q) {

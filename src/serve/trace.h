@@ -78,6 +78,11 @@ typedef struct mcp_trace_end {
     /* The scheduler's stamps (0 when the request never got there). */
     int64_t t_queued_ns, t_batched_ns, t_run_ns, t_compute_ns, t_computed_ns, t_done_ns;
     int64_t t_sent_ns; /* the transport finished sending (0: now) */
+    /* A generation (t_queued_ns is its submission): first admitted, first
+     * token, ended; its tokens (spans queue, prefill, decode). */
+    bool generation;
+    int64_t t_admitted_ns, t_first_token_ns, t_gen_done_ns;
+    int64_t prompt_tokens, completion_tokens;
     int64_t t_start_ns; /* the call arrived (for the access log's duration) */
     bool internal;      /* an internal failure: logged as an error */
 } mcp_trace_end;

@@ -320,6 +320,53 @@ class TraceTests(TracedServerTestCase):
             self.call("POST", "/v2/models/digits/trace/setting", json_body={"trace_level": None, "trace_count": None})
 
 
+class GenerateTraceTests(TracedServerTestCase):
+    """Generation calls: queue, prefill and decode under the server span."""
+    FORTUNES = os.path.join(ts.DEMO_DIR, "fortunes.gguf")
+    GEN_STAGES = ["receive", "queue", "prefill", "decode", "send"]
+
+    @classmethod
+    def server_args(cls):
+        return super().server_args() + ["--model-path", cls.FORTUNES]
+
+    def check_generation(self, trace_id, parent, name, completion_tokens):
+        spans = self.collector.trace(trace_id, 1 + len(self.GEN_STAGES))
+        (sv,) = [s for s in spans if s["kind"] == 2]
+        self.assertEqual(sv["name"], name)
+        self.assertEqual(sv["parent_span_id"], parent)
+        self.assertEqual(sv["attributes"].get("mcp.model"), "fortunes")
+        self.assertGreater(sv["attributes"].get("mcp.prompt_tokens", 0), 0)
+        self.assertEqual(sv["attributes"].get("mcp.completion_tokens"), completion_tokens)
+        children = {s["name"]: s for s in spans if s["kind"] == 1}
+        self.assertEqual(sorted(children), sorted(self.GEN_STAGES))
+        for n in self.GEN_STAGES:
+            self.assertEqual(children[n]["parent_span_id"], sv["span_id"], n)
+            self.assertLessEqual(int(sv["start"]), int(children[n]["start"]), n)
+            self.assertLessEqual(int(children[n]["end"]), int(sv["end"]), n)
+        self.assertLessEqual(int(children["prefill"]["end"]), int(children["decode"]["start"]) + 1)
+        return sv
+
+    def test_generate_is_traced(self):
+        trace_id, parent = random_hex(16), random_hex(8)
+        r = self.call("POST", "/v2/models/fortunes/generate",
+                      json_body={"text_input": "The fortune", "parameters": {"max_tokens": 8, "ignore_eos": True}},
+                      headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertTrue(r.headers.get("traceparent", "").startswith(f"00-{trace_id}-"), r.headers)
+        self.check_generation(trace_id, parent, "POST /v2/models/{mv}/generate", 8)
+
+    def test_openai_stream_is_traced(self):
+        trace_id, parent = random_hex(16), random_hex(8)
+        r = self.call("POST", "/v1/completions", json_body={"model": "fortunes", "prompt": "A fortune", "max_tokens": 5,
+                                                            "stream": True, "ignore_eos": True},
+                      headers={"traceparent": f"00-{trace_id}-{parent}-01"})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertIn("data: [DONE]", r.text)
+        self.assertTrue(r.headers.get("traceparent", "").startswith(f"00-{trace_id}-"), r.headers)
+        sv = self.check_generation(trace_id, parent, "POST /v1/completions", 5)
+        self.assertEqual(sv["attributes"].get("mcp.protocol"), "openai")
+
+
 class RatioSamplerTests(TracedServerTestCase):
     """traceidratio at 0.25, then Triton's trace_rate at run time."""
     TRACE_ARGS = ("--trace-sampler", "parentbased_traceidratio", "--trace-sampler-arg", "0.25")
