@@ -643,6 +643,7 @@ int main(int argc, char **argv)
     /* Models applied before come back as they were last wanted. */
     if (plane && mcp_plane_restore(plane, repo, log_info) != 0)
         mcp_logger_log(lg, MCP_LOG_WARN, NULL, "some models in the store did not come back (see above); serving the rest");
+    mcp_frontend_count_startup_loads(fe);
     if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
         mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg);
         rc = 1;

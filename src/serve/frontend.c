@@ -1849,6 +1849,30 @@ void mcp_frontend_destroy(mcp_frontend *fe)
 
 mcp_monitor_set *mcp_frontend_monitors(const mcp_frontend *fe) { return fe->monitors; }
 
+void mcp_frontend_count_startup_loads(mcp_frontend *fe)
+{
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    mcp_lifecycle_step *steps = mcp_calloc(MCP_LIFECYCLE_KEPT, sizeof *steps);
+    for (int i = 0; steps && i < n; i++) {
+        int k = mcp_repository_lifecycle(fe->repo, list[i].name, steps, MCP_LIFECYCLE_KEPT);
+        /* Each Loading step and the Ready or Failed that ended it. */
+        for (int a = 0; a < k; a++) {
+            if (steps[a].state != MCP_VERSION_LOADING) continue;
+            for (int b = a + 1; b < k; b++) {
+                if (strcmp(steps[b].version, steps[a].version) != 0) continue;
+                if (steps[b].state != MCP_VERSION_READY && steps[b].state != MCP_VERSION_FAILED) continue;
+                int64_t ms = steps[b].time_ms - steps[a].time_ms;
+                mcp_metrics_model_op(fe->metrics, list[i].name, false, steps[b].state == MCP_VERSION_READY,
+                                     (ms > 0 ? ms : 0) * 1000000);
+                break;
+            }
+        }
+    }
+    mcp_free(steps);
+    mcp_repository_entries_free(list, n);
+}
+
 mcp_repository *mcp_frontend_repository(const mcp_frontend *fe) { return fe->repo; }
 
 mcp_metrics *mcp_frontend_metrics(const mcp_frontend *fe) { return fe->metrics; }

@@ -344,6 +344,10 @@ void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
  * it is quiet. */
 typedef struct mcp_logger mcp_logger;
 void mcp_frontend_set_logger(mcp_frontend *fe, mcp_logger *lg);
+/* The loads made before serving (--model-path, the repository, the
+ * store's restore) into the load metrics, from their lifecycle times
+ * (millisecond precision); the control API's are counted as they run. */
+void mcp_frontend_count_startup_loads(mcp_frontend *fe);
 mcp_logger *mcp_frontend_logger(const mcp_frontend *fe);
 /* The tracer every transport's calls report to (serve/trace.h; borrowed,
  * it must outlive the transports; NULL = no tracing). */

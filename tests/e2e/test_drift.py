@@ -76,6 +76,12 @@ class DriftTests(ts.ServerTestCase):
                     f"{count} monitored requests of {model}")
         self.assertEqual(self.metric("mcp_monitor_samples_dropped_total", model=model), 0)
 
+    def test_startup_loads_are_counted(self):
+        # The repository's models loaded before serving count as loads.
+        for name in ("steady", "shifty"):
+            self.assertEqual(self.metric("mcp_model_loads_total", model=name, outcome="success"), 1, name)
+            self.assertEqual(self.metric("mcp_model_load_duration_seconds_count", model=name, outcome="success"), 1)
+
     def test_unchanged_traffic_does_not_drift(self):
         rng = np.random.default_rng(7)
         sent = 0
