@@ -257,14 +257,14 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
 
 /* Reads the admin token: the file's first line, 16 to 255 printable
  * characters. The file should be readable by the server's user only. */
-static bool read_token(const char *path, char *out, size_t cap)
+static bool read_token(mcp_logger *lg, const char *path, char *out, size_t cap)
 {
     uint8_t *data = NULL;
     size_t len = 0;
     char msg[512] = "";
     mcp_err err = {msg, sizeof msg};
     if (mcp_file_read(path, &data, &len, &err) != MCP_STATUS_OK) {
-        fprintf(stderr, "mcp2026-server: --admin-token-file: %s\n", msg);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--admin-token-file: %s", msg);
         return false;
     }
     size_t n = 0;
@@ -276,9 +276,10 @@ static bool read_token(const char *path, char *out, size_t cap)
         memcpy(out, data, n);
         out[n] = '\0';
     } else {
-        fprintf(stderr,
-                "mcp2026-server: --admin-token-file %s: the first line must be a token of 16 to %zu printable characters "
-                "without spaces\n", path, cap - 1);
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL,
+                       "--admin-token-file %s: the first line must be a token of 16 to %zu printable characters "
+                       "without spaces",
+                       path, cap - 1);
     }
     explicit_bzero(data, len);
     mcp_free(data);
@@ -472,6 +473,7 @@ int main(int argc, char **argv)
     mcp_logger *lg = NULL;
     if (mcp_logger_create(&lo, &lg, &lerr) != MCP_STATUS_OK) {
         fprintf(stderr, "mcp2026-server: %s\n", lmsg);
+        if (lo.access_fd > 2) close(lo.access_fd);
         return 1;
     }
     FILE *log_info = mcp_logger_stream(lg, MCP_LOG_INFO), *log_warn = mcp_logger_stream(lg, MCP_LOG_WARN);
@@ -517,17 +519,20 @@ int main(int argc, char **argv)
     mcp_err rerr = {rmsg, sizeof rmsg};
     if (!roots) {
         mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "out of memory");
+        mcp_logger_destroy(lg);
         return 1;
     }
     if (c.model_repository && mcp_model_roots_add(roots, c.model_repository, &rerr) != MCP_STATUS_OK) {
         mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--model-repository: %s", rmsg);
         mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
         return 2;
     }
     for (int i = 0; i < c.n_model_roots; i++)
         if (mcp_model_roots_add(roots, c.model_roots[i], &rerr) != MCP_STATUS_OK) {
             mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--model-root: %s", rmsg);
             mcp_model_roots_destroy(roots);
+            mcp_logger_destroy(lg);
             return 2;
         }
     /* The store: what was applied is recorded there and comes back at the
@@ -538,6 +543,7 @@ int main(int argc, char **argv)
         mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--store %s: %s", c.store, rmsg);
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
         return 2;
     }
     dd.roots = roots;
@@ -546,9 +552,10 @@ int main(int argc, char **argv)
     /* Management calls off loopback need a credential. */
     char token[256] = "";
     bool control = strcmp(c.model_control, "none") != 0;
-    if (c.admin_token_file && !read_token(c.admin_token_file, token, sizeof token)) {
+    if (c.admin_token_file && !read_token(lg, c.admin_token_file, token, sizeof token)) {
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
         return 2;
     }
     if (control && !token[0] && !host_is_loopback(c.host)) {
@@ -558,6 +565,7 @@ int main(int argc, char **argv)
                        c.host);
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
         return 2;
     }
 
@@ -565,6 +573,7 @@ int main(int argc, char **argv)
     if (!tracer_setup(&c, lg, &tracer)) {
         mcp_plane_close(plane);
         mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
         return 2;
     }
     mcp_metrics *metrics = mcp_metrics_create();

@@ -956,7 +956,7 @@ mcp_status mcp_tracer_settings_update(mcp_tracer *t, const char *model, const ch
                 clear_ratio = true;
                 continue;
             }
-            bool rate = key[6] == 'r'; /* trace_rate: one of every N */
+            bool rate = !strcmp(key, "trace_rate"); /* one call of every N */
             char *end;
             if (!value_string(v, s, sizeof s)) goto bad_number;
             double x = strtod(s, &end);
