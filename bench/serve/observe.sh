@@ -79,10 +79,8 @@ SINK="http://127.0.0.1:$(cat "$TMP/sink.port")/v1/traces"
 
 # The monitored model: the tiny and demo models with a descriptor whose
 # monitoring section is the default (sampling on).
+cp "$ROOT/models/demo/digits.onnx" "$TMP/models/digits.onnx"
 for m in tiny digits; do
-  src=$TMP/models/tiny.onnx
-  [ "$m" = digits ] && src=$ROOT/models/demo/digits.onnx
-  cp "$src" "$TMP/models/$m.onnx"
   printf 'name: %s\nformat: onnx\npath: %s.onnx\nmonitoring: {}\n' "$m" "$m" > "$TMP/models/$m-monitored.yaml"
 done
 
@@ -106,7 +104,7 @@ start_server() { # binary flags...
   local bin=$1
   shift
   # shellcheck disable=SC2068
-  "$bin" $@ --host 127.0.0.1 --port 0 --grpc-port 0 --log-level warn > "$TMP/server.log" 2>&1 &
+  "$bin" $@ --host 127.0.0.1 --port 0 --grpc-port 0 > "$TMP/server.log" 2>&1 &
   SERVER_PID=$!
   URL=
   for _ in $(seq 300); do

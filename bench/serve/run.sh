@@ -75,7 +75,7 @@ start_server() {
   shift
   # shellcheck disable=SC2086
   "${server_pin[@]}" "$SERVER" --model-path "$model" --host 127.0.0.1 --port 0 --workers "$WORKERS" \
-    --log-level warn "$@" ${SERVER_ARGS:-} > "$TMP/server.log" 2>&1 &
+    "$@" ${SERVER_ARGS:-} > "$TMP/server.log" 2>&1 &
   SERVER_PID=$!
   URL=
   for _ in $(seq 300); do
