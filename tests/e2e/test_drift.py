@@ -70,10 +70,17 @@ class DriftTests(ts.ServerTestCase):
         _, samples = ts.get_metrics(self, self.server)
         return ts.metric_sum(samples, name, **labels)
 
+    def drift_json(self, model):
+        status = self.call("GET", "/v2/status").json()
+        (m,) = [x for x in status["models"] if x["name"] == model]
+        return m["versions"][0]["drift"]
+
     def wait_samples(self, model, count):
-        """The monitor's thread works off the hot path: wait (bounded) until it took them."""
-        ts.wait_for(lambda: self.metric("mcp_monitor_samples_total", model=model) >= count,
-                    f"{count} monitored requests of {model}")
+        """The monitor's thread works off the hot path and refreshes its
+        scores at most ten times a second: wait (bounded) until it has
+        evaluated them all."""
+        ts.wait_for(lambda: self.drift_json(model)["evaluated"] >= count, f"{count} monitored requests of {model}")
+        self.assertEqual(self.metric("mcp_monitor_samples_total", model=model), count)
         self.assertEqual(self.metric("mcp_monitor_samples_dropped_total", model=model), 0)
 
     def test_startup_loads_are_counted(self):
@@ -122,9 +129,7 @@ class DriftTests(ts.ServerTestCase):
         self.assertEqual(events[0]["target"], "shifty")
         self.assertIn("v1.0.0", events[0]["reason"])
         # The status page's JSON shows the version drifted.
-        status = self.call("GET", "/v2/status").json()
-        (model,) = [m for m in status["models"] if m["name"] == "shifty"]
-        drift = model["versions"][0]["drift"]
+        drift = self.drift_json("shifty")
         self.assertTrue(drift["drifted"])
         self.assertGreater(drift["score"], drift["threshold"])
 
