@@ -90,7 +90,7 @@ flags_for() {
   case "$config" in
     off|baseline) echo "--model-path $TMP/models/$model.onnx" ;;
     trace-1pct) echo "--model-path $TMP/models/$model.onnx --trace-endpoint $SINK --trace-sampler traceidratio --trace-sampler-arg 0.01" ;;
-    trace-100pct) echo "--model-path $TMP/models/$model.onnx --trace-endpoint $SINK --trace-sampler always_on --trace-queue-size 65536" ;;
+    trace-100pct) echo "--model-path $TMP/models/$model.onnx --trace-endpoint $SINK --trace-sampler always_on" ;;
     monitor) echo "--model-repository $TMP/monitored-$model" ;;
   esac
 }

@@ -3,6 +3,7 @@
  * sampled call, OTLP/HTTP protobuf export from one background thread.
  * See trace.h.
  */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
@@ -815,7 +816,9 @@ mcp_status mcp_tracer_create(const mcp_tracer_options *o, mcp_tracer **out, mcp_
             mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot initialise libcurl");
             ok = false;
         }
-        if (ok && pthread_create(&t->thread, NULL, exporter_main, t) != 0) {
+        if (ok && pthread_create(&t->thread, NULL, exporter_main, t) == 0) {
+            pthread_setname_np(t->thread, "mcp-trace");
+        } else if (ok) {
             mcp_err_set(err, MCP_STATUS_INTERNAL, "cannot start the trace exporter thread");
             ok = false;
         }
