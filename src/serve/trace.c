@@ -486,6 +486,16 @@ static span_t *stage(export_build *b, mcp_tracer *t, trace_record *r, span_t *se
     return s;
 }
 
+/* Waiting to run (for a batch, or for a generation's sequence slot),
+ * which is where priority and the tenant's share show. */
+static void queue_span(export_build *b, mcp_tracer *t, trace_record *r, span_t *server, int64_t until)
+{
+    span_t *q = stage(b, t, r, server, "queue", r->t_queued, until);
+    if (!q) return;
+    attr_int(b, q, "mcp.priority", r->priority);
+    attr_str(b, q, "mcp.tenant", r->tenant);
+}
+
 static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
 {
     int64_t start = r->t_receive, end = r->t_sent;
@@ -524,11 +534,7 @@ static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
     if (r->generation) {
         /* A generation: waiting for a sequence slot, its prompt (prefill,
          * chunked among other sequences' steps), then one token per step. */
-        span_t *q = stage(b, t, r, sv, "queue", r->t_queued, r->t_admitted);
-        if (q) {
-            attr_int(b, q, "mcp.priority", r->priority);
-            attr_str(b, q, "mcp.tenant", r->tenant);
-        }
+        queue_span(b, t, r, sv, r->t_admitted);
         span_t *p = stage(b, t, r, sv, "prefill", r->t_admitted, r->t_first_token);
         if (p) attr_int(b, p, "mcp.prompt_tokens", r->prompt_tokens);
         span_t *d = stage(b, t, r, sv, "decode", r->t_first_token, r->t_gen_done);
@@ -537,11 +543,7 @@ static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
         return;
     }
     stage(b, t, r, sv, "decode", r->t_decode, r->t_decoded);
-    span_t *q = stage(b, t, r, sv, "queue", r->t_queued, r->t_batched);
-    if (q) {
-        attr_int(b, q, "mcp.priority", r->priority);
-        attr_str(b, q, "mcp.tenant", r->tenant);
-    }
+    queue_span(b, t, r, sv, r->t_batched);
     span_t *bt = stage(b, t, r, sv, "batch", r->t_batched, r->t_compute);
     if (bt) attr_int(b, bt, "mcp.batch_size", r->batch_size);
     span_t *cp = stage(b, t, r, sv, "compute", r->t_compute, r->t_done);

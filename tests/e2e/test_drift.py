@@ -40,7 +40,18 @@ def descriptor(name, version="v1.0.0", extra=""):
             f"monitoring:\n  sample_rate: 1\n  window: {WINDOW}\n  min_samples: {WINDOW}\n  threshold: {THRESHOLD}\n{extra}")
 
 
-class DriftTests(ts.ServerTestCase):
+class FolderServerTestCase(ts.ServerTestCase):
+    """A server over a temporary folder that server_args fills; removed after."""
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.folder, ignore_errors=True)
+
+
+class DriftTests(FolderServerTestCase):
     @classmethod
     def server_args(cls):
         cls.folder = tempfile.mkdtemp(prefix="mcp-drift-")
@@ -52,13 +63,6 @@ class DriftTests(ts.ServerTestCase):
             with open(os.path.join(repo, f"{name}.yaml"), "w") as f:
                 f.write(descriptor(name))
         return ["--model-repository", repo, "--store", cls.store]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.folder, ignore_errors=True)
 
     def send(self, model, rng, n, mean):
         for _ in range(n):
@@ -134,7 +138,7 @@ class DriftTests(ts.ServerTestCase):
         self.assertGreater(drift["score"], drift["threshold"])
 
 
-class DriftCanaryTests(ts.ServerTestCase):
+class DriftCanaryTests(FolderServerTestCase):
     """A canary whose outputs drift from its own reference is stopped."""
 
     @classmethod
@@ -144,13 +148,6 @@ class DriftCanaryTests(ts.ServerTestCase):
         with open(os.path.join(cls.folder, "m.yaml"), "w") as f:
             f.write(descriptor("m"))
         return ["--model-repository", cls.folder]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.folder, ignore_errors=True)
 
     def test_drifted_canary_is_stopped(self):
         body = descriptor("m", version="v2.0.0", extra="rollout:\n  canary: {version: v2.0.0, weight: 50}\n")
