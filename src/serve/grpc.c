@@ -971,7 +971,8 @@ static void trace_start(rpc_call *rc, mcp_call *c, int64_t t_receive_ns)
 /* The call was sent (or, for a stream's request, queued for writing):
  * its spans and its access-log line. c is NULL for calls other than
  * inferences. */
-static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t_start_ns)
+static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t_start_ns, const mcp_gen_request *gen,
+                     const stream_item *it)
 {
     char tenant[MCP_TENANT_MAX + 2];
     const char *t = md_value(&rc->md, "tenant", tenant, sizeof tenant);
@@ -990,6 +991,20 @@ static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t
         .tenant = t && mcp_frontend_tenant_valid(t) ? t : NULL,
         .t_start_ns = t_start_ns,
     };
+    if (gen) { /* a generation on the stream: its steps and tokens */
+        e.generation = true;
+        e.protocol = "grpc";
+        e.model = it->model;
+        e.version = it->version;
+        e.request_id = it->id;
+        e.priority = gen->priority;
+        e.t_queued_ns = gen->submitted_ns;
+        e.t_admitted_ns = atomic_load(&gen->admitted_ns);
+        e.t_first_token_ns = atomic_load(&gen->first_token_ns);
+        e.t_gen_done_ns = atomic_load(&gen->done_ns);
+        e.prompt_tokens = atomic_load(&gen->prompt_tokens);
+        e.completion_tokens = atomic_load(&gen->completion_tokens);
+    }
     mcp_frontend_call_end(rc->s->fe, c, &e);
 }
 
@@ -1109,7 +1124,8 @@ static void stream_item_end(stream_item *it, grpc_byte_buffer *bb)
     pthread_mutex_unlock(&rc->mu);
     /* A stream's answer is traced once queued for writing (its own write
      * is not waited for). */
-    call_end(rc, &it->call, it->call.status == MCP_STATUS_OK ? GRPC_STATUS_OK : grpc_code(it->call.status), it->t_recv_ns);
+    call_end(rc, &it->call, it->call.status == MCP_STATUS_OK ? GRPC_STATUS_OK : grpc_code(it->call.status), it->t_recv_ns,
+             it->gen, it);
     mcp_call_clear(&it->call);
     grpc_slice_unref(it->body);
     if (it->reserved) mcp_frontend_release_body(rc->s->fe, it->reserved);
@@ -1351,6 +1367,8 @@ static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
     char msg[600] = "";
     snprintf(it->model, sizeof it->model, "%s", v->name);
     snprintf(it->version, sizeof it->version, "%s", v->version);
+    trace_start(rc, &it->call, it->t_recv_ns);
+    mcp_frontend_trace_routed(fe, &it->call, v);
     Inference__ModelInferRequest *q = inference__model_infer_request__unpack(
         NULL, GRPC_SLICE_LENGTH(it->body), GRPC_SLICE_START_PTR(it->body));
     mcp_gen_request *r = mcp_gen_request_create(v);
@@ -1649,7 +1667,7 @@ static void *poll_main(void *arg)
             rc_unref(rc);
             break;
         case TAG_FINISH:
-            call_end(rc, rc->kind == RPC_INFER ? &rc->infer : NULL, rc->code, rc->t_new_ns);
+            call_end(rc, rc->kind == RPC_INFER ? &rc->infer : NULL, rc->code, rc->t_new_ns, NULL, NULL);
             rc_unref(rc);
             break;
         case TAG_RECV:

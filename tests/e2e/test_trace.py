@@ -367,6 +367,19 @@ class GenerateTraceTests(TracedServerTestCase):
         self.assertEqual(sv["attributes"].get("mcp.protocol"), "openai")
 
 
+    def test_grpc_stream_generation_is_traced(self):
+        trace_id, parent = random_hex(16), random_hex(8)
+        req = tg.gen_request("The fortune", req_id="g-1", max_tokens=6)
+        req.parameters["ignore_eos"].bool_param = True
+        finals = [r for r in self.stub.ModelStreamInfer(iter([req]), timeout=ts.HTTP_TIMEOUT_S,
+                                                       metadata=[("traceparent", f"00-{trace_id}-{parent}-01")])
+                  if not r.error_message and "triton_final_response" in r.infer_response.parameters]
+        self.assertEqual(len(finals), 1)
+        sv = self.check_generation(trace_id, parent, "inference.GRPCInferenceService/ModelStreamInfer", 6)
+        self.assertEqual(sv["attributes"].get("mcp.request_id"), "g-1")
+        self.assertEqual(sv["attributes"].get("rpc.method"), "ModelStreamInfer")
+
+
 class RatioSamplerTests(TracedServerTestCase):
     """traceidratio at 0.25, then Triton's trace_rate at run time."""
     TRACE_ARGS = ("--trace-sampler", "parentbased_traceidratio", "--trace-sampler-arg", "0.25")
