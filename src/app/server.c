@@ -653,14 +653,16 @@ int main(int argc, char **argv)
     if (plane && mcp_plane_restore(plane, repo, log_info) != 0)
         mcp_logger_log(lg, MCP_LOG_WARN, NULL, "some models in the store did not come back (see above); serving the rest");
     mcp_frontend_count_startup_loads(fe);
-    if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
-        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg);
-        rc = 1;
-        goto out;
-    }
+    /* gRPC listens before HTTP does: once HTTP answers ready (what
+     * clients and probes wait for), every transport takes calls. */
     if ((c.grpc_port > 0 || c.grpc_socket) &&
         (mcp_grpc_create(&go, fe, &grpc, &err) != MCP_STATUS_OK || mcp_grpc_start(grpc, &err) != MCP_STATUS_OK)) {
         mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "gRPC: %s", msg);
+        rc = 1;
+        goto out;
+    }
+    if (mcp_server_start(srv, &err) != MCP_STATUS_OK) {
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg);
         rc = 1;
         goto out;
     }
