@@ -209,14 +209,10 @@ void mcp_frontend_trace_routed(mcp_frontend *fe, mcp_call *c, const mcp_model_ve
     snprintf(c->trace.version, sizeof c->trace.version, "%s", v->version);
 }
 
-static void hex(char *out, const uint8_t *b, size_t n)
+bool mcp_frontend_call_end_wanted(const mcp_frontend *fe, const mcp_call *c, bool internal)
 {
-    static const char digits[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[b[i] >> 4];
-        out[2 * i + 1] = digits[b[i] & 15];
-    }
-    out[2 * n] = '\0';
+    return (c && c->trace.sampled) || mcp_logger_access_enabled(fe->logger) ||
+           (internal && mcp_logger_enabled(fe->logger, MCP_LOG_ERROR));
 }
 
 void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
@@ -237,9 +233,7 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
         e->protocol = mcp_protocol_name(r->protocol);
         e->t_queued_ns = r->t_queued_ns;
         e->t_batched_ns = r->t_batched_ns;
-        e->t_run_ns = r->t_start_ns;
         e->t_compute_ns = r->t_gathered_ns;
-        e->t_computed_ns = r->t_end_ns;
         e->t_done_ns = r->t_done_ns;
     } else if (c && c->codec) {
         e->protocol = mcp_protocol_name(c->codec->protocol);
@@ -254,10 +248,7 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
     if (traced) mcp_tracer_finish(fe->tracer, &c->trace, e);
     if (!access && !log_error) return;
     char trace_id[33] = "", span_id[17] = "";
-    if (c && c->trace.active) {
-        hex(trace_id, c->trace.trace_id, 16);
-        hex(span_id, c->trace.span_id, 8);
-    }
+    if (c && c->trace.active) mcp_trace_format_ids(&c->trace, trace_id, span_id);
     mcp_log_fields f = MCP_LOG_FIELDS_NONE;
     f.request_id = e->request_id;
     f.trace_id = trace_id;

@@ -10,8 +10,9 @@
  *   complete_request -> encode_response -> respond     (whoever finishes)
  *
  * and answers through the call's respond callback exactly once. Codecs are
- * a vtable per protocol; metrics (and later traces) hear every step through
- * one observer. The frontend also owns the registry hooks that attach and
+ * a vtable per protocol; metrics hear every step through one observer,
+ * and traces and the access log hear a call once its transport has sent
+ * it (mcp_frontend_call_end: only the transport knows when that is). The frontend also owns the registry hooks that attach and
  * drain schedulers, the loader thread for model control, and the shutdown
  * drain, so transports hold only their library's glue.
  */
@@ -133,6 +134,10 @@ void mcp_frontend_trace_routed(mcp_frontend *fe, mcp_call *c, const mcp_model_ve
  * what the transport knows; the request's own fields fill the rest. Call
  * it before mcp_call_clear. Cheap when none of the three applies. */
 void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e);
+/* Whether mcp_frontend_call_end would do anything for c (internal: the
+ * call failed inside the server): a transport asks first, so a call that
+ * is neither traced nor logged costs it no header lookups. */
+bool mcp_frontend_call_end_wanted(const mcp_frontend *fe, const mcp_call *c, bool internal);
 
 /* ---- the frontend ---- */
 

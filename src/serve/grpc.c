@@ -974,6 +974,8 @@ static void trace_start(rpc_call *rc, mcp_call *c, int64_t t_receive_ns)
 static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t_start_ns, const mcp_gen_request *gen,
                      const stream_item *it)
 {
+    bool internal = code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DATA_LOSS;
+    if (!mcp_frontend_call_end_wanted(rc->s->fe, c, internal)) return;
     char tenant[MCP_TENANT_MAX + 2];
     const char *t = md_value(&rc->md, "tenant", tenant, sizeof tenant);
     const char *method = rc->kind < RPC_COUNT ? rpcs[rc->kind].path : "(unknown method)";
@@ -987,7 +989,7 @@ static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t
          * server spans). */
         .error = code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DEADLINE_EXCEEDED || code == GRPC_STATUS_UNIMPLEMENTED ||
                  code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_DATA_LOSS,
-        .internal = code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DATA_LOSS,
+        .internal = internal,
         .tenant = t && mcp_frontend_tenant_valid(t) ? t : NULL,
         .t_start_ns = t_start_ns,
     };

@@ -2035,7 +2035,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         k->link->boundary_ns = mcp_now_ns();
         pthread_mutex_unlock(&s->link_mu);
     }
-    if (k->started) { /* its spans, its access-log line */
+    if (k->started && mcp_frontend_call_end_wanted(s->fe, &k->call, k->code == 500)) { /* its spans, its access-log line */
         char name[96];
         snprintf(name, sizeof name, "%s %s", k->method, k->pattern ? k->pattern : "");
         const char *tenant = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");

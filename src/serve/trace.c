@@ -63,7 +63,7 @@ typedef struct trace_record {
     int64_t prompt_tokens, completion_tokens;
     /* Stage times, mcp_now_ns. */
     int64_t t_admitted, t_first_token, t_gen_done;
-    int64_t t_receive, t_received, t_decode, t_decoded, t_queued, t_batched, t_run, t_compute, t_computed, t_done,
+    int64_t t_receive, t_received, t_decode, t_decoded, t_queued, t_batched, t_compute, t_done,
         t_encode, t_encoded, t_send, t_sent;
 } trace_record;
 
@@ -217,6 +217,14 @@ void mcp_trace_format_traceparent(const mcp_trace_ctx *c, char out[56])
     out[52] = '-';
     put_hex(out + 53, &c->flags, 1);
     out[55] = '\0';
+}
+
+void mcp_trace_format_ids(const mcp_trace_ctx *c, char trace_id[33], char span_id[17])
+{
+    put_hex(trace_id, c->trace_id, 16);
+    trace_id[32] = '\0';
+    put_hex(span_id, c->span_id, 8);
+    span_id[16] = '\0';
 }
 
 /* tracestate is passed on as is when it is printable ASCII (list members
@@ -373,9 +381,7 @@ void mcp_tracer_finish(mcp_tracer *t, const mcp_trace_ctx *c, const mcp_trace_en
     r->t_decoded = c->t_decoded_ns;
     r->t_queued = e->t_queued_ns;
     r->t_batched = e->t_batched_ns;
-    r->t_run = e->t_run_ns;
     r->t_compute = e->t_compute_ns;
-    r->t_computed = e->t_computed_ns;
     r->t_done = e->t_done_ns;
     r->t_encode = c->t_encode_ns;
     r->t_encoded = c->t_encoded_ns;

@@ -76,7 +76,7 @@ typedef struct mcp_trace_end {
     int64_t priority;
     int batch_size;
     /* The scheduler's stamps (0 when the request never got there). */
-    int64_t t_queued_ns, t_batched_ns, t_run_ns, t_compute_ns, t_computed_ns, t_done_ns;
+    int64_t t_queued_ns, t_batched_ns, t_compute_ns, t_done_ns;
     int64_t t_sent_ns; /* the transport finished sending (0: now) */
     /* A generation (t_queued_ns is its submission): first admitted, first
      * token, ended; its tokens (spans queue, prefill, decode). */
@@ -115,6 +115,8 @@ void mcp_tracer_destroy(mcp_tracer *t);
 bool mcp_trace_parse_traceparent(const char *s, uint8_t trace_id[16], uint8_t parent_id[8], uint8_t *flags);
 /* The call's own traceparent (55 characters and NUL). */
 void mcp_trace_format_traceparent(const mcp_trace_ctx *c, char out[56]);
+/* The call's trace and span ids in lowercase hex, for log lines. */
+void mcp_trace_format_ids(const mcp_trace_ctx *c, char trace_id[33], char span_id[17]);
 
 /* At a call's arrival: reads its context when tracing may apply (t may be
  * NULL: off). traceparent / tracestate are the raw values (NULL when

@@ -133,6 +133,34 @@ class LoggingTests(tg.GrpcServerTestCase):
         self.assertEqual(self.call("GET", "/v2/logging").json()["log_info"], True)
 
 
+class ObserveTokenTests(ts.ServerTestCase):
+    """With an admin token, changing the log or the trace settings needs it
+    (reading them does not)."""
+    TOKEN = "observe-token-0123456789"
+
+    @classmethod
+    def server_args(cls):
+        cls.dir = tempfile.mkdtemp(prefix="mcp-observe-token-")
+        return ["--model-path", ts.DIGITS, "--admin-token-file", ts.write_token_file(cls.dir, cls.TOKEN)]
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_changes_need_the_token(self):
+        for path, body in (("/v2/logging", {"log_info": True}), ("/v2/trace/setting", {"trace_level": ["OFF"]}),
+                           ("/v2/models/digits/trace/setting", {"trace_level": ["OFF"]})):
+            self.assertEqual(self.call("GET", path).status_code, 200, path)
+            for auth in (None, "Bearer wrong-token-0123456789"):
+                r = self.call("POST", path, json_body=body, headers={"Authorization": auth} if auth else None)
+                self.assertEqual(r.status_code, 401, (path, auth, r.text))
+            r = self.call("POST", path, json_body=body, headers={"Authorization": f"Bearer {self.TOKEN}"})
+            self.assertEqual(r.status_code, 200, (path, r.text))
+
+
 class LogLevelTests(unittest.TestCase):
     """--log-level and POST /v2/logging hold for every message, start-up
     and repository diagnostics included; text lines by default."""

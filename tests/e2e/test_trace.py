@@ -246,6 +246,18 @@ class TraceTests(TracedServerTestCase):
             sv, _ = self.check_tree(spans, m.group(1), None, "POST /v2/models/{mv}/infer")
             self.assertEqual(sv["trace_state"], "", "no tracestate without a valid parent")
 
+    def test_hostile_context_stays_out_of_spans(self):
+        # A tracestate past W3C's 512 characters, or with control bytes, is
+        # dropped; a tenant outside the tenant rule is not an attribute.
+        for state, tenant in (("a=" + "b" * 600, "t\u00e9"), ("x=1\x7f", "a b")):
+            trace_id = random_hex(16)
+            r = self.infer_http(headers={"traceparent": f"00-{trace_id}-{random_hex(8)}-01",
+                                         "tracestate": state.encode("latin-1"), "tenant": tenant.encode("utf-8")})
+            self.assertEqual(r.status_code, 200, r.text)
+            (sv,) = [x for x in self.collector.trace(trace_id, 1 + len(STAGES)) if x["kind"] == 2]
+            self.assertEqual(sv["trace_state"], "")
+            self.assertNotIn("mcp.tenant", sv["attributes"])
+
     def test_parent_not_sampled_is_not_recorded(self):
         trace_id = random_hex(16)
         r = self.infer_http(headers={"traceparent": f"00-{trace_id}-{random_hex(8)}-00"})
