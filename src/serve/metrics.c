@@ -395,7 +395,6 @@ void mcp_metrics_declare_rollout(mcp_metrics *m, const char *model, const char *
 }
 
 static void put_model_labels(mcp_buf *out, const metrics_series *s);
-static void put_label_value(mcp_buf *out, const char *s);
 
 /* family 0: shadow comparisons, 1: gate trips, 2: cold starts, 3: evictions. */
 static int rollout_family(int ev)
@@ -416,7 +415,7 @@ static void render_rollout(mcp_buf *out, metrics_series **list, int n, int famil
             mcp_buf_printf(out, ",%s=\"%s\"", family ? "gate" : "outcome", rollout_events[s->protocol]);
         } else {
             mcp_buf_puts(out, "model=");
-            put_label_value(out, s->model);
+            mcp_metrics_label_value(out, s->model);
         }
         mcp_buf_printf(out, "} %llu\n", (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
     }
@@ -469,7 +468,7 @@ static size_t utf8_seq_len(const unsigned char *p, size_t n)
 
 /* A label value between quotes: backslash, double quote and line feed
  * escaped as the format requires; bytes that are not UTF-8 become U+FFFD. */
-static void put_label_value(mcp_buf *out, const char *s)
+void mcp_metrics_label_value(mcp_buf *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     size_t n = strlen(s);
@@ -549,9 +548,9 @@ static metrics_series **series_sorted(mcp_metrics *m, series_kind kind, int *n)
 static void put_model_labels(mcp_buf *out, const metrics_series *s)
 {
     mcp_buf_puts(out, "model=");
-    put_label_value(out, s->model);
+    mcp_metrics_label_value(out, s->model);
     mcp_buf_puts(out, ",version=");
-    put_label_value(out, s->label2);
+    mcp_metrics_label_value(out, s->label2);
 }
 
 static void render_counters(mcp_buf *out, metrics_series **list, int n, series_kind kind)
@@ -565,9 +564,9 @@ static void render_counters(mcp_buf *out, metrics_series **list, int n, series_k
                            s->code);
         } else {
             mcp_buf_puts(out, "mcp_inference_errors_total{model=");
-            put_label_value(out, s->model);
+            mcp_metrics_label_value(out, s->model);
             mcp_buf_puts(out, ",reason=");
-            put_label_value(out, s->label2);
+            mcp_metrics_label_value(out, s->label2);
             mcp_buf_puts(out, "} ");
         }
         mcp_buf_printf(out, "%llu\n", (unsigned long long)atomic_load_explicit(&s->count, memory_order_relaxed));
@@ -617,7 +616,7 @@ static void render_histogram(mcp_buf *out, metrics_series **list, int n, metrics
 static void put_load_labels(mcp_buf *out, const metrics_series *s)
 {
     mcp_buf_puts(out, "model=");
-    put_label_value(out, s->model);
+    mcp_metrics_label_value(out, s->model);
     mcp_buf_printf(out, ",outcome=\"%s\"", s->code ? "failure" : "success");
 }
 
@@ -718,9 +717,9 @@ static void render_versions(mcp_buf *out, const mcp_metrics_gauges *g)
         for (int i = 0; i < g->n_versions; i++) {
             const mcp_metrics_version_gauges *e = &g->versions[i];
             mcp_buf_printf(out, "%s{model=", fams[f].name);
-            put_label_value(out, e->model);
+            mcp_metrics_label_value(out, e->model);
             mcp_buf_puts(out, ",version=");
-            put_label_value(out, e->version);
+            mcp_metrics_label_value(out, e->version);
             mcp_buf_printf(out, "} %lld\n", (long long)*(const int64_t *)((const char *)e + fams[f].offset));
         }
     }
@@ -770,9 +769,9 @@ static void render_generation(mcp_buf *out, metrics_series **list, int n, const 
             for (int k = 0; k < (row >= 0 ? 3 : 1); k++) {
                 if (row >= 0 && !state_names[row][k]) continue;
                 mcp_buf_printf(out, "%s{model=", fam[f].name);
-                put_label_value(out, e->model);
+                mcp_metrics_label_value(out, e->model);
                 mcp_buf_puts(out, ",version=");
-                put_label_value(out, e->version);
+                mcp_metrics_label_value(out, e->version);
                 if (row >= 0) mcp_buf_printf(out, ",state=\"%s\"} %lld\n", state_names[row][k], (long long)states[row][k]);
                 else if (f == 10)
                     mcp_buf_printf(out, "} %.6g\n", e->cache_queries ? (double)e->cache_hits / (double)e->cache_queries : 0.0);

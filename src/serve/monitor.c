@@ -966,42 +966,12 @@ static bool snapshot(mcp_monitor *mon, monitor_snap *s)
     return true;
 }
 
-/* A well-formed UTF-8 sequence's length at p, or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-    unsigned c = p[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    if (!len || len > n) return 0;
-    unsigned cp = len == 1 ? c : c & (0x7Fu >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3Fu);
-    }
-    static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-/* A label value in quotes, escaped as the text format requires
- * (backslash, double quote, line feed); bytes that are not UTF-8 become
- * U+FFFD. Tensor names come from model files. */
+/* key="value", the value escaped as /metrics escapes every label value
+ * (tensor names come from model files). */
 static void put_label(mcp_buf *out, const char *key, const char *s)
 {
-    mcp_buf_printf(out, "%s=\"", key);
-    const unsigned char *p = (const unsigned char *)s;
-    size_t n = strlen(s), i = 0;
-    while (i < n) {
-        size_t len = utf8_len(p + i, n - i);
-        if (!len) {
-            mcp_buf_puts(out, "\xEF\xBF\xBD");
-            len = 1;
-        } else if (p[i] == '\\') mcp_buf_puts(out, "\\\\");
-        else if (p[i] == '"') mcp_buf_puts(out, "\\\"");
-        else if (p[i] == '\n') mcp_buf_puts(out, "\\n");
-        else mcp_buf_append(out, p + i, len);
-        i += len;
-    }
-    mcp_buf_puts(out, "\"");
+    mcp_buf_printf(out, "%s=", key);
+    mcp_metrics_label_value(out, s);
 }
 
 static void put_head(mcp_buf *out, const char *family, const monitor_snap *s)

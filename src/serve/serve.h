@@ -200,6 +200,10 @@ typedef void (*mcp_metrics_sample_fn)(void *user, mcp_metrics_gauges *g);
 void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user);
 /* Prometheus text format 0.0.4. */
 void mcp_metrics_render(mcp_metrics *m, mcp_buf *out);
+/* A label value in quotes, escaped as the text format requires (backslash,
+ * double quote, line feed; bytes that are not UTF-8 become U+FFFD): for
+ * families rendered beside these (output monitoring). */
+void mcp_metrics_label_value(mcp_buf *out, const char *s);
 /* A read-only snapshot of one model version's series, for views other than
  * Prometheus (the status page): requests answered (every protocol and
  * code, as mcp_requests_total counts them), those answered with a code of

@@ -58,7 +58,18 @@ def wait_lines(path, predicate, what):
     return ts.wait_for(check, what, timeout=30)
 
 
-class LoggingTests(tg.GrpcServerTestCase):
+class RemovesDir:
+    """Removes the folder server_args made (cls.dir) once the server stopped."""
+
+    @classmethod
+    def tearDownClass(cls):
+        try:
+            super().tearDownClass()
+        finally:
+            shutil.rmtree(cls.dir, ignore_errors=True)
+
+
+class LoggingTests(RemovesDir, tg.GrpcServerTestCase):
     """JSON lines on stderr and in the access log; tracing on (to a
     collector that refuses connections), so calls have trace ids."""
 
@@ -69,13 +80,6 @@ class LoggingTests(tg.GrpcServerTestCase):
         closed = tg.free_port()  # nothing listens there: exports fail, calls do not
         return super().server_args() + ["--log-format", "json", "--access-log", cls.access,
                                         "--trace-endpoint", f"http://127.0.0.1:{closed}/v1/traces"]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_stderr_is_json_lines(self):
         rows = json_lines(self.server.stderr_text())
@@ -133,7 +137,7 @@ class LoggingTests(tg.GrpcServerTestCase):
         self.assertEqual(self.call("GET", "/v2/logging").json()["log_info"], True)
 
 
-class ObserveTokenTests(ts.ServerTestCase):
+class ObserveTokenTests(RemovesDir, ts.ServerTestCase):
     """With an admin token, changing the log or the trace settings needs it
     (reading them does not)."""
     TOKEN = "observe-token-0123456789"
@@ -142,13 +146,6 @@ class ObserveTokenTests(ts.ServerTestCase):
     def server_args(cls):
         cls.dir = tempfile.mkdtemp(prefix="mcp-observe-token-")
         return ["--model-path", ts.DIGITS, "--admin-token-file", ts.write_token_file(cls.dir, cls.TOKEN)]
-
-    @classmethod
-    def tearDownClass(cls):
-        try:
-            super().tearDownClass()
-        finally:
-            shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_changes_need_the_token(self):
         for path, body in (("/v2/logging", {"log_info": True}), ("/v2/trace/setting", {"trace_level": ["OFF"]}),
