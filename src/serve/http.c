@@ -993,6 +993,17 @@ static void http_on_queued(mcp_call *c)
     if (!k->suspended) suspend(k);
 }
 
+/* The call's trace context from its headers; without a tracer no header
+ * is looked up. */
+static void trace_start(conn *k)
+{
+    if (!mcp_frontend_tracer(k->srv->fe)) return;
+    mcp_call *c = &k->call;
+    mcp_frontend_trace_start(k->srv->fe, c, MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "traceparent"),
+                             MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tracestate"), k->t_start_ns);
+    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
+}
+
 static void start_inference(conn *k, mcp_protocol proto, const char *model, const char *version)
 {
     mcp_call *c = &k->call;
@@ -1003,9 +1014,7 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     c->on_queued = http_on_queued;
     c->respond = http_respond;
     c->user = k;
-    mcp_frontend_trace_start(k->srv->fe, c, MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "traceparent"),
-                             MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tracestate"), k->t_start_ns);
-    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
+    trace_start(k);
     if (proto == MCP_PROTOCOL_V2) {
         const char *hl = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Inference-Header-Content-Length");
         if (hl) {
@@ -1291,9 +1300,7 @@ static json_t *gen_body(conn *k, void (*fail)(conn *k, mcp_status st, const char
 static void gen_trace(conn *k, const mcp_model_version *v)
 {
     mcp_call *c = &k->call;
-    mcp_frontend_trace_start(k->srv->fe, c, MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "traceparent"),
-                             MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tracestate"), k->t_start_ns);
-    if (c->trace.pending) c->trace.t_received_ns = mcp_now_ns();
+    trace_start(k);
     mcp_frontend_trace_routed(k->srv->fe, c, v);
 }
 
