@@ -465,6 +465,9 @@ static mcp_request *request_copy(const mcp_request *r, mcp_model_version *to)
     c->model_version = mcp_pool_strndup(c->pool, to->version, strlen(to->version));
     c->id = r->id ? mcp_pool_strndup(c->pool, r->id, strlen(r->id)) : NULL;
     c->priority = r->priority;
+    memcpy(c->tenant, r->tenant, sizeof c->tenant);
+    c->weight = r->weight;
+    c->tenant_max_queued = r->tenant_max_queued;
     c->timeout_us = r->timeout_us;
     c->deadline_ns = r->deadline_ns;
     c->n_inputs = r->n_inputs;

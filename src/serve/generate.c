@@ -69,6 +69,7 @@ mcp_gen_request *mcp_gen_request_create(const mcp_model_version *v)
     atomic_init(&r->cancel, false);
     const mcp_generation *g = &v->desc->generation;
     r->max_tokens = g->max_tokens;
+    r->weight = 1.0;
     r->sampling = mcp_llm_sampling_default();
     r->sampling.temperature = (float)g->temperature;
     r->sampling.top_p = (float)g->top_p;

@@ -62,6 +62,10 @@ struct mcp_gen_request {
     uint8_t cache_key[32];
     int64_t priority;      /* lower = more urgent */
     int64_t deadline_ns;   /* 0 = none */
+    /* The caller's tenant ("" = anonymous) and its fair-queuing weight
+     * (> 0): the step loop shares admissions and tokens by weight. */
+    char tenant[65];
+    double weight;
     int index;             /* the caller's (choice index) */
     mcp_gen_event_fn on_event;
     void *user;

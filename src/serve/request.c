@@ -84,6 +84,7 @@ mcp_request *mcp_request_create(mcp_protocol protocol)
     atomic_init(&r->cancel, false);
     r->protocol = protocol;
     r->status = MCP_STATUS_OK;
+    r->weight = 1.0;
     r->t_arrival_ns = mcp_now_ns();
     return r;
 }

@@ -70,6 +70,12 @@ struct mcp_request {
     const char *model_version;/* NULL = current */
     mcp_model_version *model; /* retained once routed */
     int64_t priority;         /* lower = more urgent; 0 = default level */
+    /* The caller's tenant ("" = anonymous; the identity's, never the
+     * request's say) and its fair-queuing weight (> 0) and queued cap
+     * (0 = none): the model queue serves tenants by weight. */
+    char tenant[65];
+    double weight;
+    int64_t tenant_max_queued;
     int64_t timeout_us;       /* 0 = none */
     int64_t deadline_ns;      /* absolute mcp_now_ns() deadline, 0 = none */
     int n_inputs;
