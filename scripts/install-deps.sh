@@ -13,7 +13,7 @@ PACKAGES=(
   libssl-dev libsqlite3-dev
   python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml python3-torch
   prometheus git libopenblas0-pthread
-  chromium chromium-driver python3-selenium
+  chromium chromium-driver python3-selenium python3-jwt python3-cryptography
 )
 # npm fetches llama.cpp's source (tools/fetch-llama-cpp.sh); a Node.js that
 # already brings npm is kept.

@@ -86,6 +86,14 @@ def add_two_model():
                              ir_version=IR_VERSION, producer_name="make_e2e_models")
 
 
+def policy_meta_model():
+    """identity_fp32 carrying an RBAC rule in its metadata_props: the
+    server refuses to load it (access rules come from its own config)."""
+    model = identity_model(TensorProto.FLOAT)
+    helper.set_model_props(model, {"author": "someone", "rbac": '{"allow": ["*"], "role": "admin"}'})
+    return model
+
+
 def slow_model():
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((SLOW_WIDTH, SLOW_WIDTH)) * (1.5 / np.sqrt(SLOW_WIDTH))).astype(np.float32)
@@ -200,6 +208,7 @@ def main(argv):
         for suffix, elem_type in IDENTITY_TYPES.items():
             save(identity_model(elem_type), outdir, f"identity_{suffix}.onnx")
         save(add_two_model(), outdir, "add_two.onnx")
+        save(policy_meta_model(), outdir, "policy_meta.onnx")
         save(slow_model(), outdir, "slow.onnx")
         save(digits_other_model(), outdir, "digits_other.onnx")
         save(digits_slow_model(), outdir, "digits_slow.onnx")

@@ -72,6 +72,10 @@ void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *out);
  * bytes in the mapped file (not NUL-terminated) and *len, or NULL when the
  * key is missing or not a string. Valid while the model is loaded. */
 const char *mcp_llm_model_meta_str(const mcp_llm_model *m, const char *key, size_t *len);
+/* The file's metadata keys: how many, and the i-th (bytes in the mapped
+ * file, not NUL-terminated; NULL when i is out of range). */
+int64_t mcp_llm_model_meta_count(const mcp_llm_model *m);
+const char *mcp_llm_model_meta_key(const mcp_llm_model *m, int64_t i, size_t *len);
 
 /* Tokenizes text with the model's own tokenizer. add_special: BOS / EOS as
  * the model's metadata asks; parse_special: special-token text in `text`

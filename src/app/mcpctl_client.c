@@ -456,12 +456,13 @@ static int cmd_delete(mcpctl_http *h, int argc, char **argv)
  * event log; --follow polls for new events until interrupted. */
 static int cmd_events(mcpctl_http *h, int argc, char **argv)
 {
-    const char *usage = "events [NAME] [--after ID] [--follow] [--json]";
+    const char *usage = "events [NAME] [--after ID] [--denied] [--follow] [--json]";
     const char *model = NULL;
     long long after = 0;
-    bool follow = false, as_json = false;
+    bool follow = false, as_json = false, denied = false;
     for (int a = 0; a < argc; a++) {
         if (!strcmp(argv[a], "--follow")) follow = true;
+        else if (!strcmp(argv[a], "--denied")) denied = true;
         else if (!strcmp(argv[a], "--json")) as_json = true;
         else if (!strcmp(argv[a], "--after") && a + 1 < argc) after = atoll(argv[++a]);
         else if (argv[a][0] != '-' && !model) model = argv[a];
@@ -471,7 +472,8 @@ static int cmd_events(mcpctl_http *h, int argc, char **argv)
     if (model) mcpctl_path_segment(model, seg, sizeof seg);
     for (;;) {
         char path[1400];
-        snprintf(path, sizeof path, "/v2/events?after=%lld&limit=1000%s%s", after, model ? "&model=" : "", model ? seg : "");
+        snprintf(path, sizeof path, "/v2/events?after=%lld&limit=1000%s%s%s", after, model ? "&model=" : "", model ? seg : "",
+                 denied ? "&denied=true" : "");
         json_t *list = NULL;
         int rc = control(h, "events", "GET", path, NULL, &list);
         if (rc) return rc;
@@ -636,14 +638,15 @@ static int cmd_rollout(mcpctl_http *h, int argc, char **argv)
 
 const char *mcpctl_client_usage(void)
 {
-    return "server commands (--server URL, else $MCP_SERVER, else " DEFAULT_SERVER "; $MCP_ADMIN_TOKEN, when set,\n"
-           "is sent as the bearer token a server with --admin-token-file asks for):\n"
+    return "server commands (--server URL, else $MCP_SERVER, else " DEFAULT_SERVER "; $MCP_TOKEN (an API key or\n"
+           "JWT of a server with access rules), else $MCP_ADMIN_TOKEN (its --admin-token-file), is sent as the bearer token):\n"
            "  apply -f model.yaml                  validate, then load it on the server; prints its URL\n"
            "  get models                           the server's models: name, version, state, reason\n"
            "  describe model NAME                  descriptor, state, statistics, inputs and outputs\n"
            "  delete model NAME                    unload it\n"
-           "  events [NAME] [--after ID] [--follow] [--json]\n"
-           "                                       the server's event log (a server with --store)\n"
+           "  events [NAME] [--after ID] [--denied] [--follow] [--json]\n"
+           "                                       the server's event log (a server with --store); --denied:\n"
+           "                                       only refused calls, with who made them\n"
            "  rollout status NAME [--json]         primary, canary, shadow, previous; window figures, gates\n"
            "  rollout set-weight NAME V=PCT [V=PCT] canary weights (a primary left out takes the rest)\n"
            "  rollout shadow NAME V --sample S [--validator diff-threshold@0.02] [--window 60s]\n"

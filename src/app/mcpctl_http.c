@@ -60,8 +60,10 @@ mcp_status mcpctl_http_init(mcpctl_http *h, const char *base, long timeout_ms, m
     curl_easy_setopt(c, CURLOPT_HEADERDATA, h);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->curl_err);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    /* A server with --admin-token-file wants its token on model control. */
-    const char *token = getenv("MCP_ADMIN_TOKEN");
+    /* The caller's credential: an API key or JWT of a server with access
+     * rules ($MCP_TOKEN), or the --admin-token-file token. */
+    const char *token = getenv("MCP_TOKEN");
+    if (!token || !*token) token = getenv("MCP_ADMIN_TOKEN");
     if (token && *token) {
         curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
         curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, token);

@@ -23,6 +23,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "serve/auth.h"
 #include "serve/serve.h"
 #include "serve/log.h"
 #include "serve/trace.h"
@@ -228,6 +229,8 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
         char where[4200];
         snprintf(where, sizeof where, "%s:%d:%d", path, mark ? mark->line + 1 : 0, mark ? mark->column + 1 : 0);
         const char *name = fy_node_get_scalar0(key);
+        /* Access rules: sections read by serve/auth.c (at start and on SIGHUP). */
+        if (name && (!strcmp(name, "auth") || !strcmp(name, "tenants") || !strcmp(name, "shared_models"))) continue;
         const opt *o = name ? find_opt(name, true) : NULL;
         if (!o || !strcmp(o->name, "config")) {
             fprintf(stderr, "mcp2026-server: %s: unknown option '%s' (see --help; keys use '_' for '-')\n", where,
@@ -253,6 +256,37 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
         ok &= set_opt(c, o, s, where);
     }
     return ok;
+}
+
+/* Builds the access rules from the config file (none: a disabled set)
+ * and gives them to the frontend; false (logged) when they are not valid. */
+static bool auth_setup(mcp_logger *lg, const char *config_path, const char *admin_token, mcp_frontend *fe)
+{
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_auth *a = NULL;
+    mcp_status st = config_path ? mcp_auth_load(config_path, &a, &err) : mcp_auth_parse("", 0, ".", &a, &err);
+    if (st == MCP_STATUS_OK && admin_token[0]) st = mcp_auth_set_admin_token(a, admin_token, &err);
+    if (st != MCP_STATUS_OK) {
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--config %s: %s", config_path ? config_path : "", msg);
+        mcp_auth_destroy(a);
+        return false;
+    }
+    if (mcp_auth_enabled(a))
+        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "access rules: %d API keys, JWT %s%s%s", mcp_auth_key_count(a),
+                       mcp_auth_jwt_hs256(a) ? "HS256" : "", mcp_auth_jwt_hs256(a) && mcp_auth_jwt_rs256(a) ? " and " : "",
+                       mcp_auth_jwt_rs256(a) ? "RS256" : !mcp_auth_jwt_hs256(a) ? "off" : "");
+    mcp_frontend_set_auth(fe, a);
+    return true;
+}
+
+/* SIGHUP: the access rules and the files they name are read again; new
+ * ones replace the old at once, and bad ones leave the old in force. */
+static void reload(mcp_logger *lg, const char *config_path, const char *admin_token, mcp_frontend *fe)
+{
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "SIGHUP received, reading the access rules again");
+    if (!auth_setup(lg, config_path, admin_token, fe))
+        mcp_logger_log(lg, MCP_LOG_WARN, NULL, "the access rules did not change (see above)");
 }
 
 /* Reads the admin token: the file's first line, 16 to 255 printable
@@ -491,6 +525,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -611,6 +646,13 @@ int main(int argc, char **argv)
         goto out;
     }
     mcp_frontend_set_control(fe, control, token[0] ? token : NULL);
+    /* Access rules: from the config's auth, tenants and shared_models
+     * sections and the files they name, again on each SIGHUP. */
+    const char *config_path = flag_count[cfg_idx] ? flag_values[cfg_idx][0] : NULL;
+    if (!auth_setup(lg, config_path, token, fe)) {
+        rc = 2;
+        goto out;
+    }
     mcp_frontend_set_plane(fe, plane);
     mcp_frontend_set_tracer(fe, tracer);
     mcp_frontend_set_logger(fe, lg);
@@ -692,14 +734,18 @@ int main(int argc, char **argv)
         mcp_repository_poll *rp = mcp_repository_poll_create(c.model_repository);
         if (rp) mcp_repository_poll_seed(rp, repo);
         struct timespec every = {c.repository_poll_ms / 1000, (long)(c.repository_poll_ms % 1000) * 1000000L};
-        while (rp && (sig = sigtimedwait(&sigs, NULL, &every)) < 0) {
-            mcp_repository_poll_once(rp, repo, log_info);
-            fflush(log_info);
+        for (;;) {
+            while (rp && (sig = sigtimedwait(&sigs, NULL, &every)) < 0) {
+                mcp_repository_poll_once(rp, repo, log_info);
+                fflush(log_info);
+            }
+            if (!rp) sigwait(&sigs, &sig);
+            if (sig != SIGHUP) break;
+            reload(lg, config_path, token, fe);
         }
         mcp_repository_poll_destroy(rp);
-        if (!rp) sigwait(&sigs, &sig);
     } else {
-        sigwait(&sigs, &sig);
+        while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(lg, config_path, token, fe);
     }
     mcp_logger_log(lg, MCP_LOG_INFO, NULL, "%s received, draining in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     /* Both transports refuse new work from here; what was admitted is

@@ -148,6 +148,9 @@ struct mcp_graph {
     mcp_opset *opsets;
     int64_t ir_version;
     char *producer_name;
+    /* The ModelProto's metadata_props keys (values are not kept). */
+    char **metadata_keys;
+    int n_metadata_keys;
 };
 
 /* Import an ONNX ModelProto. `base_dir` resolves external data files (may be

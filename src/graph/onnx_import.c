@@ -656,6 +656,10 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
     if (!root) { onnx__model_proto__free_unpacked(mp, &pb_alloc); return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); }
     root->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     root->producer_name = dup_or_empty(mp->producer_name);
+    if (mp->n_metadata_props) root->metadata_keys = mcp_calloc(mp->n_metadata_props, sizeof *root->metadata_keys);
+    for (size_t i = 0; root->metadata_keys && i < mp->n_metadata_props; i++)
+        if (mp->metadata_props[i] && (root->metadata_keys[root->n_metadata_keys] = dup_or_empty(mp->metadata_props[i]->key)))
+            root->n_metadata_keys++;
     root->opsets = mcp_calloc(mp->n_opset_import ? mp->n_opset_import : 1, sizeof(mcp_opset));
     if (!root->opsets || !root->producer_name) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; st == MCP_STATUS_OK && i < mp->n_opset_import; i++) {
@@ -677,9 +681,13 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
             g->n_opsets = root->n_opsets;
             g->ir_version = root->ir_version;
             g->producer_name = root->producer_name;
+            g->metadata_keys = root->metadata_keys;
+            g->n_metadata_keys = root->n_metadata_keys;
             root->opsets = NULL;
             root->n_opsets = 0;
             root->producer_name = NULL;
+            root->metadata_keys = NULL;
+            root->n_metadata_keys = 0;
             /* Nested graphs point at g already only if they were created
              * with g as parent, which they were. */
         }
@@ -724,6 +732,8 @@ void mcp_graph_free(mcp_graph *g)
     for (int i = 0; i < g->n_opsets; i++) mcp_free(g->opsets[i].domain);
     mcp_free(g->opsets);
     mcp_free(g->producer_name);
+    for (int i = 0; i < g->n_metadata_keys; i++) mcp_free(g->metadata_keys[i]);
+    mcp_free(g->metadata_keys);
     mcp_free(g->name);
     mcp_free(g);
 }

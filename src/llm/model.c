@@ -363,6 +363,15 @@ const char *mcp_llm_model_meta_str(const mcp_llm_model *m, const char *key, size
     return v.ptr;
 }
 
+int64_t mcp_llm_model_meta_count(const mcp_llm_model *m) { return m && m->gguf ? (int64_t)m->gguf->n_kv : 0; }
+
+const char *mcp_llm_model_meta_key(const mcp_llm_model *m, int64_t i, size_t *len)
+{
+    if (!m || !m->gguf || i < 0 || (uint64_t)i >= m->gguf->n_kv) return NULL;
+    *len = (size_t)m->gguf->kv[i].key.len;
+    return m->gguf->kv[i].key.ptr;
+}
+
 void mcp_llm_model_info(const mcp_llm_model *m, mcp_llm_info *o)
 {
     memset(o, 0, sizeof *o);

@@ -284,48 +284,6 @@ static bool tag_is_str(const char *t, size_t n)
     return text_is(t, n, "!!str") || text_is(t, n, "tag:yaml.org,2002:str");
 }
 
-/*
- * The text of a single-quoted scalar, decoded here from the source rather
- * than by libfyaml: libfyaml 0.7.12 leaks the buffer it builds for a
- * single-quoted scalar with '' escapes (found by fuzz_descriptor). Rules
- * (YAML 1.2, 7.3.2): '' is one quote; a line break with the spaces around
- * it folds to one space, or to n newlines when n empty lines follow.
- */
-static bool single_quoted_text(yctx *c, struct fy_node *n, const char **out, size_t *out_len)
-{
-    struct fy_token *t = fy_node_get_scalar_token(n);
-    const struct fy_mark *s = t ? fy_token_start_mark(t) : NULL, *e = t ? fy_token_end_mark(t) : NULL;
-    if (!s || !e || e->input_pos < s->input_pos || e->input_pos > c->text_len) return false;
-    const char *raw = c->text + s->input_pos;
-    size_t n_raw = e->input_pos - s->input_pos;
-    char *buf = mcp_pool_alloc(c->pool, n_raw + 1);
-    if (!buf) return false;
-    size_t w = 0;
-    for (size_t i = 0; i < n_raw;) {
-        char ch = raw[i];
-        if (ch == '\'' && i + 1 < n_raw && raw[i + 1] == '\'') {
-            buf[w++] = '\'';
-            i += 2;
-        } else if (ch == '\n' || ch == '\r') {
-            while (w > 0 && (buf[w - 1] == ' ' || buf[w - 1] == '\t')) w--;
-            int breaks = 0;
-            while (i < n_raw && (raw[i] == '\n' || raw[i] == '\r' || raw[i] == ' ' || raw[i] == '\t')) {
-                if (raw[i] == '\n' || (raw[i] == '\r' && !(i + 1 < n_raw && raw[i + 1] == '\n'))) breaks++;
-                i++;
-            }
-            if (breaks <= 1) buf[w++] = ' ';
-            else for (int k = 1; k < breaks; k++) buf[w++] = '\n';
-        } else {
-            buf[w++] = ch;
-            i++;
-        }
-    }
-    buf[w] = '\0';
-    *out = buf;
-    *out_len = w;
-    return true;
-}
-
 static yval node_val(yctx *c, struct fy_node *n)
 {
     yval v = {0};
@@ -355,7 +313,7 @@ static yval node_val(yctx *c, struct fy_node *n)
         return v;
     }
     if (fy_node_get_style(n) == FYNS_SINGLE_QUOTED) {
-        if (!single_quoted_text(c, n, &v.text, &v.len)) v.text = NULL;
+        if (!(v.text = mcp__yaml_single_quoted(n, c->text, c->text_len, c->pool, &v.len))) v.text = NULL;
     } else {
         v.text = fy_node_get_scalar(n, &v.len);
     }
@@ -595,6 +553,7 @@ static bool map_fields(yctx *c, struct fy_node *n, yloc key_at, const char *expe
         if (idx < 0) {
             const char *near = mcp__desc_closest(k, keys, nkeys);
             if (is_code_key(k)) code_key_error(c, at, k);
+            else if (mcp__desc_policy_key(k)) yerr(c, at, "'%s' is a policy field: " MCP__DESC_POLICY_RULE, k);
             else if (near) yerr(c, at, "unknown key '%s' (did you mean '%s'?)", k, near);
             else yerr(c, at, "unknown key '%s'", k);
         } else if (f[idx].present) {
@@ -1574,8 +1533,8 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         old = path_push(c, "name");
         if (want_string(c, f[R_NAME].val, f[R_NAME].key_at, "a model name", &d->name) && !mcp__desc_name_valid(d->name))
             yerr(c, node_loc(f[R_NAME].val, f[R_NAME].key_at),
-                 "invalid model name '%.100s': use 1 to %d letters, digits, '_', '.' or '-' (not '.' or '..')", d->name,
-                 MCP__DESC_MAX_NAME);
+                 "invalid model name '%.100s': use 1 to %d letters, digits, '_', '.' or '-' (not '.' or '..'), "
+                 "optionally after a tenant namespace 'tenant/'", d->name, MCP__DESC_MAX_NAME);
         path_pop(c, old);
     }
     if (f[R_VERSION].present) {

@@ -2,6 +2,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
+
+#include <libfyaml.h>
 #include <sys/stat.h>
 
 #include "registry/descriptor_util.h"
@@ -117,7 +120,7 @@ void mcp_descriptor_free(mcp_descriptor *d)
     mcp_free(d);
 }
 
-bool mcp__desc_name_valid(const char *s)
+bool mcp__desc_plain_name_valid(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > MCP__DESC_MAX_NAME) return false;
@@ -129,6 +132,84 @@ bool mcp__desc_name_valid(const char *s)
         if (!ok) return false;
     }
     return true;
+}
+
+/*
+ * The text of a single-quoted scalar, decoded from the source rather than
+ * by libfyaml: libfyaml 0.7.12 leaks the buffer it builds for a
+ * single-quoted scalar with '' escapes (found by fuzz_descriptor and
+ * fuzz_auth). Rules (YAML 1.2, 7.3.2): '' is one quote; a line break with
+ * the blanks around it folds to one space, or to n newlines when n empty
+ * lines follow.
+ */
+const char *mcp__yaml_single_quoted(struct fy_node *n, const char *text, size_t text_len, mcp_pool *pool, size_t *out_len)
+{
+    struct fy_token *t = fy_node_get_scalar_token(n);
+    const struct fy_mark *s = t ? fy_token_start_mark(t) : NULL, *e = t ? fy_token_end_mark(t) : NULL;
+    if (!s || !e || e->input_pos < s->input_pos || e->input_pos > text_len) return NULL;
+    const char *raw = text + s->input_pos;
+    size_t n_raw = e->input_pos - s->input_pos;
+    char *buf = mcp_pool_alloc(pool, n_raw + 1);
+    if (!buf) return NULL;
+    size_t w = 0;
+    for (size_t i = 0; i < n_raw;) {
+        char ch = raw[i];
+        if (ch == '\'' && i + 1 < n_raw && raw[i + 1] == '\'') {
+            buf[w++] = '\'';
+            i += 2;
+        } else if (ch == '\n' || ch == '\r') {
+            while (w > 0 && (buf[w - 1] == ' ' || buf[w - 1] == '\t')) w--;
+            int breaks = 0;
+            while (i < n_raw && (raw[i] == '\n' || raw[i] == '\r' || raw[i] == ' ' || raw[i] == '\t')) {
+                if (raw[i] == '\n' || (raw[i] == '\r' && !(i + 1 < n_raw && raw[i + 1] == '\n'))) breaks++;
+                i++;
+            }
+            if (breaks <= 1) buf[w++] = ' ';
+            else
+                for (int k = 1; k < breaks; k++) buf[w++] = '\n';
+        } else {
+            buf[w++] = ch;
+            i++;
+        }
+    }
+    buf[w] = '\0';
+    *out_len = w;
+    return buf;
+}
+
+bool mcp__desc_policy_key(const char *key)
+{
+    static const char *const words[] = {"policy", "policies", "rbac", "acl", "acls", "roles", "permissions",
+                                        "auth", "authorization", "tenants", "tenant_policy"};
+    const char *last = key;
+    for (const char *p = key; *p; p++)
+        if (*p == '.' || *p == '/' || *p == ':') last = p + 1;
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (!strcasecmp(key, words[i]) || !strcasecmp(last, words[i])) return true;
+    return false;
+}
+
+/* A namespaced name's own part may not be a word the HTTP routes use
+ * after a model name (/v2/models/t1/ready would be ambiguous). */
+static bool route_word(const char *s)
+{
+    static const char *const words[] = {"ready", "infer", "generate", "generate_stream", "stats", "config", "rollout",
+                                        "trace", "versions", "load", "unload"};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (!strcmp(s, words[i])) return true;
+    return false;
+}
+
+bool mcp__desc_name_valid(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash) return mcp__desc_plain_name_valid(s);
+    size_t tn = (size_t)(slash - s);
+    char tenant[MCP__DESC_MAX_NAME + 1];
+    if (tn == 0 || tn > 64 || strlen(s) > MCP__DESC_MAX_NAME) return false;
+    memcpy(tenant, s, tn);
+    tenant[tn] = '\0';
+    return mcp__desc_plain_name_valid(tenant) && mcp__desc_plain_name_valid(slash + 1) && !route_word(slash + 1);
 }
 
 /* One semver part: "0" or [1-9][0-9]{0,8}. Advances *p. */

@@ -44,7 +44,24 @@
 mcp_descriptor *mcp__descriptor_new(const mcp_descriptor_defaults *defaults);
 
 /* Model names: [A-Za-z0-9_.-]{1,128}, not "." or "..". */
+/* A model name: 1 to MCP__DESC_MAX_NAME of A-Z a-z 0-9 _ . - (not "." or
+ * ".."), or a tenant's "tenant/name" (the tenant 1 to 64 of the same; the
+ * name not a word the HTTP routes use after a model). Plain: no tenant,
+ * as a folder name must be. */
 bool mcp__desc_name_valid(const char *s);
+bool mcp__desc_plain_name_valid(const char *s);
+/* Whether a key (in a descriptor, a model file's metadata or a request's
+ * parameters) is policy-like: policy, policies, rbac, acl(s), roles,
+ * permissions, auth, authorization, tenants, tenant_policy, as the whole
+ * key or its last '.', '/' or ':' component, any case. Such keys are
+ * refused: access rules come only from the server's configuration. */
+bool mcp__desc_policy_key(const char *key);
+/* A single-quoted YAML scalar's text, decoded from the document's source
+ * (text, text_len) into pool, not by libfyaml (which leaks on '' escapes);
+ * NULL when out of memory or the node has no source position. */
+struct fy_node;
+const char *mcp__yaml_single_quoted(struct fy_node *n, const char *text, size_t text_len, mcp_pool *pool, size_t *out_len);
+#define MCP__DESC_POLICY_RULE "access rules come only from the server's configuration (its auth section), never from a model, a descriptor or a request"
 /* "vMAJOR.MINOR.PATCH", no leading zeros, each part at most 9 digits. */
 bool mcp__desc_semver_parse(const char *s, int out[3]);
 /* Open Inference Protocol names (FP32, INT64, BYTES...) or numpy-style names

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "mcp/llm.h"
+#include "registry/descriptor_util.h"
 #include "registry/registry.h"
 
 const char *mcp_model_state_name(mcp_model_state s)
@@ -214,6 +215,16 @@ static mcp_status load_gguf(mcp_model_version *v, mcp_descriptor *desc, int64_t 
     char msg[1024] = "";
     mcp_status st = mcp_llm_model_load(desc->path, &mo, &v->llm, msg, sizeof msg);
     if (st != MCP_STATUS_OK) return mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
+    for (int64_t i = 0; i < mcp_llm_model_meta_count(v->llm); i++) {
+        size_t len = 0;
+        const char *k = mcp_llm_model_meta_key(v->llm, i, &len);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)(len < 255 ? len : 255), k ? k : "");
+        if (mcp__desc_policy_key(key))
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
+                               "model '%s': the GGUF metadata key '%.100s' is a policy field: " MCP__DESC_POLICY_RULE,
+                               desc->name, key);
+    }
     mcp_llm_info info;
     mcp_llm_model_info(v->llm, &info);
     desc->instance_count = 1;
@@ -281,6 +292,13 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
         return st;
     }
     const mcp_graph *g = v->session->graph;
+    for (int i = 0; i < g->n_metadata_keys; i++)
+        if (mcp__desc_policy_key(g->metadata_keys[i])) {
+            mcp_descriptor_free(triton_config);
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
+                               "model '%s': the ONNX metadata_props key '%.100s' is a policy field: " MCP__DESC_POLICY_RULE,
+                               desc->name, g->metadata_keys[i]);
+        }
     v->n_inputs = g->n_inputs;
     v->n_outputs = g->n_outputs;
     v->inputs = mcp_calloc((size_t)v->n_inputs + 1, sizeof *v->inputs);

@@ -1174,7 +1174,7 @@ static void map_config(tctx *t, const pnode *root, const char *model_dir, mcp_de
     char base[MCP__DESC_MAX_NAME + 2];
     const char *name = NULL;
     if (model_dir) {
-        if (!dir_basename(model_dir, base, sizeof base) || !mcp__desc_name_valid(base))
+        if (!dir_basename(model_dir, base, sizeof base) || !mcp__desc_plain_name_valid(base))
             terr(t, NULL, "the model folder's name cannot be a model name: use 1 to %d letters, digits, '_', '.' or '-'",
                  MCP__DESC_MAX_NAME);
         else name = base;
@@ -1184,7 +1184,7 @@ static void map_config(tctx *t, const pnode *root, const char *model_dir, mcp_de
             tpop(t, old);
         }
     } else if (config_name) {
-        if (!mcp__desc_name_valid(config_name)) {
+        if (!mcp__desc_plain_name_valid(config_name)) {
             size_t old = tpush(t, "name", -1);
             terr(t, name_at, "invalid model name '%.60s': use letters, digits, '_', '.' or '-'", config_name);
             tpop(t, old);
@@ -1314,7 +1314,7 @@ mcp_status mcp_descriptor_from_triton_json(const char *name, const char *json, s
                                            const mcp_descriptor_defaults *defaults, mcp_descriptor **out, mcp_diags *diags)
 {
     *out = NULL;
-    if (!mcp__desc_name_valid(name)) {
+    if (!mcp__desc_plain_name_valid(name)) {
         mcp_diags_add(diags, "", 0, 0, "'%.60s' cannot be a model name", name);
         return MCP_STATUS_INVALID_ARGUMENT;
     }

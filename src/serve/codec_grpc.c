@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "grpc_service.pb-c.h"
+#include "registry/descriptor_util.h"
 #include "serve/codec_util.h"
 
 static const char *param_name_ok(const char *k) { return k ? k : ""; }
@@ -22,6 +23,8 @@ static mcp_status decode_parameters(mcp_request *r, const Inference__ModelInferR
     for (size_t i = 0; i < m->n_parameters; i++) {
         const Inference__ModelInferRequest__ParametersEntry *e = m->parameters[i];
         const char *key = param_name_ok(e->key);
+        if (mcp__desc_policy_key(key))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "parameters.%.100s is a policy field: " MCP__DESC_POLICY_RULE, key);
         const Inference__InferParameter *p = e->value;
         bool is_int = p && p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
         bool is_uint = p && p->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "registry/descriptor_util.h"
 #include "serve/codec_util.h"
 
 /* Checks that every value of a `parameters` object is a string, number or
@@ -19,6 +20,9 @@ static mcp_status check_params(const json_t *params, const char *where, mcp_err 
     json_t *v;
     json_object_foreach((json_t *)params, key, v)
     {
+        if (mcp__desc_policy_key(key))
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%sparameters.%.100s is a policy field: " MCP__DESC_POLICY_RULE,
+                               where, key);
         if (!json_is_string(v) && !json_is_number(v) && !json_is_boolean(v))
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
                                "%sparameters.%s must be a string, number or boolean", where, key);

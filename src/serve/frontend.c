@@ -17,6 +17,7 @@
 
 #include "serve/frontend.h"
 #include "serve/log.h"
+#include "serve/qos.h"
 #include "serve/monitor.h"
 #include "serve/rollout.h"
 
@@ -70,6 +71,20 @@ struct mcp_frontend {
     mcp_logger *logger;      /* borrowed; NULL = quiet */
     size_t body_cap;
     _Atomic size_t body_bytes; /* request data held by every transport */
+    /* Access: the rules (swapped whole on reload; readers hold auth_mu
+     * shared while they use them), each tenant's admission state, and the
+     * audit queue its thread writes to the event log. */
+    pthread_rwlock_t auth_mu;
+    mcp_auth *auth;
+    mcp_qos *qos;
+    pthread_mutex_t audit_mu;
+    pthread_cond_t audit_cv;
+    struct audit_rec *audit; /* ring of AUDIT_RING */
+    int audit_head, audit_len;
+    bool audit_stop;
+    pthread_t audit_thread;
+    bool audit_running;
+    atomic_llong audit_dropped;
     /* Calls waiting for a cold start, and the memory policy's thread. */
     pthread_mutex_t park_mu;
     struct parked *parked;
@@ -266,6 +281,280 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
     if (log_error) mcp_logger_log(fe->logger, MCP_LOG_ERROR, &f, "%s", e->message && e->message[0] ? e->message : "internal error");
 }
 
+/* ---- identity and access ---- */
+
+/* Denied calls and management actions wait here for the event log's
+ * writer, so no transport thread ever waits on the store. */
+#define AUDIT_RING 1024
+
+typedef struct audit_rec {
+    int64_t time_ms;
+    char actor[192];
+    char action[24];
+    char target[256];
+    char outcome[16];
+    char reason[256];
+} audit_rec;
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void mcp_frontend_audit(mcp_frontend *fe, const char *actor, const char *action, const char *target, const char *outcome,
+                        const char *reason)
+{
+    if (!fe->audit_running) return;
+    pthread_mutex_lock(&fe->audit_mu);
+    if (fe->audit_len == AUDIT_RING) {
+        pthread_mutex_unlock(&fe->audit_mu);
+        atomic_fetch_add(&fe->audit_dropped, 1);
+        return;
+    }
+    audit_rec *r = &fe->audit[(fe->audit_head + fe->audit_len) % AUDIT_RING];
+    r->time_ms = wall_ms();
+    snprintf(r->actor, sizeof r->actor, "%s", actor);
+    snprintf(r->action, sizeof r->action, "%s", action);
+    snprintf(r->target, sizeof r->target, "%s", target);
+    snprintf(r->outcome, sizeof r->outcome, "%s", outcome);
+    snprintf(r->reason, sizeof r->reason, "%s", reason ? reason : "");
+    fe->audit_len++;
+    pthread_cond_signal(&fe->audit_cv);
+    pthread_mutex_unlock(&fe->audit_mu);
+}
+
+static void *audit_main(void *arg)
+{
+    mcp_frontend *fe = arg;
+    audit_rec rec;
+    pthread_mutex_lock(&fe->audit_mu);
+    for (;;) {
+        while (!fe->audit_len && !fe->audit_stop) pthread_cond_wait(&fe->audit_cv, &fe->audit_mu);
+        if (!fe->audit_len) break; /* stopping, and all written */
+        rec = fe->audit[fe->audit_head];
+        fe->audit_head = (fe->audit_head + 1) % AUDIT_RING;
+        fe->audit_len--;
+        pthread_mutex_unlock(&fe->audit_mu);
+        char msg[256];
+        mcp_err err = {msg, sizeof msg};
+        mcp_catalog_event e = {.time_ms = rec.time_ms, .actor = rec.actor, .action = rec.action, .target = rec.target,
+                               .outcome = rec.outcome, .reason = rec.reason};
+        if (mcp_catalog_add_event(mcp_plane_catalog(fe->plane), &e, &err) != MCP_STATUS_OK)
+            fe_log(fe, MCP_LOG_WARN, "event log: %s", msg);
+        pthread_mutex_lock(&fe->audit_mu);
+    }
+    pthread_mutex_unlock(&fe->audit_mu);
+    return NULL;
+}
+
+static void start_audit(mcp_frontend *fe)
+{
+    if (fe->audit_running || !fe->plane) return;
+    fe->audit = mcp_calloc(AUDIT_RING, sizeof *fe->audit);
+    if (fe->audit && pthread_create(&fe->audit_thread, NULL, audit_main, fe) == 0) fe->audit_running = true;
+}
+
+static void stop_audit(mcp_frontend *fe)
+{
+    if (fe->audit_running) {
+        pthread_mutex_lock(&fe->audit_mu);
+        fe->audit_stop = true;
+        pthread_cond_broadcast(&fe->audit_cv);
+        pthread_mutex_unlock(&fe->audit_mu);
+        pthread_join(fe->audit_thread, NULL);
+        fe->audit_running = false;
+    }
+    mcp_free(fe->audit);
+    fe->audit = NULL;
+}
+
+int64_t mcp_frontend_audit_dropped(const mcp_frontend *fe) { return atomic_load(&fe->audit_dropped); }
+
+void mcp_frontend_set_auth(mcp_frontend *fe, mcp_auth *a)
+{
+    pthread_rwlock_wrlock(&fe->auth_mu);
+    mcp_auth *old = fe->auth;
+    fe->auth = a;
+    pthread_rwlock_unlock(&fe->auth_mu);
+    mcp_auth_destroy(old);
+}
+
+bool mcp_frontend_auth_enabled(mcp_frontend *fe)
+{
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    bool on = fe->auth && mcp_auth_enabled(fe->auth);
+    pthread_rwlock_unlock(&fe->auth_mu);
+    return on;
+}
+
+void mcp_identity_describe(const mcp_identity *who, mcp_peer peer, char *out, size_t cap)
+{
+    static const char *const peers[] = {"remote", "loopback", "unix socket"};
+    if (!who->authenticated)
+        snprintf(out, cap, "anonymous (%s)", peers[peer]);
+    else
+        snprintf(out, cap, "%s%s%s (%s)", who->tenant, who->tenant[0] ? "/" : "", who->subject, who->via);
+}
+
+mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, mcp_peer peer, mcp_identity *who,
+                                     mcp_err *err)
+{
+    mcp_identity_anonymous(who);
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    mcp_status st = MCP_STATUS_OK;
+    if (fe->auth && mcp_auth_enabled(fe->auth))
+        st = mcp_auth_authenticate(fe->auth, authorization, (int64_t)time(NULL), who, err);
+    pthread_rwlock_unlock(&fe->auth_mu);
+    if (st != MCP_STATUS_OK) {
+        char actor[256];
+        mcp_identity_describe(who, peer, actor, sizeof actor);
+        mcp_frontend_audit(fe, actor, "denied", "(credential)", "unauthenticated", err->buf);
+        mcp_identity_anonymous(who);
+    }
+    return st;
+}
+
+mcp_status mcp_frontend_allow(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, mcp_action act,
+                              const char *model, mcp_err *err)
+{
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    mcp_decision d = fe->auth ? mcp_auth_decide(fe->auth, who, peer, act, model) : MCP_DECIDE_ALLOW;
+    pthread_rwlock_unlock(&fe->auth_mu);
+    mcp_status st = MCP_STATUS_OK;
+    switch (d) {
+    case MCP_DECIDE_ALLOW: return MCP_STATUS_OK;
+    case MCP_DECIDE_UNAUTHENTICATED:
+        st = mcp_err_set(err, MCP_STATUS_UNAUTHENTICATED, "%s needs a credential: 'Authorization: Bearer <API key or JWT>'",
+                         mcp_action_name(act));
+        break;
+    case MCP_DECIDE_FORBIDDEN:
+        st = model ? mcp_err_set(err, MCP_STATUS_PERMISSION_DENIED, "your roles do not allow %s on model '%s'",
+                                 mcp_action_name(act), model)
+                   : mcp_err_set(err, MCP_STATUS_PERMISSION_DENIED, "your roles do not allow %s", mcp_action_name(act));
+        break;
+    case MCP_DECIDE_HIDDEN:
+        /* The very answer a model that does not exist gets. */
+        st = mcp_err_set(err, MCP_STATUS_NOT_FOUND, "unknown model '%s'", model ? model : "");
+        break;
+    }
+    char actor[256];
+    mcp_identity_describe(who, peer, actor, sizeof actor);
+    char target[300];
+    snprintf(target, sizeof target, "%s", model ? model : mcp_action_name(act));
+    mcp_frontend_audit(fe, actor, "denied", target, mcp_action_name(act), err->buf);
+    return st;
+}
+
+bool mcp_frontend_visible(mcp_frontend *fe, const mcp_identity *who, const char *model)
+{
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    bool yes = !fe->auth || mcp_auth_visible(fe->auth, who, model);
+    pthread_rwlock_unlock(&fe->auth_mu);
+    return yes;
+}
+
+bool mcp_frontend_may(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, mcp_action act, const char *model)
+{
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    bool yes = !fe->auth || mcp_auth_decide(fe->auth, who, peer, act, model) == MCP_DECIDE_ALLOW;
+    pthread_rwlock_unlock(&fe->auth_mu);
+    return yes;
+}
+
+bool mcp_frontend_is_namespace(mcp_frontend *fe, const char *seg, size_t len)
+{
+    if (!len || len > MCP_AUTH_TENANT_MAX) return false;
+    char prefix[MCP_AUTH_TENANT_MAX + 2];
+    memcpy(prefix, seg, len);
+    prefix[len] = '/';
+    prefix[len + 1] = '\0';
+    mcp_repository_entry *list;
+    int n = mcp_repository_index(fe->repo, &list);
+    bool found = false;
+    for (int i = 0; i < n && !found; i++) found = strncmp(list[i].name, prefix, len + 1) == 0;
+    mcp_repository_entries_free(list, n);
+    return found;
+}
+
+/* Priority classes are bands: every critical request before any standard
+ * one, every standard before batch; the request's own priority orders
+ * within its band. */
+#define CLASS_BAND ((int64_t)1 << 40)
+
+static int64_t class_priority(mcp_qos_class cls, int64_t priority)
+{
+    int64_t band = cls == MCP_CLASS_CRITICAL ? -CLASS_BAND : cls == MCP_CLASS_BATCH ? CLASS_BAND : 0;
+    if (priority > CLASS_BAND / 2) priority = CLASS_BAND / 2;
+    if (priority < -CLASS_BAND / 2) priority = -CLASS_BAND / 2;
+    return band + priority;
+}
+
+mcp_status mcp_frontend_admit_tenant(mcp_frontend *fe, const mcp_identity *who, bool generate, mcp_tenant_grant *g,
+                                     int64_t *retry_after_s, mcp_err *err)
+{
+    *retry_after_s = 0;
+    memset(g, 0, sizeof *g);
+    g->weight = 1.0;
+    g->sla_class = MCP_CLASS_NONE;
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    bool on = fe->auth && mcp_auth_enabled(fe->auth);
+    mcp_tenant_limits lim = {0};
+    if (on) lim = mcp_auth_tenant_limits(fe->auth, who->tenant);
+    pthread_rwlock_unlock(&fe->auth_mu);
+    /* Tenants are authenticated ones: without access rules there are none. */
+    if (!on || !who->authenticated) return MCP_STATUS_OK;
+    snprintf(g->tenant, sizeof g->tenant, "%s", who->tenant);
+    g->weight = lim.weight > 0 ? lim.weight : 1.0;
+    g->max_queued = lim.max_queued;
+    g->tokens_per_s = lim.tokens_per_s;
+    g->sla_class = who->sla_class != MCP_CLASS_NONE ? who->sla_class : lim.class_;
+    g->deadline_ms = who->sla_deadline_ms;
+    mcp_status st = mcp_qos_admit(fe->qos, g->tenant, &lim, generate, mcp_now_ns(), retry_after_s, err);
+    if (st != MCP_STATUS_OK) {
+        char actor[256];
+        mcp_identity_describe(who, MCP_PEER_REMOTE, actor, sizeof actor);
+        mcp_frontend_audit(fe, actor, "denied", g->tenant, "rate-limited", err->buf);
+        return st;
+    }
+    g->held = true;
+    return MCP_STATUS_OK;
+}
+
+void mcp_frontend_release_tenant(mcp_frontend *fe, mcp_tenant_grant *g)
+{
+    if (!g->held) return;
+    g->held = false;
+    mcp_qos_release(fe->qos, g->tenant);
+}
+
+void mcp_frontend_charge_tokens(mcp_frontend *fe, const char *tenant, int64_t tokens)
+{
+    if (!tenant[0]) return;
+    pthread_rwlock_rdlock(&fe->auth_mu);
+    mcp_tenant_limits lim = fe->auth ? mcp_auth_tenant_limits(fe->auth, tenant) : (mcp_tenant_limits){0};
+    pthread_rwlock_unlock(&fe->auth_mu);
+    if (lim.tokens_per_s > 0) mcp_qos_charge_tokens(fe->qos, tenant, &lim, tokens, mcp_now_ns());
+}
+
+/* A request's share of its tenant: fair queuing by weight, its class's
+ * priority band, the SLA deadline when it is sooner. */
+static void apply_grant(mcp_request *r, const mcp_tenant_grant *g)
+{
+    memcpy(r->tenant, g->tenant, sizeof r->tenant);
+    r->weight = g->weight;
+    r->tenant_max_queued = g->max_queued;
+    r->priority = class_priority(g->sla_class, r->priority);
+    if (g->deadline_ms > 0) {
+        /* The SLA's deadline, or the request's own timeout when sooner. */
+        int64_t d = r->t_arrival_ns + g->deadline_ms * 1000000;
+        if (r->deadline_ns <= 0 && r->timeout_us > 0 && r->timeout_us < g->deadline_ms * 1000)
+            d = r->t_arrival_ns + r->timeout_us * 1000;
+        if (r->deadline_ns <= 0 || d < r->deadline_ns) r->deadline_ns = d;
+    }
+}
+
 /* ---- the metrics observer ---- */
 
 static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const char *model, const char *version,
@@ -282,6 +571,11 @@ static void metrics_event(void *user, mcp_obs_event ev, const mcp_call *c, const
     if (st != MCP_STATUS_OK && model[0]) mcp_metrics_error(m, model, mcp_metrics_reason(st));
     if (ev == MCP_OBS_COMPLETED && model[0]) mcp_metrics_bytes(m, model, version, (int64_t)c->wire.len, (int64_t)c->out.len);
     mcp_metrics_request(m, model, version, p, mcp_status_http_code(st));
+    if (c->who.authenticated && c->who.tenant[0])
+        mcp_metrics_tenant_request(m, c->who.tenant,
+                                   mcp_qos_class_name(c->grant.sla_class != MCP_CLASS_NONE ? c->grant.sla_class
+                                                                                          : MCP_CLASS_STANDARD),
+                                   mcp_status_http_code(st));
 }
 
 mcp_observer mcp_metrics_observer(mcp_metrics *m) { return (mcp_observer){1, metrics_event, m}; }
@@ -307,6 +601,7 @@ static void reject(mcp_frontend *fe, mcp_call *c, const mcp_model_version *v, mc
     c->codec->error(c->message[0] ? c->message : mcp_status_str(st), &c->out);
     if (c->trace.sampled) c->trace.t_encoded_ns = c->trace.t_send_ns = mcp_now_ns();
     observe(fe, MCP_OBS_REJECTED, c, v, st);
+    mcp_frontend_release_tenant(fe, &c->grant);
     c->respond(c);
 }
 
@@ -338,12 +633,16 @@ static mcp_status peek_model(mcp_frontend *fe, mcp_call *c, char *name, size_t c
     return MCP_STATUS_OK;
 }
 
-/* authorize: the hook where identities and roles plug in (tenants issue);
- * every transport passes through it. */
-static mcp_status authorize(mcp_frontend *fe, const mcp_call *c, const char *model, mcp_err *err)
+/* authorize: the caller's identity (which its transport established) may
+ * infer on this model, and its tenant is within its limits; every
+ * transport passes through here. A parked call that comes back keeps the
+ * admission it had. */
+static mcp_status authorize(mcp_frontend *fe, mcp_call *c, const char *model, mcp_err *err)
 {
-    (void)fe, (void)c, (void)model, (void)err;
-    return MCP_STATUS_OK;
+    mcp_status st = mcp_frontend_allow(fe, &c->who, c->peer, MCP_ACT_INFER, model, err);
+    if (st == MCP_STATUS_OK && !c->grant.held)
+        st = mcp_frontend_admit_tenant(fe, &c->who, false, &c->grant, &c->retry_after_s, err);
+    return st;
 }
 
 mcp_model_version *mcp_frontend_route_model(mcp_frontend *fe, const char *name, const char *version, mcp_status *st,
@@ -416,6 +715,7 @@ static void complete_request(mcp_request *r, void *user)
     encode_response(c, r);
     if (c->trace.sampled) c->trace.t_encoded_ns = c->trace.t_send_ns = mcp_now_ns();
     observe(fe, MCP_OBS_COMPLETED, c, r->model, r->status);
+    mcp_frontend_release_tenant(fe, &c->grant);
     c->respond(c);
 }
 
@@ -605,14 +905,22 @@ static mcp_status submit_request(mcp_frontend *fe, mcp_call *c, mcp_request *r, 
         int64_t own = r->timeout_us > 0 && r->timeout_us < INT64_MAX / 1000 ? mcp_now_ns() + r->timeout_us * 1000 : 0;
         r->deadline_ns = own > 0 && own < c->deadline_ns ? own : c->deadline_ns;
     }
+    apply_grant(r, &c->grant);
     c->req = mcp_request_retain(r); /* the call's reference, for the transport */
     observe(fe, MCP_OBS_QUEUED, c, v, MCP_STATUS_OK);
     if (c->on_queued) c->on_queued(c);
     mcp_status st = submit_to_current(fe, r, &v, pinned);
-    if (st != MCP_STATUS_OK)
+    if (st == MCP_STATUS_RESOURCE_EXHAUSTED && r->error[0]) {
+        /* The tenant's queued cap (the scheduler said so). */
+        char why[sizeof r->error];
+        memcpy(why, r->error, sizeof why);
+        c->retry_after_s = 1;
+        mcp_request_fail(r, st, "%s", why);
+    } else if (st != MCP_STATUS_OK) {
         mcp_request_fail(r, st, st == MCP_STATUS_RESOURCE_EXHAUSTED ? "queue of model '%s' is full; retry later"
                                                                        : "model '%s' is not accepting requests",
                          v->name);
+    }
     if (pair) shadow_submit(pair, st == MCP_STATUS_OK);
     return st;
 }
@@ -799,12 +1107,29 @@ bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t 
     return true;
 }
 
-mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,
-                                 int n, int *submitted, char *answered_by, size_t cap, mcp_err *err)
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, const char *name,
+                                 const char *version, mcp_gen_request *const *rs, int n, int *submitted,
+                                 char *answered_by, size_t cap, mcp_err *err)
 {
     *submitted = 0;
-    mcp_status st = authorize(fe, NULL, name, err);
+    mcp_status st = mcp_frontend_allow(fe, who, peer, MCP_ACT_GENERATE, name, err);
     if (st != MCP_STATUS_OK) return st;
+    mcp_tenant_grant g;
+    int64_t retry = 0;
+    st = mcp_frontend_admit_tenant(fe, who, true, &g, &retry, err);
+    if (st != MCP_STATUS_OK) return st;
+    /* Generation holds no admission slot past this call (its tokens are
+     * charged as they come); it takes its tenant's share of the step loop. */
+    mcp_frontend_release_tenant(fe, &g);
+    for (int i = 0; i < n; i++) {
+        memcpy(rs[i]->tenant, g.tenant, sizeof rs[i]->tenant);
+        rs[i]->weight = g.weight;
+        rs[i]->priority = class_priority(g.sla_class, rs[i]->priority);
+        if (g.deadline_ms > 0) {
+            int64_t d = mcp_now_ns() + g.deadline_ms * 1000000;
+            if (rs[i]->deadline_ns <= 0 || d < rs[i]->deadline_ns) rs[i]->deadline_ns = d;
+        }
+    }
     mcp_model_version *v = route_model(fe, name, version, &st, err); /* once: every choice on one version */
     if (!v) return st;
     atomic_store_explicit(&v->last_used_ns, mcp_now_ns(), memory_order_relaxed);
@@ -829,6 +1154,12 @@ mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char 
 
 static void monitor_free(void *mon) { mcp_monitor_destroy(mon); }
 
+/* A step's generated tokens, per tenant, against its tokens_per_s. */
+static void charge_tokens_hook(void *user, const char *tenant, int64_t tokens)
+{
+    mcp_frontend_charge_tokens(user, tenant, tokens);
+}
+
 static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
 {
     mcp_frontend *fe = user;
@@ -840,6 +1171,7 @@ static mcp_status hook_ready(mcp_model_version *v, void *user, mcp_err *err)
         if (st != MCP_STATUS_OK) return st;
         v->generator = g;
         v->generator_free = generator_free;
+        mcp_gen_set_token_hook(g, charge_tokens_hook, fe);
         mcp_metrics_declare_model(fe->metrics, v->name, v->version);
         mcp_metrics_declare_generation(fe->metrics, v->name, v->version);
         return MCP_STATUS_OK;
@@ -1016,7 +1348,7 @@ static void control_record(mcp_frontend *fe, mcp_control *ctl)
 {
     mcp_plane *p = fe->plane;
     if (!p) return;
-    const char *actor = "api";
+    const char *actor = ctl->actor[0] ? ctl->actor : "api";
     char msg[600];
     mcp_err err = {msg, sizeof msg};
     mcp_status st = MCP_STATUS_OK;
@@ -1167,7 +1499,7 @@ static void rollout_record(mcp_frontend *fe, mcp_control *ctl, const char *actio
 {
     mcp_plane *p = fe->plane;
     if (!p || (ctl->action == MCP_ROLLOUT_TRIP && ctl->status != MCP_STATUS_OK)) return;
-    const char *actor = ctl->action == MCP_ROLLOUT_TRIP ? "gate" : "api";
+    const char *actor = ctl->action == MCP_ROLLOUT_TRIP ? "gate" : ctl->actor[0] ? ctl->actor : "api";
     char what[400] = "";
     for (int i = 0; i < ctl->n_versions; i++)
         snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s=%g", i ? " " : "", ctl->versions[i],
@@ -1452,7 +1784,11 @@ void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_
     fe->admin_token = admin_token && admin_token[0] ? admin_token : NULL;
 }
 
-void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane) { fe->plane = plane; }
+void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane)
+{
+    fe->plane = plane;
+    start_audit(fe);
+}
 
 static void repo_log(void *user, const char *line) { fe_log(user, MCP_LOG_INFO, "%s", line); }
 
@@ -1465,7 +1801,9 @@ mcp_status mcp_frontend_authorize_control(const mcp_frontend *fe, const char *au
 {
     if (!fe->control_enabled)
         return mcp_err_set(err, MCP_STATUS_PERMISSION_DENIED, "model control is disabled on this server (--model-control none)");
-    if (!fe->admin_token) return MCP_STATUS_OK;
+    /* With access rules, the caller's roles decided already (the admin
+     * token is one of their credentials). */
+    if (!fe->admin_token || mcp_frontend_auth_enabled((mcp_frontend *)fe)) return MCP_STATUS_OK;
     if (authorization && !strncasecmp(authorization, "Bearer ", 7) && mcp_secret_equal(authorization + 7, fe->admin_token))
         return MCP_STATUS_OK;
     return mcp_err_set(err, MCP_STATUS_UNAUTHENTICATED, "%s",
@@ -1782,6 +2120,15 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
     }
     fe->control_enabled = true;
     fe->body_cap = (size_t)1 << 30;
+    fe->qos = mcp_qos_create();
+    if (!fe->qos) {
+        mcp_monitor_set_release(fe->monitors);
+        mcp_free(fe);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    pthread_rwlock_init(&fe->auth_mu, NULL);
+    pthread_mutex_init(&fe->audit_mu, NULL);
+    pthread_cond_init(&fe->audit_cv, NULL);
     pthread_mutex_init(&fe->retire_mu, NULL);
     pthread_cond_init(&fe->retire_cv, NULL);
     pthread_mutex_init(&fe->control_mu, NULL);
@@ -1836,6 +2183,12 @@ void mcp_frontend_destroy(mcp_frontend *fe)
     pthread_mutex_destroy(&fe->park_mu);
     pthread_mutex_destroy(&fe->policy_mu);
     pthread_cond_destroy(&fe->policy_cv);
+    stop_audit(fe);
+    pthread_mutex_destroy(&fe->audit_mu);
+    pthread_cond_destroy(&fe->audit_cv);
+    mcp_auth_destroy(fe->auth);
+    pthread_rwlock_destroy(&fe->auth_mu);
+    mcp_qos_destroy(fe->qos);
     /* Versions still draining keep the set; the drift callback is off. */
     mcp_monitor_set_release(fe->monitors);
     mcp_free(fe);

@@ -19,6 +19,7 @@
 #ifndef MCP_SERVE_FRONTEND_H
 #define MCP_SERVE_FRONTEND_H
 
+#include "serve/auth.h"
 #include "serve/generate.h"
 #include "serve/serve.h"
 #include "serve/trace.h"
@@ -54,6 +55,19 @@ const mcp_codec *mcp_codec_get(mcp_protocol p);
 
 typedef struct mcp_call mcp_call;
 
+/* A call's admission under its tenant's limits (mcp_frontend_admit_tenant):
+ * held until mcp_frontend_release_tenant; the request's share of the
+ * model queue (weight, class, queued cap, SLA deadline). */
+typedef struct mcp_tenant_grant {
+    bool held;
+    char tenant[MCP_AUTH_TENANT_MAX + 1]; /* "" = anonymous (no tenant limits) */
+    double weight;
+    int64_t max_queued;
+    double tokens_per_s;
+    mcp_qos_class sla_class;
+    int64_t deadline_ms;
+} mcp_tenant_grant;
+
 /*
  * One inference call, owned by its transport until `respond` runs. Before
  * respond: status OK and `out` holds the encoded answer (json_len as
@@ -86,6 +100,14 @@ struct mcp_call {
     mcp_request *req;
     /* The call's trace (mcp_frontend_trace_start); inactive = not traced. */
     mcp_trace_ctx trace;
+    /* Who is calling, as its transport established it
+     * (mcp_frontend_authenticate), and from where. */
+    mcp_identity who;
+    mcp_peer peer;
+    /* Set by the frontend: the tenant's admission, and when refused for a
+     * tenant limit, the seconds to wait (HTTP Retry-After). */
+    mcp_tenant_grant grant;
+    int64_t retry_after_s;
 };
 
 /* Frees the outcome (body, request reference); the call may be reused. */
@@ -139,6 +161,43 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e);
  * is neither traced nor logged costs it no header lookups. */
 bool mcp_frontend_call_end_wanted(const mcp_frontend *fe, const mcp_call *c, bool internal);
 
+/* ---- identity and access (serve/auth.h) ---- */
+
+/* Whether access rules are on (mcp_frontend_set_auth). Off: everything
+ * is allowed and model control answers to the admin token alone. */
+bool mcp_frontend_auth_enabled(mcp_frontend *fe);
+/* The identity an `authorization` value gives (NULL = none: anonymous).
+ * UNAUTHENTICATED (audited) when a credential is given and not good. */
+mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, mcp_peer peer, mcp_identity *who,
+                                     mcp_err *err);
+/* Whether who may do act on model (NULL: server-wide): OK, or
+ * UNAUTHENTICATED, PERMISSION_DENIED, or NOT_FOUND with the very message
+ * a model that does not exist gets (a model the caller may not know of).
+ * Refusals go to the event log with the identity. */
+mcp_status mcp_frontend_allow(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, mcp_action act,
+                              const char *model, mcp_err *err);
+/* mcp_frontend_allow without an answer or an audit record (listings). */
+bool mcp_frontend_may(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, mcp_action act, const char *model);
+/* Whether who may know that model exists (listings, stats, metrics). */
+bool mcp_frontend_visible(mcp_frontend *fe, const mcp_identity *who, const char *model);
+/* Whether seg[0..len) is a tenant namespace some model lives in, so a
+ * path's "t1/resnet" names one model. */
+bool mcp_frontend_is_namespace(mcp_frontend *fe, const char *seg, size_t len);
+/* "t1/ci (api-key)", "anonymous (loopback)": an identity for events. */
+void mcp_identity_describe(const mcp_identity *who, mcp_peer peer, char *out, size_t cap);
+/* Admits a call of who's tenant under its limits (generate: also its
+ * generated tokens); RESOURCE_EXHAUSTED with *retry_after_s otherwise. */
+mcp_status mcp_frontend_admit_tenant(mcp_frontend *fe, const mcp_identity *who, bool generate, mcp_tenant_grant *g,
+                                     int64_t *retry_after_s, mcp_err *err);
+void mcp_frontend_release_tenant(mcp_frontend *fe, mcp_tenant_grant *g);
+/* Generated tokens of a tenant, against its tokens_per_s. */
+void mcp_frontend_charge_tokens(mcp_frontend *fe, const char *tenant, int64_t tokens);
+/* An event for the event log (when the server has a store), written off
+ * the caller's thread; dropped (and counted) when the queue is full. */
+void mcp_frontend_audit(mcp_frontend *fe, const char *actor, const char *action, const char *target,
+                        const char *outcome, const char *reason);
+int64_t mcp_frontend_audit_dropped(const mcp_frontend *fe);
+
 /* ---- the frontend ---- */
 
 mcp_repository *mcp_frontend_repository(const mcp_frontend *fe);
@@ -158,13 +217,15 @@ bool mcp_frontend_tenant_key(const mcp_frontend *fe, const char *tenant, size_t 
 /* Whether a tenant name follows MCP_TENANT_RULE (NUL-terminated). */
 bool mcp_frontend_tenant_valid(const char *tenant);
 
-/* Text generation: routes name (version NULL = current) once to a version's
+/* Text generation (who may generate on name, within its tenant's limits;
+ * its requests take its tenant's share): routes name (version NULL = current) once to a version's
  * generation engine and queues rs[0..n) there; their events come on the
  * step thread. *submitted says how many were queued (each sends its events,
  * however the call ends); when not all were, those are cancelled and the
  * status says why. On OK, answered_by holds the version that took them. */
-mcp_status mcp_frontend_generate(mcp_frontend *fe, const char *name, const char *version, mcp_gen_request *const *rs,
-                                 int n, int *submitted, char *answered_by, size_t cap, mcp_err *err);
+mcp_status mcp_frontend_generate(mcp_frontend *fe, const mcp_identity *who, mcp_peer peer, const char *name,
+                                 const char *version, mcp_gen_request *const *rs, int n, int *submitted,
+                                 char *answered_by, size_t cap, mcp_err *err);
 
 /* The model a name (and version) routes to, retained; NULL with status and
  * a message saying why (unknown: NOT_FOUND; known but not ready:
@@ -229,6 +290,7 @@ typedef struct mcp_control mcp_control;
 struct mcp_control {
     mcp_control_op op;
     char name[256];
+    char actor[192];  /* who asked (the event log's actor); "" = "api" */
     char *descriptor;
     char *source;
     /* MCP_CONTROL_ROLLOUT */

@@ -1,9 +1,27 @@
 /*
  * The generation engine (see generate.h): a queue, sequence slots, and the
  * step loop that batches every running sequence into one decode call.
+ *
+ * Tenants share it by weight, in generated tokens:
+ *  - Admission: the queue is ordered by priority, then by a weighted-fair-
+ *    queuing tag (serve/qos.h) given at submit with the request's
+ *    max_tokens as its cost (bounded by the context length), then arrival.
+ *    max_tokens, not one sequence slot, because a slot held for 2000
+ *    tokens is worth more than one held for 20; a request that stops
+ *    early is charged for what it might have generated (tags are final at
+ *    submit), which errs against tenants that ask for far more than they
+ *    use. With one tenant the order is priority then arrival, as before.
+ *  - Decoding: every decoding sequence gets its token in a step whenever
+ *    the step's token budget and the free KV blocks allow all of them (the
+ *    usual case); when they do not, the tokens go first to the tenants
+ *    with the fewest tokens decoded per unit of weight (ties: oldest
+ *    first), not simply to the oldest sequences.
+ *  - Accounting: after each step the optional token hook hears, once per
+ *    tenant, how many tokens that tenant's sequences produced in the step.
  */
 #include "serve/generate.h"
 
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -11,6 +29,7 @@
 #include <string.h>
 
 #include "base/base.h"
+#include "serve/qos.h"
 #include "serve/serve.h"
 
 #define MAX_SLOTS 256 /* generation.max_sequences at most */
@@ -31,7 +50,33 @@ typedef struct slot {
     size_t emitted;
     int logit_row;      /* this step's logits row, or -1 */
     int64_t last_token_ns; /* 0 until the first token */
+    int tenant;         /* its entry in the engine's tenants */
 } slot;
+
+/* A waiting request and its fair-queuing tag. */
+typedef struct gen_qnode {
+    struct gen_qnode *next;
+    mcp_gen_request *r;
+    double tag;
+} gen_qnode;
+
+/*
+ * A tenant with running sequences (step thread only): n_slots entries
+ * cover every running sequence. `decoded` counts its tokens divided by its
+ * weight; an entry taken again starts at the smallest count among the
+ * tenants running then, so a tenant returning after a pause neither banks
+ * credit nor inherits a debt. The name stays until the entry is taken
+ * again, so the token hook can read it after the tenant's last sequence
+ * ended in the step.
+ */
+typedef struct gen_tenant {
+    char name[sizeof ((mcp_gen_request *)0)->tenant];
+    int refs;            /* running sequences */
+    double weight;       /* of its latest admitted request */
+    double decoded;      /* tokens / weight */
+    int64_t step_tokens; /* produced in this step */
+    int ranked;          /* its decoding sequences sort_fair has keyed so far */
+} gen_tenant;
 
 struct mcp_gen_engine {
     const mcp_llm_model *m;
@@ -46,7 +91,9 @@ struct mcp_gen_engine {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work arrived, or stop */
     pthread_cond_t idle_cv; /* a request ended */
-    mcp_gen_request *queue; /* priority, then arrival */
+    gen_qnode *queue;       /* priority, then fair-queuing tag, then arrival */
+    gen_qnode *free_qnodes; /* reused nodes */
+    mcp_wfq *wfq;           /* the queue's fair-queuing clock (mu) */
     int64_t n_queued;
     int n_running;
     bool draining, stop;
@@ -59,6 +106,12 @@ struct mcp_gen_engine {
     int64_t block_bytes;
     mcp_metrics *metrics;
     char model[256], version[128];
+    gen_tenant *tenants;    /* n_slots of them (step thread) */
+    int *touched;           /* tenants that produced tokens in this step (n_slots) */
+    int n_touched;
+    /* The token hook (mu): set any time, read once per turn of the loop. */
+    void (*token_hook)(void *user, const char *tenant, int64_t tokens);
+    void *token_hook_user;
 };
 
 mcp_gen_request *mcp_gen_request_create(const mcp_model_version *v)
@@ -132,10 +185,13 @@ mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_metrics *metrics, mcp
     g->b_tokens = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_tokens);
     g->b_seq = mcp_malloc((size_t)co.max_batch_tokens * sizeof *g->b_seq);
     g->b_logits = mcp_malloc((size_t)co.max_batch_tokens);
+    g->tenants = mcp_calloc((size_t)g->n_slots, sizeof *g->tenants);
+    g->touched = mcp_calloc((size_t)g->n_slots, sizeof *g->touched);
+    g->wfq = mcp_wfq_create();
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     pthread_cond_init(&g->idle_cv, NULL);
-    if (!g->slots || !g->b_tokens || !g->b_seq || !g->b_logits) {
+    if (!g->slots || !g->b_tokens || !g->b_seq || !g->b_logits || !g->tenants || !g->touched || !g->wfq) {
         mcp_gen_engine_destroy(g);
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
@@ -148,18 +204,45 @@ mcp_status mcp_gen_engine_create(mcp_model_version *v, mcp_metrics *metrics, mcp
     return MCP_STATUS_OK;
 }
 
+void mcp_gen_set_token_hook(mcp_gen_engine *g, void (*hook)(void *user, const char *tenant, int64_t tokens), void *user)
+{
+    pthread_mutex_lock(&g->mu);
+    g->token_hook = hook;
+    g->token_hook_user = user;
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Whether a waits behind b: a larger priority number, or the same and a
+ * larger tag (equal ones keep arrival order). */
+static bool queue_after(const gen_qnode *a, const gen_qnode *b)
+{
+    if (a->r->priority != b->r->priority) return a->r->priority > b->r->priority;
+    return a->tag > b->tag;
+}
+
 mcp_status mcp_gen_submit(mcp_gen_engine *g, mcp_gen_request *r)
 {
     pthread_mutex_lock(&g->mu);
     mcp_status st = MCP_STATUS_OK;
     if (g->draining || g->stop) st = MCP_STATUS_UNAVAILABLE;
     else if (g->n_queued >= g->cfg.max_queue) st = MCP_STATUS_RESOURCE_EXHAUSTED;
+    gen_qnode *n = NULL;
+    if (st == MCP_STATUS_OK) {
+        n = g->free_qnodes;
+        if (n) g->free_qnodes = n->next;
+        else if (!(n = mcp_malloc(sizeof *n))) st = MCP_STATUS_OUT_OF_MEMORY;
+    }
     if (st == MCP_STATUS_OK) {
         r->submitted_ns = mcp_now_ns();
-        mcp_gen_request **p = &g->queue;
-        while (*p && (*p)->priority <= r->priority) p = &(*p)->next;
-        r->next = *p;
-        *p = mcp_gen_request_retain(r);
+        /* The cost is what the request may generate; the context bounds it
+         * (see the top of this file). */
+        int64_t cost = r->max_tokens < g->n_ctx ? r->max_tokens : g->n_ctx;
+        n->r = mcp_gen_request_retain(r);
+        n->tag = mcp_wfq_tag(g->wfq, r->tenant, r->weight, (double)(cost > 0 ? cost : 1));
+        gen_qnode **p = &g->queue;
+        while (*p && !queue_after(*p, n)) p = &(*p)->next;
+        n->next = *p;
+        *p = n;
         g->n_queued++;
         pthread_cond_signal(&g->cv);
     }
@@ -189,6 +272,15 @@ void mcp_gen_engine_destroy(mcp_gen_engine *g)
         mcp_free(g->slots[i].tokens);
         mcp_free(g->slots[i].hashes);
     }
+    /* The step loop emptied the queue when it stopped. */
+    while (g->free_qnodes) {
+        gen_qnode *n = g->free_qnodes;
+        g->free_qnodes = n->next;
+        mcp_free(n);
+    }
+    mcp_wfq_destroy(g->wfq);
+    mcp_free(g->tenants);
+    mcp_free(g->touched);
     mcp_free(g->slots);
     mcp_free(g->b_tokens);
     mcp_free(g->b_seq);
@@ -317,6 +409,7 @@ static void finish(mcp_gen_engine *g, int i, mcp_status st, const char *reason, 
     mcp_llm_detok_free(s->detok);
     mcp_buf_free(&s->text);
     mcp_gen_request_release(s->r);
+    g->tenants[s->tenant].refs--;
     int32_t *keep = s->tokens;
     uint64_t *keep_h = s->hashes;
     memset(s, 0, sizeof *s);
@@ -415,6 +508,89 @@ static bool release_text(slot *s, const mcp_llm_sample_result *tok)
 
 static int64_t blocks_for(const mcp_gen_engine *g, int64_t tokens) { return (tokens + g->block_tokens - 1) / g->block_tokens; }
 
+/* ---- tenants (step thread) ---- */
+
+/* The entry of r's tenant among those running, else a free one (there is
+ * one: n_slots entries, fewer running sequences than slots), starting at
+ * the smallest count of the running tenants. */
+static int tenant_take(mcp_gen_engine *g, const mcp_gen_request *r)
+{
+    double weight = r->weight > 0 && isfinite(r->weight) ? r->weight : 1;
+    int free_k = -1;
+    bool running = false;
+    double floor = 0;
+    for (int k = 0; k < g->n_slots; k++) {
+        gen_tenant *t = &g->tenants[k];
+        if (t->refs == 0) {
+            if (free_k < 0) free_k = k;
+            continue;
+        }
+        if (strncmp(t->name, r->tenant, sizeof t->name) == 0) {
+            t->refs++;
+            t->weight = weight;
+            return k;
+        }
+        if (!running || t->decoded < floor) floor = t->decoded;
+        running = true;
+    }
+    MCP_ASSERT(free_k >= 0);
+    gen_tenant *t = &g->tenants[free_k];
+    memcpy(t->name, r->tenant, sizeof t->name);
+    t->name[sizeof t->name - 1] = '\0';
+    t->refs = 1;
+    t->weight = weight;
+    t->decoded = floor;
+    t->step_tokens = 0;
+    return free_k;
+}
+
+/* One token of an answer, for tenant k. */
+static void count_token(mcp_gen_engine *g, int k)
+{
+    gen_tenant *t = &g->tenants[k];
+    if (t->step_tokens++ == 0) g->touched[g->n_touched++] = k;
+    t->decoded += 1 / t->weight;
+}
+
+/* Each tenant's tokens of the step to the hook (if any), once per tenant. */
+static void report_tokens(mcp_gen_engine *g, void (*hook)(void *, const char *, int64_t), void *user)
+{
+    for (int k = 0; k < g->n_touched; k++) {
+        gen_tenant *t = &g->tenants[g->touched[k]];
+        if (hook) hook(user, t->name, t->step_tokens);
+        t->step_tokens = 0;
+    }
+    g->n_touched = 0;
+}
+
+/*
+ * Orders decoding sequences (slot indices, oldest first) for a step that
+ * cannot take them all: a tenant's k-th sequence is keyed by the tenant's
+ * tokens per weight after k more tokens, as fair queuing would tag one-
+ * token requests, so the step's tokens are shared by weight within the
+ * step too (not all to the tenant behind, then all to the other). Stable:
+ * equal keys stay oldest first. Runs only when the step is short, over at
+ * most MAX_SLOTS sequences.
+ */
+static void sort_fair(mcp_gen_engine *g, int *idx, int n)
+{
+    double key[MAX_SLOTS];
+    for (int a = 0; a < n; a++) {
+        gen_tenant *t = &g->tenants[g->slots[idx[a]].tenant];
+        key[a] = t->decoded + ++t->ranked / t->weight;
+    }
+    for (int a = 0; a < n; a++) g->tenants[g->slots[idx[a]].tenant].ranked = 0;
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && key[b] < key[b - 1]; b--) {
+            double k = key[b];
+            key[b] = key[b - 1];
+            key[b - 1] = k;
+            int t = idx[b];
+            idx[b] = idx[b - 1];
+            idx[b - 1] = t;
+        }
+}
+
 /* One decode over every running sequence. */
 static void step(mcp_gen_engine *g)
 {
@@ -452,11 +628,26 @@ static void step(mcp_gen_engine *g)
     }
     mcp_llm_kv_usage(g->ctx, &used, &total);
     int64_t free_blocks = total - used, budget = g->cfg.step_tokens;
+    /* The decoding sequences, oldest first; when not all of them fit the
+     * step (more than its tokens, or than the free blocks take), the
+     * tenants with the fewest tokens per weight go first. */
+    int dec[MAX_SLOTS];
+    int n_dec = 0;
+    int64_t dec_blocks = 0;
+    for (int a = 0; a < n_act; a++) {
+        slot *s = &g->slots[order[a]];
+        s->logit_row = -1;
+        if (s->n_tokens - s->n_cached != 1) continue;
+        dec[n_dec++] = order[a];
+        dec_blocks += blocks_for(g, s->n_cached + 1) - blocks_for(g, s->n_cached);
+    }
+    if (n_dec > budget || dec_blocks > free_blocks) sort_fair(g, dec, n_dec);
     int n = 0, n_rows = 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (int a = 0; a < n_act && budget > 0; a++) {
-            slot *s = &g->slots[order[a]];
-            s->logit_row = pass == 0 ? -1 : s->logit_row;
+        const int *list = pass == 0 ? dec : order;
+        const int n_list = pass == 0 ? n_dec : n_act;
+        for (int a = 0; a < n_list && budget > 0; a++) {
+            slot *s = &g->slots[list[a]];
             int64_t pending = s->n_tokens - s->n_cached;
             if ((pass == 0) != (pending == 1)) continue;
             int64_t room = (blocks_for(g, s->n_cached) + free_blocks) * g->block_tokens - s->n_cached;
@@ -466,7 +657,7 @@ static void step(mcp_gen_engine *g)
             free_blocks -= blocks_for(g, s->n_cached + chunk) - blocks_for(g, s->n_cached);
             for (int64_t t = 0; t < chunk; t++) {
                 g->b_tokens[n] = s->tokens[s->n_cached + t];
-                g->b_seq[n] = order[a];
+                g->b_seq[n] = list[a];
                 g->b_logits[n] = 0;
                 n++;
             }
@@ -540,6 +731,7 @@ static void step(mcp_gen_engine *g)
             finish(g, i, MCP_STATUS_OK, "stop", NULL);
             continue;
         }
+        count_token(g, s->tenant);
         s->tokens[s->n_tokens++] = res.id;
         char piece[512];
         int np = mcp_llm_detok_push(s->detok, res.id, piece, sizeof piece);
@@ -560,7 +752,7 @@ static void *step_main(void *arg)
         pthread_mutex_lock(&g->mu);
         while (!g->stop && g->n_running == 0 && !g->queue) pthread_cond_wait(&g->cv, &g->mu);
         bool stop = g->stop;
-        mcp_gen_request *refused = NULL;
+        gen_qnode *refused = NULL;
         if (stop) { /* destroyed without a drain: nothing more runs */
             refused = g->queue;
             g->queue = NULL;
@@ -568,20 +760,28 @@ static void *step_main(void *arg)
         }
         for (int i = 0; !stop && i < g->n_slots && g->queue; i++) {
             if (g->slots[i].r) continue;
-            mcp_gen_request *r = g->queue;
-            g->queue = r->next;
-            r->next = NULL;
+            gen_qnode *n = g->queue;
+            g->queue = n->next;
+            mcp_wfq_served(g->wfq, n->tag);
+            mcp_gen_request *r = n->r;
+            n->next = g->free_qnodes;
+            g->free_qnodes = n;
             g->n_queued--;
             g->slots[i].r = r;
+            g->slots[i].tenant = tenant_take(g, r);
             g->slots[i].age = g->next_age++;
             g->slots[i].logit_row = -1;
             g->n_running++;
             atomic_fetch_add(&g->running, 1);
         }
+        void (*hook)(void *, const char *, int64_t) = g->token_hook;
+        void *hook_user = g->token_hook_user;
         pthread_mutex_unlock(&g->mu);
         while (refused) {
-            mcp_gen_request *r = refused;
-            refused = r->next;
+            gen_qnode *n = refused;
+            refused = n->next;
+            mcp_gen_request *r = n->r;
+            mcp_free(n);
             mcp_gen_event e = {.kind = MCP_GEN_DONE, .status = MCP_STATUS_UNAVAILABLE, .message = "the model was unloaded"};
             r->on_event(r, &e);
             mcp_gen_request_release(r);
@@ -597,6 +797,7 @@ static void *step_main(void *arg)
         for (int i = 0; i < g->n_slots; i++)
             if (g->slots[i].r && !g->slots[i].started) start(g, i);
         step(g);
+        report_tokens(g, hook, hook_user);
     }
     return NULL;
 }

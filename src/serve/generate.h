@@ -1,7 +1,8 @@
 /*
  * The generation engine: one step loop per generative model version.
  *
- * Requests wait in a queue (priority, then arrival); the step loop admits
+ * Requests wait in a queue (priority, then weighted fair queuing across
+ * tenants, then arrival); the step loop admits
  * them into free sequence slots, tokenizes their prompts on its own thread,
  * and runs one mcp_llm_decode per step over every running sequence: one
  * token for each sequence that is decoding, then prompt chunks of the
@@ -74,7 +75,6 @@ struct mcp_gen_request {
      * while it runs): first admitted, first token, ended; the tokens. */
     _Atomic int64_t admitted_ns, first_token_ns, done_ns;
     _Atomic int64_t prompt_tokens, completion_tokens;
-    struct mcp_gen_request *next; /* the queue's */
 };
 
 /* A request with refs 1 and the model's defaults (max_tokens, sampling). */
@@ -103,5 +103,11 @@ mcp_status mcp_gen_submit(mcp_gen_engine *g, mcp_gen_request *r);
 void mcp_gen_drain(mcp_gen_engine *g);
 void mcp_gen_engine_destroy(mcp_gen_engine *g);
 void mcp_gen_stats_get(mcp_gen_engine *g, mcp_gen_stats *out);
+/* hook (NULL = none; replaces any earlier one, user is borrowed) hears,
+ * on the step thread after each step, once per tenant, the tokens that
+ * tenant's sequences added to their answers in that step (an ending
+ * end-of-generation token is not one, as in completion_tokens). It must
+ * not block or call back into the engine. */
+void mcp_gen_set_token_hook(mcp_gen_engine *g, void (*hook)(void *user, const char *tenant, int64_t tokens), void *user);
 
 #endif

@@ -23,6 +23,7 @@
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
+#include <grpc/support/alloc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
@@ -68,26 +69,31 @@ typedef enum rpc_kind {
     RPC_COUNT,
 } rpc_kind;
 
+/* act: what a caller must be allowed (checked server-wide when the call
+ * arrives, and on the model once the message names it). A stream's
+ * requests are inferences or generations, each checked on its model. */
 static const struct {
     const char *path;
     bool streaming; /* the request is read by RECV_MESSAGE, not as the call's payload */
+    mcp_action act;
+    bool on_model;  /* the message names a model the action is decided on */
 } rpcs[RPC_COUNT] = {
-    [RPC_LIVE] = {"/inference.GRPCInferenceService/ServerLive", false},
-    [RPC_READY] = {"/inference.GRPCInferenceService/ServerReady", false},
-    [RPC_MODEL_READY] = {"/inference.GRPCInferenceService/ModelReady", false},
-    [RPC_SERVER_METADATA] = {"/inference.GRPCInferenceService/ServerMetadata", false},
-    [RPC_MODEL_METADATA] = {"/inference.GRPCInferenceService/ModelMetadata", false},
-    [RPC_INFER] = {"/inference.GRPCInferenceService/ModelInfer", false},
-    [RPC_STREAM_INFER] = {"/inference.GRPCInferenceService/ModelStreamInfer", true},
-    [RPC_CONFIG] = {"/inference.GRPCInferenceService/ModelConfig", false},
-    [RPC_STATISTICS] = {"/inference.GRPCInferenceService/ModelStatistics", false},
-    [RPC_INDEX] = {"/inference.GRPCInferenceService/RepositoryIndex", false},
-    [RPC_LOAD] = {"/inference.GRPCInferenceService/RepositoryModelLoad", false},
-    [RPC_UNLOAD] = {"/inference.GRPCInferenceService/RepositoryModelUnload", false},
-    [RPC_HEALTH_CHECK] = {"/grpc.health.v1.Health/Check", false},
-    [RPC_HEALTH_WATCH] = {"/grpc.health.v1.Health/Watch", true},
-    [RPC_ROLLOUT_STATUS] = {"/mcp.control.v1.Control/RolloutStatus", false},
-    [RPC_ROLLOUT] = {"/mcp.control.v1.Control/Rollout", false},
+    [RPC_LIVE] = {"/inference.GRPCInferenceService/ServerLive", false, MCP_ACT_HEALTH},
+    [RPC_READY] = {"/inference.GRPCInferenceService/ServerReady", false, MCP_ACT_HEALTH},
+    [RPC_MODEL_READY] = {"/inference.GRPCInferenceService/ModelReady", false, MCP_ACT_METADATA, true},
+    [RPC_SERVER_METADATA] = {"/inference.GRPCInferenceService/ServerMetadata", false, MCP_ACT_SERVER},
+    [RPC_MODEL_METADATA] = {"/inference.GRPCInferenceService/ModelMetadata", false, MCP_ACT_METADATA, true},
+    [RPC_INFER] = {"/inference.GRPCInferenceService/ModelInfer", false, MCP_ACT_INFER, true},
+    [RPC_STREAM_INFER] = {"/inference.GRPCInferenceService/ModelStreamInfer", true, MCP_ACT_METADATA, true},
+    [RPC_CONFIG] = {"/inference.GRPCInferenceService/ModelConfig", false, MCP_ACT_METADATA, true},
+    [RPC_STATISTICS] = {"/inference.GRPCInferenceService/ModelStatistics", false, MCP_ACT_STATS, true},
+    [RPC_INDEX] = {"/inference.GRPCInferenceService/RepositoryIndex", false, MCP_ACT_METADATA},
+    [RPC_LOAD] = {"/inference.GRPCInferenceService/RepositoryModelLoad", false, MCP_ACT_LOAD, true},
+    [RPC_UNLOAD] = {"/inference.GRPCInferenceService/RepositoryModelUnload", false, MCP_ACT_UNLOAD, true},
+    [RPC_HEALTH_CHECK] = {"/grpc.health.v1.Health/Check", false, MCP_ACT_HEALTH},
+    [RPC_HEALTH_WATCH] = {"/grpc.health.v1.Health/Watch", true, MCP_ACT_HEALTH},
+    [RPC_ROLLOUT_STATUS] = {"/mcp.control.v1.Control/RolloutStatus", false, MCP_ACT_STATS, true},
+    [RPC_ROLLOUT] = {"/mcp.control.v1.Control/Rollout", false, MCP_ACT_ROLLOUT, true},
 };
 
 typedef enum tag_kind { TAG_NEW, TAG_UNKNOWN, TAG_CLOSE, TAG_FINISH, TAG_RECV, TAG_WRITE, TAG_SHUTDOWN } tag_kind;
@@ -143,6 +149,10 @@ struct rpc_call {
     mcp_control ctl;
     grpc_slice details_slice;
     grpc_byte_buffer *reply;
+    mcp_identity who;  /* the caller, from its authorization metadata */
+    mcp_peer peer;
+    grpc_metadata trail_md; /* retry-after, for a tenant over its limits */
+    char retry_after[24];
     /* stream */
     grpc_byte_buffer *recv_buf;
     bool read_done, reading, md_sent, writing, finished;
@@ -345,6 +355,13 @@ static void finish_unary(rpc_call *rc, grpc_status_code code, grpc_byte_buffer *
         grpc_byte_buffer_destroy(msg);
     }
     rc->details_slice = grpc_slice_from_copied_string(details ? details : "");
+    if (code == GRPC_STATUS_RESOURCE_EXHAUSTED && rc->infer.retry_after_s > 0) {
+        snprintf(rc->retry_after, sizeof rc->retry_after, "%lld", (long long)rc->infer.retry_after_s);
+        rc->trail_md.key = grpc_slice_from_static_string("retry-after");
+        rc->trail_md.value = grpc_slice_from_static_string(rc->retry_after);
+        ops[n].data.send_status_from_server.trailing_metadata_count = 1;
+        ops[n].data.send_status_from_server.trailing_metadata = &rc->trail_md;
+    }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = code;
     ops[n].data.send_status_from_server.status_details = code == GRPC_STATUS_OK ? NULL : &rc->details_slice;
@@ -376,9 +393,23 @@ static mcp_model_version *route(rpc_call *rc, const char *name, const char *vers
         finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "a model name is required");
         return NULL;
     }
-    mcp_model_version *v = mcp_frontend_route_model(rc->s->fe, name, version && version[0] ? version : NULL, &st, &err);
+    st = mcp_frontend_allow(rc->s->fe, &rc->who, rc->peer, rpcs[rc->kind].act, name, &err);
+    mcp_model_version *v =
+        st == MCP_STATUS_OK ? mcp_frontend_route_model(rc->s->fe, name, version && version[0] ? version : NULL, &st, &err) : NULL;
     if (!v) finish_status(rc, st, msg);
     return v;
+}
+
+/* Whether the caller may do the call's action on a model it names;
+ * answered (403, or 404 as for an unknown model) when not. */
+static bool model_allowed(rpc_call *rc, const char *name)
+{
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_allow(rc->s->fe, &rc->who, rc->peer, rpcs[rc->kind].act, name, &err);
+    if (st == MCP_STATUS_OK) return true;
+    finish_status(rc, st, msg);
+    return false;
 }
 
 #define UNPACK_OR_FAIL(type, fn, var)                                                                                  \
@@ -406,8 +437,18 @@ static void do_model_ready(rpc_call *rc)
 {
     UNPACK_OR_FAIL(Inference__ModelReadyRequest, inference__model_ready_request, req);
     Inference__ModelReadyResponse m = INFERENCE__MODEL_READY_RESPONSE__INIT;
-    mcp_model_version *v = mcp_repository_get(mcp_frontend_repository(rc->s->fe), req->name,
-                                              req->version && req->version[0] ? req->version : NULL);
+    /* A model the caller may not know of is not ready, as an unknown one. */
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_allow(rc->s->fe, &rc->who, rc->peer, MCP_ACT_METADATA, req->name ? req->name : "", &err);
+    if (st != MCP_STATUS_OK && st != MCP_STATUS_NOT_FOUND) {
+        inference__model_ready_request__free_unpacked(req, NULL);
+        finish_status(rc, st, msg);
+        return;
+    }
+    mcp_model_version *v = st != MCP_STATUS_OK ? NULL
+                           : mcp_repository_get(mcp_frontend_repository(rc->s->fe), req->name,
+                                                req->version && req->version[0] ? req->version : NULL);
     m.ready = v != NULL;
     mcp_model_version_release(v);
     inference__model_ready_request__free_unpacked(req, NULL);
@@ -659,11 +700,19 @@ static void do_statistics(rpc_call *rc)
         else mcp_model_version_release(v);
     } else {
         inference__model_statistics_request__free_unpacked(req, NULL);
+        char msg[300];
+        mcp_err err = {msg, sizeof msg};
+        mcp_status st = mcp_frontend_allow(rc->s->fe, &rc->who, rc->peer, MCP_ACT_STATS, NULL, &err);
+        if (st != MCP_STATUS_OK) {
+            finish_status(rc, st, msg);
+            return;
+        }
         mcp_repository_entry *list;
         int n = mcp_repository_index(repo, &list);
         vs = mcp_calloc((size_t)n + 1, sizeof *vs);
         for (int i = 0; vs && i < n; i++)
-            if ((vs[nv] = mcp_repository_get(repo, list[i].name, NULL))) nv++;
+            if (mcp_frontend_visible(rc->s->fe, &rc->who, list[i].name) && (vs[nv] = mcp_repository_get(repo, list[i].name, NULL)))
+                nv++;
         mcp_repository_entries_free(list, n);
     }
     stats_msg *sm = mcp_calloc((size_t)nv + 1, sizeof *sm);
@@ -706,7 +755,8 @@ static void do_index(rpc_call *rc)
     } else {
         int k = 0;
         for (int i = 0; i < n; i++) {
-            if (only_ready && list[i].state != MCP_MODEL_READY) continue;
+            if ((only_ready && list[i].state != MCP_MODEL_READY) || !mcp_frontend_visible(rc->s->fe, &rc->who, list[i].name))
+                continue;
             Inference__RepositoryIndexResponse__ModelIndex init = INFERENCE__REPOSITORY_INDEX_RESPONSE__MODEL_INDEX__INIT;
             e[k] = init;
             e[k].name = list[i].name;
@@ -777,7 +827,11 @@ static bool control_allowed(rpc_call *rc)
     char auth[512], msg[300];
     mcp_err err = {msg, sizeof msg};
     mcp_status st = mcp_frontend_authorize_control(rc->s->fe, md_value(&rc->md, "authorization", auth, sizeof auth), &err);
-    if (st == MCP_STATUS_OK) return true;
+    explicit_bzero(auth, sizeof auth);
+    if (st == MCP_STATUS_OK) {
+        mcp_identity_describe(&rc->who, rc->peer, rc->ctl.actor, sizeof rc->ctl.actor);
+        return true;
+    }
     finish_status(rc, st, msg);
     return false;
 }
@@ -843,6 +897,7 @@ static void do_load(rpc_call *rc)
         finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, bad);
         return;
     }
+    if (!model_allowed(rc, rc->ctl.name)) return;
     start_control(rc);
 }
 
@@ -857,6 +912,7 @@ static void do_unload(rpc_call *rc)
         finish_status(rc, MCP_STATUS_INVALID_ARGUMENT, "model_name is required");
         return;
     }
+    if (!model_allowed(rc, rc->ctl.name)) return;
     start_control(rc);
 }
 
@@ -869,6 +925,7 @@ static void do_rollout_status(rpc_call *rc)
     char name[256], msg[512];
     snprintf(name, sizeof name, "%s", req->model_name ? req->model_name : "");
     mcp__control__v1__rollout_status_request__free_unpacked(req, NULL);
+    if (!model_allowed(rc, name)) return;
     mcp_err err = {msg, sizeof msg};
     mcp_buf b = {0};
     mcp_status st = mcp_frontend_rollout_json(rc->s->fe, name, &b, &err);
@@ -892,9 +949,11 @@ static void do_rollout(rpc_call *rc)
     mcp_err err = {msg, sizeof msg};
     const char *body = req->request_json ? req->request_json : "";
     memset(&rc->ctl, 0, sizeof rc->ctl);
-    mcp_status st = name[0] ? mcp_frontend_rollout_parse(rc->s->fe, name, body, strlen(body), &rc->ctl, &err)
-                            : mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "model_name is required");
+    mcp_status st = !name[0] ? mcp_err_set(&err, MCP_STATUS_INVALID_ARGUMENT, "model_name is required")
+                    : mcp_frontend_allow(rc->s->fe, &rc->who, rc->peer, MCP_ACT_ROLLOUT, name, &err);
+    if (st == MCP_STATUS_OK) st = mcp_frontend_rollout_parse(rc->s->fe, name, body, strlen(body), &rc->ctl, &err);
     mcp__control__v1__rollout_request__free_unpacked(req, NULL);
+    mcp_identity_describe(&rc->who, rc->peer, rc->ctl.actor, sizeof rc->ctl.actor);
     if (st != MCP_STATUS_OK) {
         finish_status(rc, st, msg);
         return;
@@ -990,7 +1049,7 @@ static void call_end(rpc_call *rc, mcp_call *c, grpc_status_code code, int64_t t
         .error = code == GRPC_STATUS_UNKNOWN || code == GRPC_STATUS_DEADLINE_EXCEEDED || code == GRPC_STATUS_UNIMPLEMENTED ||
                  code == GRPC_STATUS_INTERNAL || code == GRPC_STATUS_UNAVAILABLE || code == GRPC_STATUS_DATA_LOSS,
         .internal = internal,
-        .tenant = t && mcp_frontend_tenant_valid(t) ? t : NULL,
+        .tenant = rc->who.authenticated ? rc->who.tenant : t && mcp_frontend_tenant_valid(t) ? t : NULL,
         .t_start_ns = t_start_ns,
     };
     if (gen) { /* a generation on the stream: its steps and tokens */
@@ -1025,6 +1084,8 @@ static void do_infer(rpc_call *rc)
     c->on_queued = infer_on_queued;
     c->respond = infer_respond;
     c->user = rc;
+    c->who = rc->who;
+    c->peer = rc->peer;
     atomic_fetch_add(&rc->refs, 1);
     mcp_frontend_count_open(fe, 1);
     mcp_frontend_infer(fe, c);
@@ -1363,6 +1424,17 @@ static bool gen_request(const Inference__ModelInferRequest *q, const mcp_model_v
 
 /* Starts a stream item for a generative model; its responses come from
  * the step thread. */
+/* The prefix-cache key of the caller's tenant: the authenticated one's;
+ * on a server without access rules, the `tenant` metadata t (NULL: the
+ * anonymous tenant). false when t is malformed. */
+static bool cache_key(rpc_call *rc, const char *t, uint8_t key[32])
+{
+    mcp_frontend *fe = rc->s->fe;
+    if (rc->who.authenticated) return mcp_frontend_tenant_key(fe, rc->who.tenant, strlen(rc->who.tenant), key);
+    if (mcp_frontend_auth_enabled(fe)) t = NULL;
+    return mcp_frontend_tenant_key(fe, t ? t : "", t ? strlen(t) : 0, key);
+}
+
 static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
 {
     mcp_frontend *fe = rc->s->fe;
@@ -1379,8 +1451,7 @@ static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
     bool ok = false;
     if (!q) snprintf(msg, sizeof msg, "the message is not a valid ModelInferRequest");
     else if (!r) snprintf(msg, sizeof msg, "out of memory");
-    else if (!mcp_frontend_tenant_key(fe, t ? t : "", t ? strlen(t) : 0, r->cache_key))
-        snprintf(msg, sizeof msg, "metadata 'tenant' must be " MCP_TENANT_RULE);
+    else if (!cache_key(rc, t, r->cache_key)) snprintf(msg, sizeof msg, "metadata 'tenant' must be " MCP_TENANT_RULE);
     else ok = gen_request(q, v, r, msg, sizeof msg);
     if (q) snprintf(it->id, sizeof it->id, "%s", q->id);
     if (q) inference__model_infer_request__free_unpacked(q, NULL);
@@ -1399,7 +1470,7 @@ static void stream_generate(rpc_call *rc, stream_item *it, mcp_model_version *v)
     pthread_mutex_unlock(&rc->mu);
     int submitted = 0;
     mcp_err err = {msg, sizeof msg};
-    mcp_status st = mcp_frontend_generate(fe, it->model, it->version, &r, 1, &submitted, NULL, 0, &err);
+    mcp_status st = mcp_frontend_generate(fe, &rc->who, rc->peer, it->model, it->version, &r, 1, &submitted, NULL, 0, &err);
     mcp_gen_request_release(r);
     if (st != MCP_STATUS_OK) stream_item_end(it, error_message(msg));
 }
@@ -1480,7 +1551,10 @@ static void stream_on_recv(rpc_call *rc, bool ok)
         mcp_status st;
         char msg[300];
         mcp_err err = {msg, sizeof msg};
-        mcp_model_version *v = mcp_frontend_route_model(fe, name, version[0] ? version : NULL, &st, &err);
+        /* A model the caller may neither infer nor generate on goes the
+         * inference way, which answers as for an unknown model. */
+        bool may = mcp_frontend_may(fe, &rc->who, rc->peer, MCP_ACT_GENERATE, name);
+        mcp_model_version *v = may ? mcp_frontend_route_model(fe, name, version[0] ? version : NULL, &st, &err) : NULL;
         if (v && v->llm) {
             stream_generate(rc, it, v);
             return;
@@ -1495,6 +1569,8 @@ static void stream_on_recv(rpc_call *rc, bool ok)
     c->respond = stream_respond;
     c->on_queued = stream_on_queued;
     c->user = it;
+    c->who = rc->who;
+    c->peer = rc->peer;
     size_t len = GRPC_SLICE_LENGTH(it->body);
     if (len && !mcp_frontend_reserve_body(fe, len)) {
         c->status = MCP_STATUS_RESOURCE_EXHAUSTED;
@@ -1599,10 +1675,46 @@ static void on_new(rpc_call *rc, bool ok)
     rc_unref(rc); /* the TAG_NEW reference, held while handling */
 }
 
+/* Where a call comes from, by gRPC's peer string ("ipv4:127.0.0.1:5000",
+ * "ipv6:[::1]:5000", "unix:/run/mcp.sock"). */
+static mcp_peer call_peer(grpc_call *call)
+{
+    char *p = grpc_call_get_peer(call);
+    mcp_peer peer = MCP_PEER_REMOTE;
+    if (!p) return peer;
+    if (!strncmp(p, "unix:", 5) || !strncmp(p, "unix-abstract:", 14)) peer = MCP_PEER_LOCAL;
+    else if (!strncmp(p, "ipv4:127.", 9) || !strncmp(p, "ipv6:[::1]:", 11) || !strncmp(p, "ipv6:[::ffff:127.", 17))
+        peer = MCP_PEER_LOOPBACK;
+    gpr_free(p);
+    return peer;
+}
+
+/* Who is calling (its authorization metadata) and whether its roles allow
+ * the method at all, before its message is read; false when answered.
+ * Calls that name a model are checked on it too, once it is known. */
+static bool call_access(rpc_call *rc)
+{
+    mcp_frontend *fe = rc->s->fe;
+    rc->peer = call_peer(rc->call);
+    char auth[MCP_AUTH_TOKEN_MAX + 16], msg[400];
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_frontend_authenticate(fe, md_value(&rc->md, "authorization", auth, sizeof auth), rc->peer, &rc->who, &err);
+    explicit_bzero(auth, sizeof auth);
+    /* Methods on a model are decided on it (a model the caller may not
+     * know of answers NOT_FOUND whatever its roles); the others here, and
+     * the anonymous caller for all. */
+    if (st == MCP_STATUS_OK && mcp_frontend_auth_enabled(fe) && (!rpcs[rc->kind].on_model || !rc->who.authenticated))
+        st = mcp_frontend_allow(fe, &rc->who, rc->peer, rpcs[rc->kind].act, NULL, &err);
+    if (st == MCP_STATUS_OK) return true;
+    finish_status(rc, st, msg);
+    return false;
+}
+
 /* The call's first answer-independent work, on the poller (a reference held). */
 static void handle_new(rpc_call *rc)
 {
     mcp_grpc_server *s = rc->s;
+    if (!call_access(rc)) return;
     if (!rpcs[rc->kind].streaming) {
         rc->body = read_payload(rc->payload);
         if (rc->payload) grpc_byte_buffer_destroy(rc->payload);

@@ -66,6 +66,7 @@ typedef struct conn {
     mcp_content_coding coding; /* the body's Content-Encoding */
     bool gzip_ok;         /* the client accepts gzip answers */
     bool too_busy;        /* bodies in flight reached the server's cap */
+    bool denied;          /* refused on its headers (401/403/404 in resp): its body is read and dropped */
     bool probed;          /* the hang-up watcher sent its 100 Continue probe */
     struct gen_link *gen; /* a generation in flight (its link to this connection) */
     bool streaming;       /* answered with a stream (SSE) built from gen */
@@ -73,6 +74,9 @@ typedef struct conn {
     char method[16];      /* the request's method and route pattern, for its span */
     const char *pattern;
     const char *const *headers; /* more response headers: name, value pairs ending in NULL (static storage) */
+    mcp_identity who;     /* the caller, from its Authorization header */
+    mcp_peer peer;        /* where it called from */
+    int64_t retry_after_s; /* a 429 for a tenant limit: Retry-After */
 } conn;
 
 struct mcp_server {
@@ -189,6 +193,11 @@ static enum MHD_Result send_reply(conn *k)
     for (const char *const *h = k->headers; h && h[0]; h += 2) MHD_add_response_header(r, h[0], h[1]);
     if (k->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mcp2026\"");
     if (k->allow[0]) MHD_add_response_header(r, "Allow", k->allow);
+    if (k->retry_after_s > 0) {
+        char secs[24];
+        snprintf(secs, sizeof secs, "%lld", (long long)k->retry_after_s);
+        MHD_add_response_header(r, "Retry-After", secs);
+    }
     if (k->answered_by[0]) MHD_add_response_header(r, "Mcp-Model-Version", k->answered_by);
     if (k->call.trace.active) { /* our server span, for the client to link to */
         char tp[56];
@@ -235,6 +244,16 @@ static bool path_split(const char *url, path *p)
 }
 
 static bool seg_is(const path *p, int i, const char *s) { return i < p->n && strcmp(p->seg[i], s) == 0; }
+
+/* Whether the caller may know of a model (listings, stats, metrics). */
+static bool conn_sees(conn *k, const char *model) { return mcp_frontend_visible(k->srv->fe, &k->who, model); }
+
+static bool conn_keep(void *user, const char *label, const char *value)
+{
+    conn *k = user;
+    if (!strcmp(label, "tenant")) return k->who.roles & MCP_ROLE_ADMIN || !strcmp(value, k->who.tenant);
+    return !value[0] || conn_sees(k, value);
+}
 
 /* ---- model lookup ---- */
 
@@ -431,6 +450,7 @@ static void h_stats(conn *k, const char *name, const char *version)
         mcp_buf_puts(b, "{\"model_stats\":[");
         int shown = 0;
         for (int i = 0; i < n; i++) {
+            if (!conn_sees(k, list[i].name)) continue;
             mcp_model_version *v = mcp_repository_get(k->srv->repo, list[i].name, NULL);
             if (!v) continue;
             if (shown++) mcp_buf_puts(b, ",");
@@ -549,7 +569,7 @@ static void h_repo_index(conn *k)
     mcp_buf_puts(b, "[");
     int shown = 0;
     for (int i = 0; i < n; i++) {
-        if (only_ready && list[i].state != MCP_MODEL_READY) continue;
+        if ((only_ready && list[i].state != MCP_MODEL_READY) || !conn_sees(k, list[i].name)) continue;
         mcp_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
         mcp_buf_json_string(b, list[i].name);
         mcp_buf_puts(b, ",\"version\":");
@@ -851,6 +871,7 @@ static void h_repo_load(conn *k, const char *name)
         return;
     }
     memset(ctl, 0, sizeof *ctl);
+    mcp_identity_describe(&k->who, k->peer, ctl->actor, sizeof ctl->actor);
     ctl->op = MCP_CONTROL_LOAD;
     snprintf(ctl->name, sizeof ctl->name, "%s", name);
     ctl->descriptor = text;
@@ -876,6 +897,7 @@ static void h_repo_unload(conn *k, const char *name)
 {
     if (!admin_allowed(k)) return;
     memset(&k->ctl, 0, sizeof k->ctl);
+    mcp_identity_describe(&k->who, k->peer, k->ctl.actor, sizeof k->ctl.actor);
     k->ctl.op = MCP_CONTROL_UNLOAD;
     snprintf(k->ctl.name, sizeof k->ctl.name, "%s", name);
     start_control(k);
@@ -903,6 +925,7 @@ static void h_rollout_post(conn *k, const char *name)
     char msg[512];
     mcp_err err = {msg, sizeof msg};
     memset(&k->ctl, 0, sizeof k->ctl);
+    mcp_identity_describe(&k->who, k->peer, k->ctl.actor, sizeof k->ctl.actor);
     mcp_status st = mcp_frontend_rollout_parse(k->srv->fe, name, (const char *)k->body.data, k->body.len, &k->ctl, &err);
     if (st != MCP_STATUS_OK) {
         reply_error(k, mcp_status_http_code(st), "%s", msg);
@@ -922,7 +945,7 @@ static void h_v1_list(conn *k)
         mcp_buf_puts(&k->resp, pass ? "],\"object\":\"list\",\"data\":[" : "{\"models\":[");
         int shown = 0;
         for (int i = 0; i < n; i++) {
-            if (list[i].state != MCP_MODEL_READY) continue;
+            if (list[i].state != MCP_MODEL_READY || !conn_sees(k, list[i].name)) continue;
             if (shown++) mcp_buf_puts(&k->resp, ",");
             if (pass) mcp_buf_puts(&k->resp, "{\"id\":");
             mcp_buf_json_string(&k->resp, list[i].name);
@@ -955,6 +978,13 @@ static void h_metrics(conn *k)
     mcp_monitor_set_render(mcp_frontend_monitors(k->srv->fe), &k->resp);
     mcp_tracer *t = mcp_frontend_tracer(k->srv->fe);
     if (t) mcp_tracer_render_metrics(t, &k->resp);
+    /* A tenant's caller sees its own models' and tenant's series only. */
+    if (mcp_frontend_auth_enabled(k->srv->fe) && !(k->who.roles & MCP_ROLE_ADMIN) && !k->resp.failed) {
+        mcp_buf all = k->resp;
+        memset(&k->resp, 0, sizeof k->resp);
+        mcp_metrics_filter((const char *)all.data, all.len, conn_keep, k, &k->resp);
+        mcp_buf_free(&all);
+    }
     reply_buf(k, 200, "text/plain; version=0.0.4");
 }
 
@@ -977,6 +1007,7 @@ static void http_respond(mcp_call *c)
     k->json_len = c->json_len;
     k->code = c->status == MCP_STATUS_OK ? 200 : mcp_status_http_code(c->status);
     k->content_type = k->json_len ? "application/octet-stream" : "application/json";
+    k->retry_after_s = c->retry_after_s;
     /* The version that answered, on every protocol (OIP v2 also has it in
      * the body): a client sees which one served it during a rollout. */
     k->answered_by[0] = '\0';
@@ -1014,6 +1045,8 @@ static void start_inference(conn *k, mcp_protocol proto, const char *model, cons
     c->on_queued = http_on_queued;
     c->respond = http_respond;
     c->user = k;
+    c->who = k->who;
+    c->peer = k->peer;
     trace_start(k);
     if (proto == MCP_PROTOCOL_V2) {
         const char *hl = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Inference-Header-Content-Length");
@@ -1221,11 +1254,13 @@ static void gen_answer(conn *k, gen_link *l, const mcp_gen_event *e)
     resume_answered(k);
 }
 
-/* The prefix-cache key of the request's tenant (the `tenant` header; none:
- * the anonymous tenant). false when the header is malformed (answered). */
+/* The prefix-cache key of the request's tenant: the authenticated one's;
+ * on a server without access rules, the `tenant` header (none: the
+ * anonymous tenant). false when the header is malformed (answered). */
 static bool tenant_key(conn *k, uint8_t key[32], void (*fail)(conn *k, mcp_status st, const char *msg))
 {
-    const char *t = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
+    if (k->who.authenticated) return mcp_frontend_tenant_key(k->srv->fe, k->who.tenant, strlen(k->who.tenant), key);
+    const char *t = mcp_frontend_auth_enabled(k->srv->fe) ? NULL : MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
     if (!mcp_frontend_tenant_key(k->srv->fe, t ? t : "", t ? strlen(t) : 0, key)) {
         fail(k, MCP_STATUS_INVALID_ARGUMENT, "header 'tenant' must be " MCP_TENANT_RULE);
         return false;
@@ -1257,7 +1292,7 @@ static bool gen_submit(conn *k, gen_link *l, const mcp_model_version *v,
     char msg[400];
     mcp_err err = {msg, sizeof msg};
     int submitted = 0;
-    mcp_status st = mcp_frontend_generate(k->srv->fe, v->name, v->version, l->reqs, l->n_reqs, &submitted,
+    mcp_status st = mcp_frontend_generate(k->srv->fe, &k->who, k->peer, v->name, v->version, l->reqs, l->n_reqs, &submitted,
                                           k->answered_by, sizeof k->answered_by, &err);
     if (st != MCP_STATUS_OK) {
         pthread_mutex_lock(&l->mu);
@@ -1364,8 +1399,10 @@ static void start_openai(conn *k, mcp_oai_kind kind)
     }
     char msg[600], param[64];
     mcp_err err = {msg, sizeof msg};
-    mcp_status st;
-    mcp_model_version *v = mcp_frontend_route_model(k->srv->fe, json_string_value(model), NULL, &st, &err);
+    /* Access first: a model the caller may not know of is unknown. */
+    mcp_status st = mcp_frontend_allow(k->srv->fe, &k->who, k->peer, MCP_ACT_GENERATE, json_string_value(model), &err);
+    mcp_model_version *v =
+        st == MCP_STATUS_OK ? mcp_frontend_route_model(k->srv->fe, json_string_value(model), NULL, &st, &err) : NULL;
     if (!v) {
         oai_fail_param(k, st, msg, "model");
         json_decref(body);
@@ -1424,7 +1461,8 @@ static enum MHD_Result send_stream(conn *k)
 typedef struct route_args {
     const char *model;
     const char *version;
-    char cut[256]; /* a model segment without its ":predict" */
+    char cut[520];    /* a model segment without its ":predict" */
+    char joined[520]; /* a namespaced model: "tenant/name" */
 } route_args;
 
 static void r_server_metadata(conn *k, const route_args *a) { (void)a, h_server_metadata(k); }
@@ -1448,12 +1486,21 @@ static void r_chat_completions(conn *k, const route_args *a) { (void)a, start_op
 typedef struct events_out {
     mcp_buf *b;
     int n;
+    int limit;
+    bool denied_only;
+    const char *tenant; /* NULL: every event; else only this tenant's ("t1/..." targets, or "t1") */
 } events_out;
 
 static bool event_json(void *user, const mcp_catalog_event *e)
 {
     events_out *o = user;
     mcp_buf *b = o->b;
+    if (o->denied_only && strcmp(e->action, "denied") != 0) return true;
+    if (o->tenant) {
+        size_t n = strlen(o->tenant);
+        bool mine = n && !strncmp(e->target, o->tenant, n) && (e->target[n] == '/' || e->target[n] == '\0');
+        if (!mine) return true;
+    }
     mcp_buf_printf(b, "%s{\"id\":%lld,\"time_ms\":%lld", o->n++ ? "," : "", (long long)e->id, (long long)e->time_ms);
     const char *const keys[] = {"actor", "action", "target", "outcome", "reason"};
     const char *const vals[] = {e->actor, e->action, e->target, e->outcome, e->reason};
@@ -1462,7 +1509,7 @@ static bool event_json(void *user, const mcp_catalog_event *e)
         mcp_buf_json_string(b, vals[i]);
     }
     mcp_buf_puts(b, "}");
-    return true;
+    return o->n < o->limit;
 }
 
 static bool query_int(conn *k, const char *key, long long lo, long long hi, long long *out)
@@ -1496,11 +1543,19 @@ static void r_events(conn *k, const route_args *a)
     }
     long long after = 0, limit = 100;
     if (!query_int(k, "after", 0, INT64_MAX, &after) || !query_int(k, "limit", 1, 1000, &limit)) return;
+    const char *denied = MHD_lookup_connection_value(k->mhd, MHD_GET_ARGUMENT_KIND, "denied");
+    if (denied && strcmp(denied, "true") != 0 && strcmp(denied, "false") != 0) {
+        reply_error(k, 400, "query parameter 'denied' must be true or false");
+        return;
+    }
     char msg[512];
     mcp_err err = {msg, sizeof msg};
-    events_out o = {&k->resp, 0};
+    bool all = !mcp_frontend_auth_enabled(k->srv->fe) || k->who.roles & MCP_ROLE_ADMIN;
+    events_out o = {&k->resp, 0, (int)limit, denied && !strcmp(denied, "true"), all ? NULL : k->who.tenant};
     mcp_buf_puts(&k->resp, "[");
-    mcp_status st = mcp_catalog_events(mcp_plane_catalog(p), model, after, (int)limit, event_json, &o, &err);
+    /* Filtered views read on until they have `limit` events. */
+    bool filtered = o.denied_only || o.tenant;
+    mcp_status st = mcp_catalog_events(mcp_plane_catalog(p), model, after, filtered ? 0 : (int)limit, event_json, &o, &err);
     if (st != MCP_STATUS_OK) {
         mcp_buf_free(&k->resp);
         reply_error(k, mcp_status_http_code(st), "%s", msg);
@@ -1594,7 +1649,8 @@ static void r_status_js(conn *k, const route_args *a) { (void)a, status_asset(k,
 static void r_status_json(conn *k, const route_args *a)
 {
     (void)a;
-    mcp__status_json(k->srv->fe, &k->resp);
+    bool all = !mcp_frontend_auth_enabled(k->srv->fe) || k->who.roles & MCP_ROLE_ADMIN;
+    mcp__status_json(k->srv->fe, all ? NULL : conn_keep, k, &k->resp);
     k->headers = mcp__status_json_headers;
     reply_buf(k, 200, "application/json");
 }
@@ -1611,49 +1667,52 @@ typedef struct http_route {
     const char *method;
     const char *pattern;
     void (*handler)(conn *k, const route_args *a);
+    mcp_action act; /* what the caller needs to be allowed (on the path's model, when it names one) */
 } http_route;
 
 static const http_route routes[] = {
-    {"GET", "/v2", r_server_metadata},
-    {"GET", "/v2/health/live", r_live},
-    {"GET", "/v2/health/ready", r_ready},
-    {"GET", "/v2/models/stats", r_stats_all},
-    {"GET", "/v2/models/{mv}", r_model_metadata},
-    {"GET", "/v2/models/{mv}/ready", r_model_ready},
-    {"POST", "/v2/models/{mv}/infer", r_v2_infer},
-    {"POST", "/v2/models/{mv}/generate", r_generate},
-    {"POST", "/v2/models/{mv}/generate_stream", r_generate_stream},
-    {"GET", "/v2/models/{mv}/stats", r_model_stats},
-    {"GET", "/v2/models/{mv}/config", r_model_config},
-    {"GET", "/v2/models/{m}/rollout", r_rollout_get},
-    {"POST", "/v2/models/{m}/rollout", r_rollout_post},
-    {"GET", "/v2/models/{m}/trace/setting", r_model_trace_get},
-    {"POST", "/v2/models/{m}/trace/setting", r_model_trace_post},
-    {"GET", "/v2/trace/setting", r_trace_get},
-    {"POST", "/v2/trace/setting", r_trace_post},
-    {"GET", "/v2/logging", r_logging_get},
-    {"POST", "/v2/logging", r_logging_post},
-    {"POST", "/v2/repository/index", r_repo_index},
-    {"POST", "/v2/repository/models/{m}/load", r_repo_load},
-    {"POST", "/v2/repository/models/{m}/unload", r_repo_unload},
-    {"GET", "/v2/repository/models/{m}", r_repo_describe},
-    {"GET", "/v2/events", r_events},
-    {"POST", "/v1/infer", r_simple_infer},
-    {"GET", "/v1/models", r_v1_list},
-    {"GET", "/v1/models/{m}", r_v1_model},
-    {"POST", "/v1/models/{m}:predict", r_v1_predict},
-    {"POST", "/v1/completions", r_completions},
-    {"POST", "/v1/chat/completions", r_chat_completions},
-    {"GET", "/metrics", r_metrics},
-    {"GET", "/openapi.json", r_openapi},
-    {"GET", "/", r_status_page},
-    {"GET", "/status/status.css", r_status_css},
-    {"GET", "/status/status.js", r_status_js},
-    {"GET", "/v2/status", r_status_json},
+    {"GET", "/v2", r_server_metadata, MCP_ACT_SERVER},
+    {"GET", "/v2/health/live", r_live, MCP_ACT_HEALTH},
+    {"GET", "/v2/health/ready", r_ready, MCP_ACT_HEALTH},
+    {"GET", "/v2/models/stats", r_stats_all, MCP_ACT_STATS},
+    {"GET", "/v2/models/{mv}", r_model_metadata, MCP_ACT_METADATA},
+    {"GET", "/v2/models/{mv}/ready", r_model_ready, MCP_ACT_METADATA},
+    {"POST", "/v2/models/{mv}/infer", r_v2_infer, MCP_ACT_INFER},
+    {"POST", "/v2/models/{mv}/generate", r_generate, MCP_ACT_GENERATE},
+    {"POST", "/v2/models/{mv}/generate_stream", r_generate_stream, MCP_ACT_GENERATE},
+    {"GET", "/v2/models/{mv}/stats", r_model_stats, MCP_ACT_STATS},
+    {"GET", "/v2/models/{mv}/config", r_model_config, MCP_ACT_METADATA},
+    {"GET", "/v2/models/{m}/rollout", r_rollout_get, MCP_ACT_STATS},
+    {"POST", "/v2/models/{m}/rollout", r_rollout_post, MCP_ACT_ROLLOUT},
+    {"GET", "/v2/models/{m}/trace/setting", r_model_trace_get, MCP_ACT_SETTINGS},
+    {"POST", "/v2/models/{m}/trace/setting", r_model_trace_post, MCP_ACT_SETTINGS},
+    {"GET", "/v2/trace/setting", r_trace_get, MCP_ACT_SETTINGS},
+    {"POST", "/v2/trace/setting", r_trace_post, MCP_ACT_SETTINGS},
+    {"GET", "/v2/logging", r_logging_get, MCP_ACT_SETTINGS},
+    {"POST", "/v2/logging", r_logging_post, MCP_ACT_SETTINGS},
+    {"POST", "/v2/repository/index", r_repo_index, MCP_ACT_METADATA},
+    {"POST", "/v2/repository/models/{m}/load", r_repo_load, MCP_ACT_LOAD},
+    {"POST", "/v2/repository/models/{m}/unload", r_repo_unload, MCP_ACT_UNLOAD},
+    {"GET", "/v2/repository/models/{m}", r_repo_describe, MCP_ACT_METADATA},
+    {"GET", "/v2/events", r_events, MCP_ACT_EVENTS},
+    {"POST", "/v1/infer", r_simple_infer, MCP_ACT_INFER},
+    {"GET", "/v1/models", r_v1_list, MCP_ACT_METADATA},
+    {"GET", "/v1/models/{m}", r_v1_model, MCP_ACT_METADATA},
+    {"POST", "/v1/models/{m}:predict", r_v1_predict, MCP_ACT_INFER},
+    {"POST", "/v1/completions", r_completions, MCP_ACT_GENERATE},
+    {"POST", "/v1/chat/completions", r_chat_completions, MCP_ACT_GENERATE},
+    {"GET", "/metrics", r_metrics, MCP_ACT_METRICS},
+    {"GET", "/openapi.json", r_openapi, MCP_ACT_SERVER},
+    {"GET", "/", r_status_page, MCP_ACT_SERVER},
+    {"GET", "/status/status.css", r_status_css, MCP_ACT_SERVER},
+    {"GET", "/status/status.js", r_status_js, MCP_ACT_SERVER},
+    {"GET", "/v2/status", r_status_json, MCP_ACT_STATS},
 };
 
-/* Matches path p against a pattern; fills a (pointing into p or a->cut). */
-static bool route_match(const char *pattern, const path *p, route_args *a)
+/* Matches path p against a pattern; fills a (pointing into p or a->cut).
+ * join: the model is two segments, a tenant namespace and a name
+ * ("t1/resnet"; tried when the one-segment reading matches no route). */
+static bool route_match(const char *pattern, const path *p, route_args *a, bool join)
 {
     a->model = a->version = NULL;
     int i = 0;
@@ -1665,6 +1724,19 @@ static bool route_match(const char *pattern, const path *p, route_args *a)
         size_t n = e ? (size_t)(e - s) : strlen(s);
         if (i >= p->n) return false;
         const char *seg = p->seg[i];
+        bool model_seg = (n == 4 && !strncmp(s, "{mv}", 4)) || (n >= 3 && !strncmp(s, "{m}", 3));
+        if (model_seg && join) {
+            if (i + 1 >= p->n) return false;
+            snprintf(a->joined, sizeof a->joined, "%s/%s", p->seg[i], p->seg[i + 1]);
+            /* Only a name a tenant's model can have ("t1/ready" is not). */
+            char *colon = strchr(a->joined, ':');
+            if (colon) *colon = '\0';
+            bool namespaced = mcp__desc_name_valid(a->joined);
+            if (colon) *colon = ':';
+            if (!namespaced) return false;
+            seg = a->joined;
+            i++;
+        }
         if (n == 4 && !strncmp(s, "{mv}", 4)) {
             a->model = seg;
             if (seg_is(p, i + 1, "versions") && i + 2 < p->n) { /* the optional /versions/{v} */
@@ -1688,6 +1760,67 @@ static bool route_match(const char *pattern, const path *p, route_args *a)
     return i == p->n;
 }
 
+/* The route a method and path take: every route with one-segment model
+ * names first, then with namespaced ones. */
+static const http_route *route_find(const char *method, const path *p, route_args *a)
+{
+    bool head = !strcmp(method, "HEAD");
+    for (int join = 0; join < 2; join++)
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+            const http_route *r = &routes[i];
+            if (strcmp(r->method, method) != 0 && !(head && !strcmp(r->method, "GET"))) continue;
+            if (route_match(r->pattern, p, a, join)) return r;
+        }
+    return NULL;
+}
+
+/* Where the connection comes from: a Unix socket, loopback, or elsewhere. */
+static mcp_peer conn_peer(conn *k)
+{
+    const union MHD_ConnectionInfo *di = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_DAEMON);
+    if (di && di->daemon && di->daemon == k->srv->daemon_uds) return MCP_PEER_LOCAL;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (!sa) return MCP_PEER_REMOTE;
+    if (sa->sa_family == AF_UNIX) return MCP_PEER_LOCAL;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127 ? MCP_PEER_LOOPBACK : MCP_PEER_REMOTE;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)) return MCP_PEER_LOOPBACK;
+        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr) && in6->sin6_addr.s6_addr[12] == 127) return MCP_PEER_LOOPBACK;
+    }
+    return MCP_PEER_REMOTE;
+}
+
+/* Who is calling and whether it may take this route, decided on the
+ * headers (before a body is read); false when it answered 401, 403 or
+ * 404. A route that names its model in the body is checked again once
+ * the model is known; one with no route is left to route(). */
+static bool access_check(conn *k, const char *method, const char *url)
+{
+    mcp_server *s = k->srv;
+    k->peer = conn_peer(k);
+    char msg[400];
+    mcp_err err = {msg, sizeof msg};
+    const char *authz = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Authorization");
+    mcp_status st = mcp_frontend_authenticate(s->fe, authz, k->peer, &k->who, &err);
+    if (st == MCP_STATUS_OK && !mcp_frontend_auth_enabled(s->fe)) return true;
+    if (st == MCP_STATUS_OK) {
+        path p;
+        route_args a;
+        const http_route *r = path_split(url, &p) ? route_find(method, &p, &a) : NULL;
+        if (!r) return true;
+        st = mcp_frontend_allow(s->fe, &k->who, k->peer, r->act, a.model, &err);
+    }
+    if (st == MCP_STATUS_OK) return true;
+    reply_error(k, mcp_status_http_code(st), "%s", msg);
+    k->www_authenticate = st == MCP_STATUS_UNAUTHENTICATED;
+    return false;
+}
+
 static void route(conn *k, const char *method, const char *url)
 {
     path p;
@@ -1695,23 +1828,20 @@ static void route(conn *k, const char *method, const char *url)
         reply_error(k, 404, "no route for %s %.200s", method, url);
         return;
     }
-    bool head = !strcmp(method, "HEAD");
     route_args a;
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        const http_route *r = &routes[i];
-        if (strcmp(r->method, method) != 0 && !(head && !strcmp(r->method, "GET"))) continue;
-        if (route_match(r->pattern, &p, &a)) {
-            k->pattern = r->pattern;
-            r->handler(k, &a);
-            return;
-        }
+    const http_route *r = route_find(method, &p, &a);
+    if (r) {
+        k->pattern = r->pattern;
+        r->handler(k, &a);
+        return;
     }
     /* A known path with another method: 405 and the methods it takes. */
     char allow[64] = "";
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (!route_match(routes[i].pattern, &p, &a) || strstr(allow, routes[i].method)) continue;
-        snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s%s", allow[0] ? ", " : "", routes[i].method,
-                 strcmp(routes[i].method, "GET") ? "" : ", HEAD");
+    for (size_t i = 0; i < 2 * (sizeof routes / sizeof routes[0]); i++) {
+        size_t at = i % (sizeof routes / sizeof routes[0]);
+        if (!route_match(routes[at].pattern, &p, &a, i >= sizeof routes / sizeof routes[0]) || strstr(allow, routes[at].method)) continue;
+        snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s%s", allow[0] ? ", " : "", routes[at].method,
+                 strcmp(routes[at].method, "GET") ? "" : ", HEAD");
     }
     if (allow[0]) {
         reply_error(k, 405, "%s is not allowed on %.200s; use %s", method, url, allow);
@@ -1955,6 +2085,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             k->close = true;
             return send_reply(k);
         }
+        if (!access_check(k, method, url)) {
+            mcp_frontend_routed(s->fe);
+            /* A body on its way is read and dropped (bounded as a refused
+             * one is), so the client hears the answer, not a reset. */
+            k->denied = true;
+            return MHD_YES;
+        }
         k->admitting = true;
         k->counted = true;
         atomic_fetch_add(&s->open_requests, 1);
@@ -1974,7 +2111,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             k->link->body_bytes += *upload_size;
             pthread_mutex_unlock(&s->link_mu);
         }
-        if (k->too_large || k->too_busy) {
+        if (k->too_large || k->too_busy || k->denied) {
             /* A refused (chunked) body is read on and dropped only up to
              * twice the size limit and a MiB (so a client that sends a body
              * somewhat over the limit gets its 413); an endless one has its
@@ -2004,6 +2141,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         k->link->body_start_ns = 0;
         pthread_mutex_unlock(&s->link_mu);
     }
+    if (k->denied) return send_reply(k); /* the refusal access_check wrote */
     if (k->too_large) {
         reply_error(k, 413, "request body exceeds the limit of %zu bytes", s->opts.max_body_bytes);
         return send_reply(k);
@@ -2045,7 +2183,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     if (k->started && mcp_frontend_call_end_wanted(s->fe, &k->call, k->code == 500)) { /* its spans, its access-log line */
         char name[96];
         snprintf(name, sizeof name, "%s %s", k->method, k->pattern ? k->pattern : "");
-        const char *tenant = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
+        const char *tenant = k->who.authenticated ? k->who.tenant : MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "tenant");
         mcp_trace_end e = {
             .name = name,
             .transport = "http",

@@ -78,6 +78,7 @@ typedef enum series_kind {
     SERIES_ROLLOUT,   /* {model, version, event}: shadow comparisons and gate trips */
     SERIES_GEN,       /* {model, version} of a generative model: its latency histograms */
     SERIES_LOAD,      /* {model, op (load|unload), outcome in code}: counts and durations */
+    SERIES_TENANT,    /* {tenant in model, class, code}: mcp_tenant_requests_total */
     SERIES_KIND_COUNT,
 } series_kind;
 
@@ -256,6 +257,13 @@ void mcp_metrics_request(mcp_metrics *m, const char *model, const char *version,
     if (!m) return;
     MCP_ASSERT(p >= 0 && p < MCP_PROTOCOL_COUNT);
     metrics_series *s = series_get(m, SERIES_REQUESTS, model, version, (int)p, code);
+    if (s) counter_add(&s->count, 1);
+}
+
+void mcp_metrics_tenant_request(mcp_metrics *m, const char *tenant, const char *cls, int code)
+{
+    if (!m) return;
+    metrics_series *s = series_get(m, SERIES_TENANT, tenant, cls, 0, code);
     if (s) counter_add(&s->count, 1);
 }
 
@@ -557,7 +565,13 @@ static void render_counters(mcp_buf *out, metrics_series **list, int n, series_k
 {
     for (int i = 0; i < n; i++) {
         const metrics_series *s = list[i];
-        if (kind == SERIES_REQUESTS) {
+        if (kind == SERIES_TENANT) {
+            mcp_buf_puts(out, "mcp_tenant_requests_total{tenant=");
+            mcp_metrics_label_value(out, s->model);
+            mcp_buf_puts(out, ",class=");
+            mcp_metrics_label_value(out, s->label2);
+            mcp_buf_printf(out, ",code=\"%d\"} ", s->code);
+        } else if (kind == SERIES_REQUESTS) {
             mcp_buf_puts(out, "mcp_requests_total{");
             put_model_labels(out, s);
             mcp_buf_printf(out, ",protocol=\"%s\",code=\"%d\"} ", mcp_protocol_name((mcp_protocol)s->protocol),
@@ -801,7 +815,9 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     metrics_series **ro = series_sorted(m, SERIES_ROLLOUT, &n_ro);
     metrics_series **gen = series_sorted(m, SERIES_GEN, &n_gen);
     metrics_series **load = series_sorted(m, SERIES_LOAD, &n_load);
-    if (!req || !err || !model || !ro || !gen || !load) {
+    int n_ten;
+    metrics_series **ten = series_sorted(m, SERIES_TENANT, &n_ten);
+    if (!req || !err || !model || !ro || !gen || !load || !ten) {
         out->failed = true;
     } else {
         put_family(out, "mcp_requests_total", "counter",
@@ -809,6 +825,10 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         render_counters(out, req, n_req, SERIES_REQUESTS);
         put_family(out, "mcp_inference_errors_total", "counter", "Failed inference requests, by model and reason.");
         render_counters(out, err, n_err, SERIES_ERRORS);
+        put_family(out, "mcp_tenant_requests_total", "counter",
+                   "Requests of authenticated tenants, by tenant, priority class and HTTP status code (429: over a "
+                   "tenant limit).");
+        render_counters(out, ten, n_ten, SERIES_TENANT);
         put_family(out, "mcp_shadow_comparisons_total", "counter",
                    "Shadow copies of requests, by the shadow version and how its answer compared with the primary's.");
         render_rollout(out, ro, n_ro, 0);
@@ -857,12 +877,62 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
     }
     mcp_free(g.gen);
     mcp_free(g.versions);
+    mcp_free(ten);
     mcp_free(gen);
     mcp_free(load);
     mcp_free(req);
     mcp_free(err);
     mcp_free(model);
     mcp_free(ro);
+}
+
+/* ---- one caller's view ---- */
+
+/* The value of a label in a sample line's label set, unescaped into val;
+ * false when absent. p points just after '{'. */
+static bool label_find(const char *p, const char *end, const char *name, char *val, size_t cap)
+{
+    size_t nlen = strlen(name);
+    while (p < end && *p != '}') {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq || eq + 1 >= end || eq[1] != '"') return false;
+        bool match = (size_t)(eq - p) == nlen && memcmp(p, name, nlen) == 0;
+        size_t n = 0;
+        const char *q = eq + 2;
+        for (; q < end && *q != '"'; q++) {
+            char ch = *q;
+            if (ch == '\\' && q + 1 < end) {
+                ch = *++q;
+                if (ch == 'n') ch = '\n';
+            }
+            if (match && n + 1 < cap) val[n++] = ch;
+        }
+        if (match) {
+            val[n] = '\0';
+            return true;
+        }
+        p = q + 1;
+        if (p < end && *p == ',') p++;
+    }
+    return false;
+}
+
+void mcp_metrics_filter(const char *text, size_t len, mcp_metrics_keep_fn keep, void *user, mcp_buf *out)
+{
+    const char *p = text, *end = text + len;
+    char val[512];
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *eol = nl ? nl + 1 : end;
+        const char *brace = p[0] != '#' ? memchr(p, '{', (size_t)(eol - p)) : NULL;
+        bool ok = true;
+        if (brace) {
+            if (label_find(brace + 1, eol, "model", val, sizeof val)) ok = keep(user, "model", val);
+            if (ok && label_find(brace + 1, eol, "tenant", val, sizeof val)) ok = keep(user, "tenant", val);
+        }
+        if (ok) mcp_buf_append(out, p, (size_t)(eol - p));
+        p = eol;
+    }
 }
 
 /* ---- snapshots for other views (the status page) ---- */

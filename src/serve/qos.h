@@ -37,7 +37,7 @@ mcp_status mcp_qos_admit(mcp_qos *q, const char *tenant, const mcp_tenant_limits
 void mcp_qos_release(mcp_qos *q, const char *tenant);
 /* n tokens a tenant's generation produced (the step loop reports them). */
 void mcp_qos_charge_tokens(mcp_qos *q, const char *tenant, const mcp_tenant_limits *lim, int64_t n, int64_t now_ns);
-/* What a tenant holds now: requests in flight; rejections so far. */
+/* Requests a tenant has in flight now. */
 int64_t mcp_qos_in_flight(mcp_qos *q, const char *tenant);
 
 /*

@@ -9,6 +9,15 @@
  * completion callback while holding it. The tensor cache has its own small
  * mutex so workers do not contend with the batcher for buffers.
  *
+ * Order: the queue serves by priority (lower first) and, within a level,
+ * by a weighted-fair-queuing tag (serve/qos.h) given at submit from the
+ * request's tenant, weight and rows: while several tenants have requests
+ * waiting, each gets rows in proportion to its weight. One tenant's tags
+ * only grow, so with a single tenant (every anonymous caller, say) the
+ * order is priority, then arrival, as it was before tenants. Equal tags
+ * keep arrival order. The tag is fixed at submit; the clock moves when a
+ * request leaves the queue for a batch (mu guards both).
+ *
  * References: a queued or batched request holds one reference taken by
  * submit; whoever finishes it (batcher for timeouts and cancellations, a
  * worker otherwise) completes it and drops that reference before the
@@ -24,6 +33,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "serve/qos.h"
 #include "serve/scheduler_util.h"
 #include "serve/serve.h"
 
@@ -38,6 +48,7 @@ typedef struct qnode {
     mcp_request *r;
     int64_t enq_ns;
     int64_t rows;
+    double tag; /* fair-queuing tag (mcp_wfq_tag) */
 } qnode;
 
 typedef struct sched_batch {
@@ -82,7 +93,9 @@ struct mcp_scheduler {
     pthread_mutex_t mu;
     pthread_cond_t cv_batcher; /* monotonic clock: timed waits */
     pthread_cond_t cv_worker, cv_idle;
-    qnode *head, *tail, *free_nodes;
+    qnode *head, *tail, *free_nodes; /* (priority, tag), then arrival */
+    mcp_wfq *wfq;                    /* the tenants' fair-queuing clock (mu) */
+    bool tenants_seen;               /* a request of a tenant came (mu): see prefetch_depth */
     int64_t queue_len;
     int64_t ready_requests; /* requests in formed batches not yet running */
     int64_t next_deadline_ns; /* earliest deadline among queued requests */
@@ -232,12 +245,22 @@ static void queue_unlink(mcp_scheduler *s, qnode *n)
     s->queue_len--;
 }
 
-/* Priority (lower first), then arrival: walk back from the tail past
- * requests of a larger number; equal numbers keep their arrival order. */
+/* Whether a goes after b: a larger priority number, or the same and a
+ * larger tag. */
+static bool queue_after(const qnode *a, const qnode *b)
+{
+    if (a->r->priority != b->r->priority) return a->r->priority > b->r->priority;
+    return a->tag > b->tag;
+}
+
+/* Priority (lower first), then tag, then arrival: walk back from the tail
+ * past requests that go after n; equal ones keep their arrival order. A
+ * new request usually has the largest tag of its level (always with one
+ * tenant), so the walk is short. */
 static void queue_insert(mcp_scheduler *s, qnode *n)
 {
     qnode *after = s->tail;
-    while (after && after->r->priority > n->r->priority) after = after->prev;
+    while (after && queue_after(after, n)) after = after->prev;
     n->prev = after;
     n->next = after ? after->next : s->head;
     if (n->next) n->next->prev = n;
@@ -252,6 +275,17 @@ static void node_free(mcp_scheduler *s, qnode *n)
     n->r = NULL;
     n->next = s->free_nodes;
     s->free_nodes = n;
+}
+
+/* Batches formed ahead of busy workers leave in the order they were
+ * formed, outside fair queuing: once tenants share this queue, a worker's
+ * next batch is formed only when it is about to be free (at most one per
+ * instance ahead), so the order tenants are served in is decided as late
+ * as it can be. */
+static int prefetch_depth(const mcp_scheduler *s)
+{
+    if (!s->tenants_seen) return s->o.prefetch_queue_depth;
+    return s->o.prefetch_queue_depth < s->o.instances ? s->o.prefetch_queue_depth : s->o.instances;
 }
 
 static bool is_idle(const mcp_scheduler *s)
@@ -404,6 +438,7 @@ static bool batch_reserve(sched_batch *b, int need)
 static void batch_add(mcp_scheduler *s, sched_batch *b, qnode *n)
 {
     queue_unlink(s, n);
+    mcp_wfq_served(s->wfq, n->tag);
     b->reqs[b->n] = n->r;
     b->enq_ns[b->n] = n->enq_ns;
     b->req_rows[b->n] = n->rows;
@@ -540,7 +575,7 @@ static void *batcher_main(void *arg)
         int64_t wake = s->next_deadline_ns < ready_deadline ? s->next_deadline_ns : ready_deadline;
         /* Form a batch only while it would wait ahead of busy workers in a
          * queue of at most prefetch_queue_depth, or go to an idle one. */
-        if (s->n_ready < s->o.prefetch_queue_depth + s->n_idle) {
+        if (s->n_ready < prefetch_depth(s) + s->n_idle) {
             int64_t window_end = INT64_MAX;
             if (try_dispatch(s, now, &window_end)) continue;
             if (window_end < wake) wake = window_end;
@@ -968,6 +1003,7 @@ static void scheduler_free(mcp_scheduler *s)
     mcp_free(s->cache);
     mcp_free(s->in_map);
     mcp_free(s->out_map);
+    mcp_wfq_destroy(s->wfq);
     pthread_cond_destroy(&s->cv_batcher);
     pthread_cond_destroy(&s->cv_worker);
     pthread_cond_destroy(&s->cv_idle);
@@ -1003,7 +1039,8 @@ static mcp_status alloc_arrays(mcp_scheduler *s, mcp_err *err)
     s->workers = mcp_calloc((size_t)s->o.instances, sizeof *s->workers);
     s->cache_cap = 2 * s->o.instances * (n_in > 0 ? n_in : 1);
     s->cache = mcp_calloc((size_t)s->cache_cap, sizeof *s->cache);
-    if (!s->in_map || !s->out_map || !s->batches || !s->workers || !s->cache)
+    s->wfq = mcp_wfq_create();
+    if (!s->in_map || !s->out_map || !s->batches || !s->workers || !s->cache || !s->wfq)
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory creating a scheduler");
     int64_t cap = s->max_rows < BATCH_INITIAL_CAP ? s->max_rows : BATCH_INITIAL_CAP;
     for (int i = 0; i < s->n_batches; i++) {
@@ -1121,6 +1158,23 @@ static bool validated(const mcp_scheduler *s, const mcp_request *r)
     return true;
 }
 
+/* Whether `tenant` already has `cap` requests waiting (queued, or in a
+ * formed batch no worker took yet), mu held. A walk: it runs only for
+ * tenants with a cap, and stops at the cap. */
+static bool tenant_at_cap(const mcp_scheduler *s, const char *tenant, int64_t cap)
+{
+    int64_t n = 0;
+    for (const qnode *q = s->head; q && n < cap; q = q->next)
+        if (strncmp(q->r->tenant, tenant, sizeof q->r->tenant) == 0) n++;
+    for (const sched_batch *b = s->ready_head; b && n < cap; b = b->next)
+        for (int i = 0; i < b->n; i++)
+            if (strncmp(b->reqs[i]->tenant, tenant, sizeof b->reqs[i]->tenant) == 0) n++;
+    return n >= cap;
+}
+
+/* A refusal for the tenant's cap also leaves a message in r->error (the
+ * caller's mcp_request_fail may use it or write its own); a full queue
+ * leaves r as it was. */
 mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
 {
     if (!s || !r || !validated(s, r)) return MCP_STATUS_INVALID_ARGUMENT;
@@ -1142,6 +1196,13 @@ mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
         pthread_mutex_unlock(&s->mu);
         return MCP_STATUS_RESOURCE_EXHAUSTED;
     }
+    if (r->tenant_max_queued > 0 && tenant_at_cap(s, r->tenant, r->tenant_max_queued)) {
+        pthread_mutex_unlock(&s->mu);
+        snprintf(r->error, sizeof r->error,
+                 "tenant '%s' already has %lld requests waiting for model '%s' (its max_queued); retry later",
+                 r->tenant[0] ? r->tenant : "anonymous", (long long)r->tenant_max_queued, s->v->name);
+        return MCP_STATUS_RESOURCE_EXHAUSTED;
+    }
     qnode *n = s->free_nodes;
     if (n) s->free_nodes = n->next;
     else n = mcp_malloc(sizeof *n);
@@ -1152,6 +1213,9 @@ mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
     n->r = mcp_request_retain(r);
     n->enq_ns = now;
     n->rows = rows;
+    /* Tagged only once accepted: a refused request costs its tenant nothing. */
+    n->tag = mcp_wfq_tag(s->wfq, r->tenant, r->weight, (double)(rows > 0 ? rows : 1));
+    if (r->tenant[0]) s->tenants_seen = true;
     queue_insert(s, n);
     if (r->deadline_ns > 0 && r->deadline_ns < s->next_deadline_ns) s->next_deadline_ns = r->deadline_ns;
     /* A batch that can leave now (no batching, or a full batch) goes
@@ -1159,7 +1223,7 @@ mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r)
      * batcher thread; the batcher still handles delay windows, deadlines
      * and cancellations. */
     int64_t window_end;
-    if (s->n_ready < s->o.prefetch_queue_depth + s->n_idle) try_dispatch(s, now, &window_end);
+    if (s->n_ready < prefetch_depth(s) + s->n_idle) try_dispatch(s, now, &window_end);
     if (batcher_needed(s, r->deadline_ns)) pthread_cond_signal(&s->cv_batcher);
     pthread_mutex_unlock(&s->mu);
     return MCP_STATUS_OK;

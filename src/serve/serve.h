@@ -206,6 +206,12 @@ typedef void (*mcp_metrics_sample_fn)(void *user, mcp_metrics_gauges *g);
 void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user);
 /* Prometheus text format 0.0.4. */
 void mcp_metrics_render(mcp_metrics *m, mcp_buf *out);
+/* A rendered exposition with the samples whose `model` or `tenant` label
+ * keep() refuses left out (one caller's view of a multi-tenant server). */
+typedef bool (*mcp_metrics_keep_fn)(void *user, const char *label, const char *value);
+void mcp_metrics_filter(const char *text, size_t len, mcp_metrics_keep_fn keep, void *user, mcp_buf *out);
+/* A request of an authenticated tenant (cls: its priority class). */
+void mcp_metrics_tenant_request(mcp_metrics *m, const char *tenant, const char *cls, int code);
 /* A label value in quotes, escaped as the text format requires (backslash,
  * double quote, line feed; bytes that are not UTF-8 become U+FFFD): for
  * families rendered beside these (output monitoring). */
@@ -265,9 +271,11 @@ typedef struct mcp_scheduler_stats {
 
 mcp_status mcp_scheduler_create(mcp_model_version *v, const mcp_scheduler_options *o, mcp_metrics *metrics,
                                 mcp_scheduler **out, mcp_err *err);
-/* Queues a validated request (takes a reference). Returns RESOURCE_EXHAUSTED
- * at once when the queue is full and UNAVAILABLE when draining; the caller
- * then fails the request itself. */
+/* Queues a validated request (takes a reference), ordered by priority,
+ * then its tenant's fair-queuing tag (weight), then arrival. Returns
+ * RESOURCE_EXHAUSTED at once when the queue is full, or when the request's
+ * tenant already has tenant_max_queued waiting (then r->error says so),
+ * and UNAVAILABLE when draining; the caller then fails the request itself. */
 mcp_status mcp_scheduler_submit(mcp_scheduler *s, mcp_request *r);
 void mcp_scheduler_stats_get(mcp_scheduler *s, mcp_scheduler_stats *out);
 /* Per batch size (Triton's batch_stats): executions and their time in each
@@ -346,8 +354,13 @@ mcp_status mcp_frontend_create(mcp_repository *repo, mcp_metrics *metrics, mcp_f
 /* Model control (load, unload) on or off, and the bearer token it needs
  * (NULL = none; the string must outlive the frontend). Default: on, none. */
 void mcp_frontend_set_control(mcp_frontend *fe, bool enabled, const char *admin_token);
-/* The store and catalog model control records into (borrowed; NULL: none). */
+/* The store and catalog model control records into (borrowed; NULL: none);
+ * with one, management actions and denied calls go to its event log. */
 void mcp_frontend_set_plane(mcp_frontend *fe, mcp_plane *plane);
+/* The access rules (serve/auth.h; the frontend owns them, and a new set
+ * replaces the old at once, as SIGHUP does). */
+typedef struct mcp_auth mcp_auth;
+void mcp_frontend_set_auth(mcp_frontend *fe, mcp_auth *a);
 /* The server's log (serve/log.h; borrowed, it must outlive the
  * transports): the serving core's messages (a gate trip, an eviction, a
  * record not written), the access log and internal failures; without one

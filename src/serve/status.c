@@ -287,7 +287,7 @@ static void put_model(mcp_buf *b, mcp_repository *repo, const mcp_repository_ent
     mcp_buf_puts(b, "]}");
 }
 
-void mcp__status_json(mcp_frontend *fe, mcp_buf *out)
+void mcp__status_json(mcp_frontend *fe, mcp_metrics_keep_fn keep, void *user, mcp_buf *out)
 {
     /* The clock first: every count below was read after it, so a reader
      * that finished its requests before another snapshot's clock knows
@@ -305,17 +305,42 @@ void mcp__status_json(mcp_frontend *fe, mcp_buf *out)
     }
     uint64_t requests = 0, errors = 0;
     for (int i = 0; i < n_snap; i++) {
+        if (keep && !keep(user, "model", snap[i].model)) continue;
         requests += snap[i].requests;
         errors += snap[i].errors;
     }
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
-    if (n > 1) qsort(list, (size_t)n, sizeof *list, entry_cmp);
+    /* One caller's view: the models it may see, and totals over them. */
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (keep && !keep(user, "model", list[i].name)) {
+            mcp_free(list[i].name);
+            mcp_free(list[i].version);
+            mcp_free(list[i].reason);
+            memset(&list[i], 0, sizeof list[i]);
+            continue;
+        }
+        if (kept != i) {
+            list[kept] = list[i];
+            memset(&list[i], 0, sizeof list[i]);
+        }
+        kept++;
+    }
+    if (kept > 1) qsort(list, (size_t)kept, sizeof *list, entry_cmp);
     int loaded = 0;
     size_t model_bytes = 0;
-    mcp_repository_totals(repo, &loaded, &model_bytes);
+    if (!keep) mcp_repository_totals(repo, &loaded, &model_bytes);
+    for (int i = 0; keep && i < kept; i++) {
+        mcp_model_version *v = mcp_repository_get(repo, list[i].name, NULL);
+        if (v) {
+            loaded++;
+            model_bytes += v->memory_bytes;
+        }
+        mcp_model_version_release(v);
+    }
     int64_t queue_depth = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < kept; i++) {
         mcp_model_version *v = mcp_repository_get(repo, list[i].name, NULL);
         mcp_scheduler_stats st = {0};
         if (v && v->serving) mcp_scheduler_stats_get(v->serving, &st);
@@ -335,7 +360,7 @@ void mcp__status_json(mcp_frontend *fe, mcp_buf *out)
     for (int i = 0; i < MCP_METRICS_LATENCY_BUCKETS; i++)
         mcp_buf_printf(out, "%s%.9g", i ? "," : "", (double)bounds[i] * 1e-9);
     mcp_buf_puts(out, "],\"models\":[");
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < kept; i++) {
         if (i) mcp_buf_puts(out, ",");
         put_model(out, repo, &list[i], snap, n_snap);
     }

@@ -35,6 +35,6 @@ extern const char *const mcp__status_json_headers[];
 
 /* The status document (see status.c for its shape) appended to out; on
  * out of memory out->failed is set and the caller answers 500. */
-void mcp__status_json(mcp_frontend *fe, mcp_buf *out);
+void mcp__status_json(mcp_frontend *fe, mcp_metrics_keep_fn keep, void *user, mcp_buf *out);
 
 #endif

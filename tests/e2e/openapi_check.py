@@ -63,7 +63,9 @@ def _template_regex(template):
         parts, pos = [], 0
         for m in re.finditer(r"\{([^{}/]+)\}", template):
             parts.append(re.escape(template[pos:m.start()]))
-            parts.append("(?P<%s>[^/]+)" % re.sub(r"\W", "_", m.group(1)))
+            # A model name may be a tenant's "tenant/name" (one slash).
+            one = "[^/]+(?:/[^/]+)?" if m.group(1) == "model" else "[^/]+"
+            parts.append("(?P<%s>%s)" % (re.sub(r"\W", "_", m.group(1)), one))
             pos = m.end()
         parts.append(re.escape(template[pos:]))
         rx = _template_cache[template] = re.compile("^" + "".join(parts) + "$")

@@ -396,7 +396,12 @@ static void test_hostile_index(void)
     TU_CHECK(!mcp__store_ref_valid(":1"));
     TU_CHECK(!mcp__store_ref_valid("..:1"));
     TU_CHECK(!mcp__store_ref_valid("a:.."));
-    TU_CHECK(!mcp__store_ref_valid("a/b:1"));
+    TU_CHECK(mcp__store_ref_valid("t1/b:1")); /* a model in tenant t1's namespace */
+    TU_CHECK(!mcp__store_ref_valid("a/b/c:1"));
+    TU_CHECK(!mcp__store_ref_valid("../b:1"));
+    TU_CHECK(!mcp__store_ref_valid("a/..:1"));
+    TU_CHECK(!mcp__store_ref_valid("/b:1"));
+    TU_CHECK(!mcp__store_ref_valid("t1/ready:1"));
     TU_CHECK(mcp__store_title_valid("weights/part-1.bin"));
     TU_CHECK(!mcp__store_title_valid("a//b"));
     TU_CHECK(!mcp__store_title_valid("a/./b"));

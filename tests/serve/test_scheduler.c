@@ -1,8 +1,11 @@
 /*
  * The scheduler: batching (real batches, each request gets exactly its own
  * rows back, checked against single runs), split and whole-copied outputs,
- * preferred sizes, priority order, timeouts and cancellation without
- * running, a full queue, drain, the tensor cache and leaks.
+ * preferred sizes, priority order, tenants served by weight and held to
+ * their queued cap, timeouts and cancellation without running, a full
+ * queue, drain, the tensor cache and leaks. And the generation engine's
+ * tenants (serve/generate.c, on models/demo/fortunes.gguf): two tenants of
+ * weights 1 and 2 saturating it get tokens 1:2, as its token hook tells.
  *
  * Determinism without timing: a "gate" request whose completion callback
  * blocks holds the only worker busy, so the test decides what is queued
@@ -13,6 +16,7 @@
 #include <time.h>
 
 #include "sched_support.h"
+#include "serve/generate.h"
 #include "serve/scheduler_util.h"
 #include "test_util.h"
 
@@ -376,6 +380,272 @@ static void test_priority(void)
     mcp_session_trim(m->v.session); /* run contexts are the session's */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     tv_model_free(m);
+}
+
+/* ---- tenants ---- */
+
+static void set_tenant(mcp_request *r, const char *tenant, double weight, int64_t max_queued)
+{
+    snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+    r->weight = weight;
+    r->tenant_max_queued = max_queued;
+}
+
+/* Two tenants' backlogs, weights 1 and 2, queued behind the held worker:
+ * the first completions go 1:2 although every request of "a" arrived
+ * before any of "b"; each tenant's own requests keep their order. */
+static void test_tenant_fairness(void)
+{
+    enum { PER_TENANT = 300, FIRST = 150 };
+    tv_model *m = tv_model_create(8);
+    int64_t live = mcp_alloc_live_count();
+    mcp_scheduler *s;
+    char msg[512];
+    mcp_err err = {msg, sizeof msg};
+    mcp_scheduler_options o = opts(1, 0); /* no batching: one request per run */
+    o.max_queue_size = 2 * PER_TENANT;
+    TU_REQUIRE_OK(mcp_scheduler_create(&m->v, &o, NULL, &s, &err), msg);
+    tv_gate g;
+    tv_gate_init(&g);
+    tv_tracker t;
+    tv_tracker_init(&t, 2 * PER_TENANT);
+    mcp_request *held = hold_worker(s, m, &g);
+    mcp_request *r[2 * PER_TENANT];
+    for (int i = 0; i < 2 * PER_TENANT; i++) {
+        bool b = i >= PER_TENANT;
+        r[i] = tv_request(1, 2000 + i, false);
+        set_tenant(r[i], b ? "b" : "a", b ? 2 : 1, 0);
+        TU_CHECK_STATUS(submit(s, m, r[i], tv_track_done, &t), MCP_STATUS_OK, NULL);
+    }
+    mcp_scheduler_stats st;
+    mcp_scheduler_stats_get(s, &st);
+    TU_CHECK_INT(st.queue_depth, 2 * PER_TENANT);
+    tv_gate_open(&g);
+    TU_CHECK(tv_tracker_wait(&t, 2 * PER_TENANT));
+    mcp_scheduler_destroy(s);
+    int n_a = 0, n_b = 0;
+    for (int i = 0; i < FIRST; i++) {
+        if (strcmp(t.order[i]->tenant, "b") == 0) n_b++;
+        else n_a++;
+    }
+    TU_CHECK_INT(n_a + n_b, FIRST);
+    if (!(n_b >= 1.8 * n_a && n_b <= 2.2 * n_a))
+        TU_FAIL_AT(__FILE__, __LINE__, "first %d completions: a %d, b %d; expected 1:2 within 10%%", FIRST, n_a, n_b);
+    tu_checks++;
+    /* Within a tenant, arrival order. */
+    const mcp_request *last_a = NULL, *last_b = NULL;
+    bool ordered = true;
+    for (int i = 0; i < 2 * PER_TENANT; i++) {
+        const mcp_request *x = t.order[i];
+        const mcp_request **last = strcmp(x->tenant, "b") == 0 ? &last_b : &last_a;
+        if (*last && x->t_arrival_ns < (*last)->t_arrival_ns) ordered = false;
+        *last = x;
+    }
+    TU_CHECK(ordered);
+    for (int i = 0; i < 2 * PER_TENANT; i++) {
+        if (i % 50 == 0) check_succeeded(m, r[i], __LINE__);
+        mcp_request_release(r[i]);
+    }
+    mcp_request_release(held);
+    tv_tracker_destroy(&t);
+    tv_gate_destroy(&g);
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
+    TU_CHECK_INT(mcp_alloc_live_count(), live);
+    tv_model_free(m);
+}
+
+/* A tenant's cap on waiting requests refuses its excess as a full queue
+ * would (nothing kept, nothing changed but the message), and only its. */
+static void test_tenant_cap(void)
+{
+    tv_model *m = tv_model_create(8);
+    int64_t live = mcp_alloc_live_count();
+    mcp_scheduler *s;
+    char msg[512];
+    mcp_err err = {msg, sizeof msg};
+    for (int variant = 0; variant < 2; variant++) {
+        /* variant 1 batches ahead: waiting requests in formed batches count too. */
+        mcp_scheduler_options o = variant == 0 ? opts(1, 0) : opts(1, 4);
+        TU_REQUIRE_OK(mcp_scheduler_create(&m->v, &o, NULL, &s, &err), msg);
+        tv_gate g;
+        tv_gate_init(&g);
+        tv_tracker t;
+        tv_tracker_init(&t, 8);
+        mcp_request *held = hold_worker(s, m, &g);
+        mcp_request *c1 = tv_request(1, 3000, false), *c2 = tv_request(1, 3001, false);
+        mcp_request *c3 = tv_request(1, 3002, false), *d = tv_request(1, 3003, false);
+        mcp_request *c4 = tv_request(1, 3004, false);
+        set_tenant(c1, "c", 1, 2);
+        set_tenant(c2, "c", 1, 2);
+        set_tenant(c3, "c", 1, 2);
+        set_tenant(d, "d", 1, 2);
+        set_tenant(c4, "c", 1, 2);
+        TU_CHECK_STATUS(submit(s, m, c1, tv_track_done, &t), MCP_STATUS_OK, NULL);
+        TU_CHECK_STATUS(submit(s, m, c2, tv_track_done, &t), MCP_STATUS_OK, NULL);
+        mcp_status st = submit(s, m, c3, tv_track_done, &t);
+        TU_CHECK_STATUS(st, MCP_STATUS_RESOURCE_EXHAUSTED, NULL);
+        TU_CHECK_INT(mcp_status_http_code(st), 429);
+        TU_CHECK_INT(atomic_load(&c3->refs), 1);
+        TU_CHECK_INT(atomic_load(&c3->state), MCP_REQUEST_PENDING);
+        TU_CHECK_CONTAINS(c3->error, "tenant 'c'");
+        TU_CHECK_CONTAINS(c3->error, "2 requests waiting");
+        char why[sizeof c3->error];
+        snprintf(why, sizeof why, "%s", c3->error);
+        mcp_request_fail(c3, st, "%s", why);
+        /* Another tenant still gets in. */
+        TU_CHECK_STATUS(submit(s, m, d, tv_track_done, &t), MCP_STATUS_OK, NULL);
+        mcp_scheduler_stats ss;
+        mcp_scheduler_stats_get(s, &ss);
+        TU_CHECK_INT(ss.queue_depth, 3);
+        tv_gate_open(&g);
+        TU_CHECK(tv_tracker_wait(&t, 4)); /* c3 (failed by the caller), c1, c2, d */
+        /* Its requests ran: room again. */
+        TU_CHECK_STATUS(submit(s, m, c4, tv_track_done, &t), MCP_STATUS_OK, NULL);
+        TU_CHECK(tv_tracker_wait(&t, 5));
+        mcp_scheduler_destroy(s);
+        check_succeeded(m, c1, __LINE__);
+        check_succeeded(m, c2, __LINE__);
+        check_succeeded(m, d, __LINE__);
+        check_succeeded(m, c4, __LINE__);
+        TU_CHECK_INT(c3->status, MCP_STATUS_RESOURCE_EXHAUSTED);
+        mcp_request *all[] = {held, c1, c2, c3, d, c4};
+        for (int i = 0; i < 6; i++) mcp_request_release(all[i]);
+        tv_tracker_destroy(&t);
+        tv_gate_destroy(&g);
+    }
+    mcp_session_trim(m->v.session); /* run contexts are the session's */
+    TU_CHECK_INT(mcp_alloc_live_count(), live);
+    tv_model_free(m);
+}
+
+/* ---- the generation engine's tenants ---- */
+
+/* What the token hook heard per tenant ("a", "b", "z"), and the share
+ * when a's and b's tokens first reached `at` (both still backlogged). */
+typedef struct gen_tally {
+    pthread_mutex_t mu;
+    int64_t tokens[3], calls, at, done, completion_tokens;
+    double share;  /* b's tokens / a's, at `at`; < 0 until then */
+    bool stranger; /* another tenant */
+} gen_tally;
+
+static void gen_hook(void *user, const char *tenant, int64_t tokens)
+{
+    gen_tally *t = user;
+    pthread_mutex_lock(&t->mu);
+    int k = strcmp(tenant, "a") == 0 ? 0 : strcmp(tenant, "b") == 0 ? 1 : 2;
+    if (k == 2 && strcmp(tenant, "z") != 0) t->stranger = true;
+    t->tokens[k] += tokens;
+    t->calls++;
+    if (t->share < 0 && t->tokens[0] + t->tokens[1] >= t->at && t->tokens[0] > 0)
+        t->share = (double)t->tokens[1] / (double)t->tokens[0];
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void gen_event(mcp_gen_request *r, const mcp_gen_event *e)
+{
+    if (e->kind != MCP_GEN_DONE) return;
+    gen_tally *t = r->user;
+    pthread_mutex_lock(&t->mu);
+    if (e->status == MCP_STATUS_OK) t->completion_tokens += e->completion_tokens;
+    t->done++;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static mcp_gen_request *gen_request(const mcp_model_version *v, const char *tenant, double weight, int64_t max_tokens,
+                                    gen_tally *t)
+{
+    mcp_gen_request *r = mcp_gen_request_create(v);
+    r->prompt = mcp_strdup("Once upon a time");
+    r->prompt_len = strlen(r->prompt);
+    r->max_tokens = max_tokens;
+    r->ignore_eos = true;
+    snprintf(r->tenant, sizeof r->tenant, "%s", tenant);
+    r->weight = weight;
+    r->on_event = gen_event;
+    r->user = t;
+    return r;
+}
+
+/* Four sequences; "z" holds all four while the backlogs of "a" (weight 1)
+ * and then "b" (weight 2) queue up, so the order of admissions is the
+ * queue's alone. */
+static void test_generate_fairness(void)
+{
+    enum { PER_TENANT = 40, MAX_TOKENS = 32, SLOTS = 4, HOLD_TOKENS = 200 };
+    /* The demo models share a folder. */
+    char path[1024];
+    snprintf(path, sizeof path, "%s", MCP_DIGITS_MODEL);
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0), "fortunes.gguf");
+    int64_t live = mcp_alloc_live_count();
+    char msg[512];
+    mcp_llm_model *lm;
+    mcp_llm_model_options mo = mcp_llm_model_options_default();
+    mo.threads = 2;
+    TU_REQUIRE_OK(mcp_llm_model_load(path, &mo, &lm, msg, sizeof msg), msg);
+    mcp_descriptor d;
+    memset(&d, 0, sizeof d);
+    d.generation = mcp_generation_default();
+    d.generation.context_length = 256;
+    d.generation.max_sequences = SLOTS;
+    d.generation.max_queue = 2 * PER_TENANT;
+    d.generation.prefix_cache = false;
+    mcp_model_version v;
+    memset(&v, 0, sizeof v);
+    v.name = "fortunes";
+    v.version = "1";
+    v.desc = &d;
+    v.llm = lm;
+    mcp_gen_engine *g = NULL;
+    mcp_err err = {msg, sizeof msg};
+    mcp_status st = mcp_gen_engine_create(&v, NULL, &g, &err);
+    TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+    gen_tally t = {.share = -1, .at = PER_TENANT * MAX_TOKENS * 3 / 4};
+    pthread_mutex_init(&t.mu, NULL);
+    mcp_gen_request *rs[SLOTS + 2 * PER_TENANT];
+    int n = 0;
+    bool held = false;
+    if (st == MCP_STATUS_OK) {
+        mcp_gen_set_token_hook(g, gen_hook, &t);
+        for (; n < SLOTS; n++) {
+            rs[n] = gen_request(&v, "z", 1, HOLD_TOKENS, &t);
+            TU_CHECK_STATUS(mcp_gen_submit(g, rs[n]), MCP_STATUS_OK, NULL);
+        }
+        mcp_gen_stats gs;
+        for (int i = 0; i < 60000 && !held; i++) {
+            mcp_gen_stats_get(g, &gs);
+            held = gs.running == SLOTS && gs.waiting == 0;
+            if (!held) sleep_ms(1);
+        }
+        TU_CHECK(held);
+        /* Every request of "a" arrives before any of "b". */
+        for (int i = 0; held && i < 2 * PER_TENANT; i++, n++) {
+            bool b = i >= PER_TENANT;
+            mcp_gen_request *r = rs[n] = gen_request(&v, b ? "b" : "a", b ? 2 : 1, MAX_TOKENS, &t);
+            if (mcp_gen_submit(g, r) != MCP_STATUS_OK) {
+                TU_FAIL_AT(__FILE__, __LINE__, "request %d was refused", n);
+                mcp_gen_request_release(r);
+                break;
+            }
+        }
+        mcp_gen_drain(g);
+        mcp_gen_engine_destroy(g);
+    }
+    TU_CHECK_INT(t.done, n);
+    TU_CHECK_INT(t.completion_tokens, (int64_t)(n - SLOTS) * MAX_TOKENS + SLOTS * HOLD_TOKENS);
+    TU_CHECK_INT(t.tokens[2], SLOTS * HOLD_TOKENS);
+    TU_CHECK_INT(t.tokens[0] + t.tokens[1] + t.tokens[2], t.completion_tokens); /* every token reported once */
+    TU_CHECK(t.calls < t.completion_tokens); /* per tenant and step, not per token */
+    TU_CHECK(!t.stranger);
+    if (!(t.share >= 1.8 && t.share <= 2.2))
+        TU_FAIL_AT(__FILE__, __LINE__, "b's tokens / a's at %lld tokens: %.3f, expected 2 within 10%%", (long long)t.at,
+                   t.share);
+    tu_checks++;
+    for (int i = 0; i < n; i++) mcp_gen_request_release(rs[i]);
+    pthread_mutex_destroy(&t.mu);
+    mcp_llm_model_free(lm);
+    TU_CHECK_INT(mcp_alloc_live_count(), live);
 }
 
 /* ---- requests that never run ---- */
@@ -844,6 +1114,9 @@ int main(void)
     TU_RUN(test_batch_and_split);
     TU_RUN(test_preferred);
     TU_RUN(test_priority);
+    TU_RUN(test_tenant_fairness);
+    TU_RUN(test_tenant_cap);
+    TU_RUN(test_generate_fairness);
     TU_RUN(test_timeout);
     TU_RUN(test_cancel);
     TU_RUN(test_queue_full);
