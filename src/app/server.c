@@ -26,6 +26,8 @@
 #include "serve/auth.h"
 #include "serve/serve.h"
 #include "serve/log.h"
+#include "serve/tls.h"
+#include "serve/sandbox.h"
 #include "serve/trace.h"
 
 typedef enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_PATHS } opt_kind;
@@ -64,6 +66,7 @@ typedef struct server_config {
     int64_t prefetch_queue_depth;
     bool enable_tensor_cache;
     bool keep_previous;
+    bool sandbox;
     int64_t memory_budget;
     int64_t unload_pressure, unload_floor, unload_queue_depth, unload_idle_ms, unload_smoothing_ms;
     int64_t repository_poll_ms;
@@ -71,6 +74,7 @@ typedef struct server_config {
     const char *log_level, *log_format, *access_log;
     const char *trace_endpoint, *trace_sampler, *trace_sampler_arg, *trace_service_name, *trace_resource;
     int64_t trace_queue_size;
+    const char *tls_cert, *tls_key, *tls_client_ca, *tls_client_auth;
 } server_config;
 
 typedef struct opt {
@@ -113,6 +117,7 @@ static const opt options[] = {
     {"max-queue-delay-us", OPT_INT, OFF(max_queue_delay_us), 0, 0, 10000000, "default time the batcher waits to fill a batch (default 500)"},
     {"max-queue-size", OPT_INT, OFF(max_queue_size), 0, 1, 1 << 24, "default queued requests per model before 429 (default 1024)"},
     {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 0, 1024, "batches formed ahead of busy workers (default 8)"},
+    {"sandbox", OPT_BOOL, OFF(sandbox), 0, 0, 0, "run models on threads under a system call filter (seccomp) and load them with file access limited to the model roots and the store (Landlock); --no-sandbox is --sandbox false (default true)"},
     {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, 0, "reuse request and batch tensors from a pool (default true)"},
     {"keep-previous", OPT_BOOL, OFF(keep_previous), 0, 0, 0, "keep a replaced version loaded for an instant undo while --memory-budget allows (default true)"},
     {"memory-budget", OPT_INT, OFF(memory_budget), 0, 0, INT64_MAX, "real bytes all loaded models may hold: idle models are unloaded under sustained pressure and load again on their next request; a replaced version stays loaded only within it (default 0: no limit)"},
@@ -132,6 +137,10 @@ static const opt options[] = {
     {"trace-service-name", OPT_STRING, OFF(trace_service_name), 0, 0, 0, "service.name of the spans (default $OTEL_SERVICE_NAME, else mcp2026-server)"},
     {"trace-resource", OPT_STRING, OFF(trace_resource), 0, 0, 0, "more resource attributes, key=value,... (default $OTEL_RESOURCE_ATTRIBUTES)"},
     {"trace-queue-size", OPT_INT, OFF(trace_queue_size), 0, 1, 1 << 20, "traced calls waiting for export; beyond, their spans are dropped and counted (default 2048)"},
+    {"tls-cert", OPT_STRING, OFF(tls_cert), 0, 0, 0, "PEM certificate (then its chain): HTTPS and gRPC over TLS on the TCP ports (the Unix sockets stay plain); read again on SIGHUP"},
+    {"tls-key", OPT_STRING, OFF(tls_key), 0, 0, 0, "PEM private key of --tls-cert"},
+    {"tls-client-ca", OPT_STRING, OFF(tls_client_ca), 0, 0, 0, "PEM CAs whose client certificates identify callers (subject CN, mapped by the config's auth.client_certificates)"},
+    {"tls-client-auth", OPT_STRING, OFF(tls_client_auth), 0, 0, 0, "optional (a client certificate given must verify; default) or require (every TCP caller gives one)"},
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -258,8 +267,48 @@ static bool load_config(server_config *c, const char *path, struct fy_document *
     return ok;
 }
 
+/* TLS from --tls-cert/-key/-client-ca/-client-auth (none given: *out
+ * NULL); false (logged) when they do not load. */
+static bool tls_setup(const server_config *c, mcp_logger *lg, mcp_tls **out)
+{
+    *out = NULL;
+    if (!c->tls_cert && !c->tls_key && !c->tls_client_ca && !c->tls_client_auth) return true;
+    mcp_tls_options to = {c->tls_cert, c->tls_key, c->tls_client_ca, MCP_TLS_CLIENTS_NONE};
+    if (c->tls_client_auth && !strcmp(c->tls_client_auth, "require")) {
+        to.clients = MCP_TLS_CLIENTS_REQUIRE;
+    } else if (c->tls_client_auth && !strcmp(c->tls_client_auth, "optional")) {
+        to.clients = MCP_TLS_CLIENTS_OPTIONAL;
+    } else if (c->tls_client_auth) {
+        mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "--tls-client-auth must be optional or require, not '%s'", c->tls_client_auth);
+        return false;
+    }
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    if (mcp_tls_create(&to, out, &err) == MCP_STATUS_OK) return true;
+    mcp_logger_log(lg, MCP_LOG_ERROR, NULL, "%s", msg);
+    return false;
+}
+
 /* Builds the access rules from the config file (none: a disabled set)
  * and gives them to the frontend; false (logged) when they are not valid. */
+static void sandbox_say(void *user, bool warning, const char *msg)
+{
+    mcp_logger_log(user, warning ? MCP_LOG_WARN : MCP_LOG_INFO, NULL, "%s", msg);
+}
+
+/* The sandbox, before any model loads: loaders may read the model roots
+ * and the --model-path files (loaded again after an unload) and write the
+ * store. */
+static void sandbox_setup(const server_config *c, const mcp_model_roots *roots, mcp_logger *lg)
+{
+    const char *paths[64 + 64];
+    int n = 0;
+    for (int i = 0; i < mcp_model_roots_count(roots) && n < 64; i++) paths[n++] = mcp_model_roots_get(roots, i);
+    for (int i = 0; i < c->n_model_paths; i++) paths[n++] = c->model_paths[i];
+    mcp_sandbox_configure(c->sandbox, paths, n, c->store, sandbox_say, lg);
+    mcp_sandbox_report(sandbox_say, lg);
+}
+
 static bool auth_setup(mcp_logger *lg, const char *config_path, const char *admin_token, mcp_frontend *fe)
 {
     char msg[1024] = "";
@@ -282,11 +331,15 @@ static bool auth_setup(mcp_logger *lg, const char *config_path, const char *admi
 
 /* SIGHUP: the access rules and the files they name are read again; new
  * ones replace the old at once, and bad ones leave the old in force. */
-static void reload(mcp_logger *lg, const char *config_path, const char *admin_token, mcp_frontend *fe)
+static void reload(mcp_logger *lg, const char *config_path, const char *admin_token, mcp_frontend *fe, mcp_tls *tls)
 {
-    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "SIGHUP received, reading the access rules again");
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "SIGHUP received, reading the access rules%s again", tls ? " and certificates" : "");
     if (!auth_setup(lg, config_path, admin_token, fe))
         mcp_logger_log(lg, MCP_LOG_WARN, NULL, "the access rules did not change (see above)");
+    char msg[600];
+    mcp_err err = {msg, sizeof msg};
+    if (tls && mcp_tls_reload(tls, &err) != MCP_STATUS_OK)
+        mcp_logger_log(lg, MCP_LOG_WARN, NULL, "the certificates did not change: %s", msg);
 }
 
 /* Reads the admin token: the file's first line, 16 to 255 printable
@@ -418,7 +471,7 @@ int main(int argc, char **argv)
         .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
-        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true,
+        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true, .sandbox = true,
         .unload_pressure = 90, .unload_floor = 75, .unload_queue_depth = 1, .unload_idle_ms = 5000, .unload_smoothing_ms = 2000,
         .repository_poll_ms = 5000,
         .model_control = "explicit", .log_level = "info", .log_format = "text",
@@ -429,7 +482,7 @@ int main(int argc, char **argv)
     int flag_count[N_OPTIONS] = {0};
     (void)cli;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = strcmp(argv[i], "--no-sandbox") == 0 ? "--sandbox=false" : argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -583,6 +636,7 @@ int main(int argc, char **argv)
     }
     dd.roots = roots;
     dd.check_load = true;
+    sandbox_setup(&c, roots, lg);
 
     /* Management calls off loopback need a credential. */
     char token[256] = "";
@@ -611,6 +665,15 @@ int main(int argc, char **argv)
         mcp_logger_destroy(lg);
         return 2;
     }
+    /* TLS on the TCP listeners. */
+    mcp_tls *tls = NULL;
+    if (!tls_setup(&c, lg, &tls)) {
+        mcp_tracer_destroy(tracer);
+        mcp_plane_close(plane);
+        mcp_model_roots_destroy(roots);
+        mcp_logger_destroy(lg);
+        return 2;
+    }
     mcp_metrics *metrics = mcp_metrics_create();
     mcp_repository *repo = mcp_repository_create(&dd);
     if (repo) mcp_repository_set_keep_previous(repo, c.keep_previous, (size_t)c.memory_budget);
@@ -626,6 +689,7 @@ int main(int argc, char **argv)
     so.header_timeout_s = (unsigned)c.header_timeout_s;
     so.min_body_rate = (unsigned)c.min_body_rate;
     so.max_connections_per_client = (unsigned)c.max_connections_per_client;
+    so.tls = tls;
 
     mcp_grpc_options go = mcp_grpc_options_default();
     go.host = c.host;
@@ -633,6 +697,7 @@ int main(int argc, char **argv)
     go.socket_path = c.grpc_socket;
     go.threads = (int)c.grpc_threads;
     go.max_message_bytes = (size_t)(c.grpc_max_message_bytes ? c.grpc_max_message_bytes : c.max_body_bytes);
+    go.tls = tls;
 
     char msg[4096] = "";
     mcp_err err = {msg, sizeof msg};
@@ -712,17 +777,20 @@ int main(int argc, char **argv)
     /* An IPv6 address goes in brackets in a URL. */
     char shown[300];
     snprintf(shown, sizeof shown, strchr(c.host, ':') ? "[%s]" : "%s", c.host);
-    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on http://%s:%d", MCP_VERSION_STRING, shown, port);
+    mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on %s://%s:%d", MCP_VERSION_STRING, tls ? "https" : "http",
+                   shown, port);
     if (grpc && c.grpc_port > 0)
-        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on grpc://%s:%d", MCP_VERSION_STRING, shown, mcp_grpc_port(grpc));
+        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on %s://%s:%d", MCP_VERSION_STRING,
+                       tls ? "grpcs" : "grpc", shown, mcp_grpc_port(grpc));
     if (c.http_socket) mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on http+unix://%s", MCP_VERSION_STRING, c.http_socket);
     if (c.grpc_socket) mcp_logger_log(lg, MCP_LOG_INFO, NULL, "mcp2026-server %s listening on unix:%s (gRPC)", MCP_VERSION_STRING, c.grpc_socket);
     mcp_repository_entry *list;
     int n = mcp_repository_index(repo, &list);
     for (int i = 0; i < n; i++) {
         mcp_model_version *v = mcp_repository_get(repo, list[i].name, NULL);
-        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "model %s %s %s: POST http://%s:%d/v2/models/%s/%s", list[i].name, list[i].version,
-                mcp_model_state_name(list[i].state), shown, port, list[i].name, v && v->llm ? "generate" : "infer");
+        mcp_logger_log(lg, MCP_LOG_INFO, NULL, "model %s %s %s: POST %s://%s:%d/v2/models/%s/%s", list[i].name, list[i].version,
+                mcp_model_state_name(list[i].state), tls ? "https" : "http", shown, port, list[i].name,
+                v && v->llm ? "generate" : "infer");
         mcp_model_version_release(v);
     }
     mcp_repository_entries_free(list, n);
@@ -741,11 +809,11 @@ int main(int argc, char **argv)
             }
             if (!rp) sigwait(&sigs, &sig);
             if (sig != SIGHUP) break;
-            reload(lg, config_path, token, fe);
+            reload(lg, config_path, token, fe, tls);
         }
         mcp_repository_poll_destroy(rp);
     } else {
-        while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(lg, config_path, token, fe);
+        while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) reload(lg, config_path, token, fe, tls);
     }
     mcp_logger_log(lg, MCP_LOG_INFO, NULL, "%s received, draining in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
     /* Both transports refuse new work from here; what was admitted is
@@ -761,6 +829,7 @@ out:
     mcp_repository_destroy(repo);
     mcp_metrics_destroy(metrics);
     mcp_tracer_destroy(tracer); /* after the transports: the last spans go out */
+    mcp_tls_destroy(tls);
     mcp_logger_destroy(lg);
     if (lo.access_fd > 2) close(lo.access_fd);
     mcp_plane_close(plane);

@@ -189,6 +189,15 @@ typedef struct auth_key {
     int entry, line, col;
 } auth_key;
 
+/* A client certificate's identity: its subject's common name, verified
+ * by the transport's TLS against the client CA. */
+typedef struct auth_cert {
+    char cn[MCP_AUTH_SUBJECT_MAX + 1];
+    char tenant[MCP_AUTH_TENANT_MAX + 1];
+    char subject[MCP_AUTH_SUBJECT_MAX + 1];
+    unsigned roles;
+} auth_cert;
+
 typedef struct auth_tenant {
     char name[MCP_AUTH_TENANT_MAX + 1];
     mcp_tenant_limits limits;
@@ -204,6 +213,8 @@ struct mcp_auth {
     bool enabled;
     auth_key *keys; /* sorted by hash */
     int n_keys, cap_keys;
+    auth_cert *certs; /* auth.client_certificates */
+    int n_certs;
     /* JWTs: accepted when a secret or a public key is configured. */
     uint8_t *hs256_secret;
     size_t hs256_secret_len;
@@ -243,6 +254,7 @@ void mcp_auth_destroy(mcp_auth *a)
 {
     if (!a) return;
     mcp_free(a->keys);
+    mcp_free(a->certs);
     if (a->hs256_secret) {
         OPENSSL_cleanse(a->hs256_secret, a->hs256_secret_len);
         mcp_free(a->hs256_secret);
@@ -1006,6 +1018,65 @@ static mcp_status keys_finish(auth_build *b)
     return MCP_STATUS_OK;
 }
 
+/* ---- client certificates ---- */
+
+enum { CE_CN, CE_TENANT, CE_SUBJECT, CE_ROLES, CE_COUNT };
+static const char *const cert_entry_keys[CE_COUNT] = {"cn", "tenant", "subject", "roles"};
+#define CERT_ENTRY_KEYS_TEXT "cn, tenant, subject, roles"
+#define AUTH_CERTS_MAX 4096
+
+static mcp_status parse_cert_entry(auth_build *b, const yfield *self, auth_cert *c)
+{
+    yscope scope;
+    scope_child(&scope, self);
+    yfield f[CE_COUNT];
+    mcp_status st = map_fields(b->err, self, &scope, cert_entry_keys, CE_COUNT, CERT_ENTRY_KEYS_TEXT, f);
+    if (st != MCP_STATUS_OK) return st;
+    if (!f[CE_CN].val) return ferr(b->err, self, "cn is required (the certificate subject's common name)");
+    st = want_string(b->err, &f[CE_CN], "a common name", MCP_AUTH_SUBJECT_MAX, c->cn, sizeof c->cn);
+    if (st != MCP_STATUS_OK) return st;
+    if (!c->cn[0] || !subject_valid(c->cn, strlen(c->cn))) return ferr(b->err, &f[CE_CN], "must be a non-empty name without control characters");
+    if (!f[CE_ROLES].val) return ferr(b->err, self, "roles is required (" ROLE_NAMES_TEXT ")");
+    if ((st = want_roles(b->err, &f[CE_ROLES], &c->roles)) != MCP_STATUS_OK) return st;
+    if (f[CE_TENANT].val) {
+        st = want_string(b->err, &f[CE_TENANT], "a tenant name", MCP_AUTH_TENANT_MAX, c->tenant, sizeof c->tenant);
+        if (st != MCP_STATUS_OK) return st;
+        if (!tenant_valid(c->tenant, strlen(c->tenant)))
+            return ferr(b->err, &f[CE_TENANT], "'%s' is not a valid tenant name (" TENANT_RULE ")", c->tenant);
+    } else if (!(c->roles & MCP_ROLE_ADMIN)) {
+        return ferr(b->err, self, "tenant is required (every role but admin acts within a tenant)");
+    }
+    if (f[CE_SUBJECT].val) {
+        st = want_string(b->err, &f[CE_SUBJECT], "a subject", MCP_AUTH_SUBJECT_MAX, c->subject, sizeof c->subject);
+        if (st != MCP_STATUS_OK) return st;
+        if (!subject_valid(c->subject, strlen(c->subject))) return ferr(b->err, &f[CE_SUBJECT], "must not hold control characters");
+    } else {
+        snprintf(c->subject, sizeof c->subject, "%s", c->cn);
+    }
+    for (int i = 0; i < b->a->n_certs; i++)
+        if (!strcmp(b->a->certs[i].cn, c->cn)) return ferr(b->err, &f[CE_CN], "common name '%s' is listed twice", c->cn);
+    return MCP_STATUS_OK;
+}
+
+static mcp_status parse_certs(auth_build *b, const yfield *f)
+{
+    int n = 0;
+    mcp_status st = want_seq(b->err, f, "a list of client certificate entries", AUTH_CERTS_MAX, &n);
+    if (st != MCP_STATUS_OK) return st;
+    b->a->certs = mcp_calloc(n > 0 ? (size_t)n : 1, sizeof *b->a->certs);
+    if (!b->a->certs) return ferr_status(b->err, MCP_STATUS_OUT_OF_MEMORY, f, "out of memory");
+    void *it = NULL;
+    struct fy_node *item;
+    for (int i = 1; (item = fy_node_sequence_iterate(f->val, &it)); i++) {
+        yscope scope;
+        scope_entry(&scope, f->scope->doc, "auth.client_certificates", i);
+        yfield self = {.scope = &scope, .val = item};
+        if ((st = parse_cert_entry(b, &self, &b->a->certs[b->a->n_certs])) != MCP_STATUS_OK) return st;
+        b->a->n_certs++;
+    }
+    return MCP_STATUS_OK;
+}
+
 /* ---- JWT settings ---- */
 
 enum { JW_ISSUER, JW_AUDIENCE, JW_HS256, JW_RS256, JW_TENANT_CLAIM, JW_ROLES_CLAIM, JW_SKEW, JW_REQUIRE_EXP, JW_COUNT };
@@ -1157,9 +1228,9 @@ static mcp_status parse_roles(auth_build *b, const yfield *self)
 
 /* ---- the auth section ---- */
 
-enum { AU_KEYS_FILE, AU_KEYS, AU_JWT, AU_ANONYMOUS, AU_ROLES, AU_COUNT };
-static const char *const auth_keys[AU_COUNT] = {"api_keys_file", "api_keys", "jwt", "anonymous", "roles"};
-#define AUTH_KEYS_TEXT "api_keys_file, api_keys, jwt, anonymous, roles"
+enum { AU_KEYS_FILE, AU_KEYS, AU_JWT, AU_ANONYMOUS, AU_ROLES, AU_CERTS, AU_COUNT };
+static const char *const auth_keys[AU_COUNT] = {"api_keys_file", "api_keys", "jwt", "anonymous", "roles", "client_certificates"};
+#define AUTH_KEYS_TEXT "api_keys_file, api_keys, jwt, anonymous, roles, client_certificates"
 
 static mcp_status parse_auth(auth_build *b, const yfield *self)
 {
@@ -1177,6 +1248,7 @@ static mcp_status parse_auth(auth_build *b, const yfield *self)
         b->a->anonymous_set = true;
     }
     if (f[AU_ROLES].val && (st = parse_roles(b, &f[AU_ROLES]))) return st;
+    if (f[AU_CERTS].val && (st = parse_certs(b, &f[AU_CERTS]))) return st;
     return keys_finish(b);
 }
 
@@ -1490,6 +1562,18 @@ static mcp_status key_authenticate(const mcp_auth *a, const uint8_t hash[AUTH_HA
         else hi = mid - 1;
     }
     return refuse(err, "unknown API key");
+}
+
+mcp_status mcp_auth_authenticate_certificate(const mcp_auth *a, const char *cn, mcp_identity *id, mcp_err *err)
+{
+    mcp_identity_anonymous(id);
+    if (!a) a = &auth_none;
+    for (int i = 0; cn && i < a->n_certs; i++)
+        if (!strcmp(a->certs[i].cn, cn)) {
+            identity_fill(id, "certificate", a->certs[i].tenant, a->certs[i].subject, a->certs[i].roles);
+            return MCP_STATUS_OK;
+        }
+    return refuse(err, "the client certificate's subject is not one auth.client_certificates names");
 }
 
 static int b64url_value(unsigned char c)

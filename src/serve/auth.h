@@ -135,6 +135,11 @@ mcp_status mcp_auth_set_admin_token(mcp_auth *a, const char *token, mcp_err *err
 mcp_status mcp_auth_authenticate(const mcp_auth *a, const char *authorization, int64_t now_s, mcp_identity *id,
                                  mcp_err *err);
 
+/* The identity of a client certificate the transport's TLS verified
+ * (against --tls-client-ca), by its subject's common name as
+ * `auth.client_certificates` maps it; UNAUTHENTICATED when none does. */
+mcp_status mcp_auth_authenticate_certificate(const mcp_auth *a, const char *cn, mcp_identity *id, mcp_err *err);
+
 typedef enum mcp_decision {
     MCP_DECIDE_ALLOW = 0,
     MCP_DECIDE_UNAUTHENTICATED, /* 401: needs an identity */

@@ -20,6 +20,7 @@
 #include "serve/qos.h"
 #include "serve/monitor.h"
 #include "serve/rollout.h"
+#include "serve/sandbox.h"
 
 /* Model control jobs waiting for a loader thread. */
 #define MAX_CONTROL_JOBS 64
@@ -241,6 +242,10 @@ void mcp_frontend_call_end(mcp_frontend *fe, mcp_call *c, mcp_trace_end *e)
     if (!e->model && r) e->model = r->model_name;
     if (!e->version && r && r->model_version) e->version = r->model_version;
     if (!e->version && c && c->trace.version[0]) e->version = c->trace.version;
+    if (c && c->who.authenticated && c->who.tenant[0]) {
+        e->tenant = c->who.tenant;
+        e->priority_class = mcp_qos_class_name(c->grant.sla_class != MCP_CLASS_NONE ? c->grant.sla_class : MCP_CLASS_STANDARD);
+    }
     if (r) {
         e->request_id = r->id;
         e->priority = r->priority;
@@ -398,14 +403,17 @@ void mcp_identity_describe(const mcp_identity *who, mcp_peer peer, char *out, si
         snprintf(out, cap, "%s%s%s (%s)", who->tenant, who->tenant[0] ? "/" : "", who->subject, who->via);
 }
 
-mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, mcp_peer peer, mcp_identity *who,
-                                     mcp_err *err)
+mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, const char *cert_cn, mcp_peer peer,
+                                     mcp_identity *who, mcp_err *err)
 {
     mcp_identity_anonymous(who);
     pthread_rwlock_rdlock(&fe->auth_mu);
     mcp_status st = MCP_STATUS_OK;
-    if (fe->auth && mcp_auth_enabled(fe->auth))
+    bool on = fe->auth && mcp_auth_enabled(fe->auth);
+    if (on && authorization && authorization[0])
         st = mcp_auth_authenticate(fe->auth, authorization, (int64_t)time(NULL), who, err);
+    else if (on && cert_cn)
+        st = mcp_auth_authenticate_certificate(fe->auth, cert_cn, who, err);
     pthread_rwlock_unlock(&fe->auth_mu);
     if (st != MCP_STATUS_OK) {
         char actor[256];
@@ -1756,6 +1764,7 @@ static void control_apply(mcp_frontend *fe, mcp_control *ctl, mcp_err *errp)
 
 static void *loader_main(void *arg)
 {
+    mcp_sandbox_enter_loader_or_warn();
     mcp_frontend *fe = arg;
     pthread_mutex_lock(&fe->control_mu);
     for (;;) {

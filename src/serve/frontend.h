@@ -166,10 +166,12 @@ bool mcp_frontend_call_end_wanted(const mcp_frontend *fe, const mcp_call *c, boo
 /* Whether access rules are on (mcp_frontend_set_auth). Off: everything
  * is allowed and model control answers to the admin token alone. */
 bool mcp_frontend_auth_enabled(mcp_frontend *fe);
-/* The identity an `authorization` value gives (NULL = none: anonymous).
- * UNAUTHENTICATED (audited) when a credential is given and not good. */
-mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, mcp_peer peer, mcp_identity *who,
-                                     mcp_err *err);
+/* The identity an `authorization` value gives (NULL = none); without one,
+ * the identity of a client certificate the TLS layer verified (its
+ * subject's common name, NULL = none); else anonymous. UNAUTHENTICATED
+ * (audited) when a credential is given and not good. */
+mcp_status mcp_frontend_authenticate(mcp_frontend *fe, const char *authorization, const char *cert_cn, mcp_peer peer,
+                                     mcp_identity *who, mcp_err *err);
 /* Whether who may do act on model (NULL: server-wide): OK, or
  * UNAUTHENTICATED, PERMISSION_DENIED, or NOT_FOUND with the very message
  * a model that does not exist gets (a model the caller may not know of).

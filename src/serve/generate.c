@@ -30,6 +30,7 @@
 
 #include "base/base.h"
 #include "serve/qos.h"
+#include "serve/sandbox.h"
 #include "serve/serve.h"
 
 #define MAX_SLOTS 256 /* generation.max_sequences at most */
@@ -747,6 +748,7 @@ static void step(mcp_gen_engine *g)
 
 static void *step_main(void *arg)
 {
+    mcp_sandbox_enter_inference_or_warn();
     mcp_gen_engine *g = arg;
     for (;;) {
         pthread_mutex_lock(&g->mu);

@@ -40,6 +40,7 @@
 #include "health.pb-c.h"
 #include "registry/descriptor_util.h"
 #include "serve/frontend.h"
+#include "serve/tls.h"
 #include "serve/openai.h"
 
 #define STREAM_INFLIGHT 64   /* requests of one stream in flight before reading waits */
@@ -1698,7 +1699,11 @@ static bool call_access(rpc_call *rc)
     rc->peer = call_peer(rc->call);
     char auth[MCP_AUTH_TOKEN_MAX + 16], msg[400];
     mcp_err err = {msg, sizeof msg};
-    mcp_status st = mcp_frontend_authenticate(fe, md_value(&rc->md, "authorization", auth, sizeof auth), rc->peer, &rc->who, &err);
+    /* A client certificate gRPC verified during the handshake. */
+    mcp_tls_peer cert = {0};
+    if (rc->s->opts.tls && rc->peer != MCP_PEER_LOCAL) mcp_tls_grpc_peer(rc->call, &cert);
+    mcp_status st = mcp_frontend_authenticate(fe, md_value(&rc->md, "authorization", auth, sizeof auth),
+                                              cert.verified ? cert.cn : NULL, rc->peer, &rc->who, &err);
     explicit_bzero(auth, sizeof auth);
     /* Methods on a model are decided on it (a model the caller may not
      * know of answers NOT_FOUND whatever its roles); the others here, and
@@ -1896,7 +1901,15 @@ mcp_status mcp_grpc_start(mcp_grpc_server *s, mcp_err *err)
     if (s->opts.port >= 0 && (!s->opts.socket_path || s->opts.port > 0)) {
         const char *h = s->opts.host ? s->opts.host : "127.0.0.1";
         snprintf(addr, sizeof addr, strchr(h, ':') ? "[%s]:%d" : "%s:%d", h, s->opts.port);
-        s->port = grpc_server_add_http2_port(s->server, addr, creds);
+        /* TLS on TCP when the server has certificates (the Unix socket
+         * stays plain: its file mode guards it). */
+        grpc_server_credentials *tcp_creds = s->opts.tls ? mcp_tls_grpc_credentials(s->opts.tls) : creds;
+        if (!tcp_creds) {
+            grpc_server_credentials_release(creds);
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "gRPC refused the TLS certificates");
+        }
+        s->port = grpc_server_add_http2_port(s->server, addr, tcp_creds);
+        if (tcp_creds != creds) grpc_server_credentials_release(tcp_creds);
         bound = s->port;
     }
     grpc_server_credentials_release(creds);

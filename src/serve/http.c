@@ -30,6 +30,7 @@
 #include "serve/monitor.h"
 #include "serve/openai.h"
 #include "serve/status.h"
+#include "serve/tls.h"
 
 extern const char mcp__openapi_json[];
 extern const size_t mcp__openapi_json_len;
@@ -1806,7 +1807,22 @@ static bool access_check(conn *k, const char *method, const char *url)
     char msg[400];
     mcp_err err = {msg, sizeof msg};
     const char *authz = MHD_lookup_connection_value(k->mhd, MHD_HEADER_KIND, "Authorization");
-    mcp_status st = mcp_frontend_authenticate(s->fe, authz, k->peer, &k->who, &err);
+    /* HTTPS: a client certificate given must verify; one may be required. */
+    mcp_tls_peer cert = {0};
+    if (s->opts.tls && k->peer != MCP_PEER_LOCAL) {
+        const union MHD_ConnectionInfo *ti = MHD_get_connection_info(k->mhd, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+        mcp_tls_gnutls_peer(s->opts.tls, ti ? ti->tls_session : NULL, &cert);
+        mcp_status cst = MCP_STATUS_OK;
+        if (cert.presented && !cert.verified) cst = mcp_err_set(&err, MCP_STATUS_UNAUTHENTICATED, "%s", cert.why);
+        else if (!cert.presented && mcp_tls_client_mode(s->opts.tls) == MCP_TLS_CLIENTS_REQUIRE)
+            cst = mcp_err_set(&err, MCP_STATUS_UNAUTHENTICATED, "this server requires a client certificate");
+        if (cst != MCP_STATUS_OK) {
+            mcp_frontend_audit(s->fe, "anonymous (remote)", "denied", "(certificate)", "unauthenticated", msg);
+            reply_error(k, 401, "%s", msg);
+            return false;
+        }
+    }
+    mcp_status st = mcp_frontend_authenticate(s->fe, authz, cert.verified ? cert.cn : NULL, k->peer, &k->who, &err);
     if (st == MCP_STATUS_OK && !mcp_frontend_auth_enabled(s->fe)) return true;
     if (st == MCP_STATUS_OK) {
         path p;
@@ -2299,7 +2315,8 @@ mcp_status mcp_server_create(const mcp_server_options *o, mcp_frontend *fe, mcp_
     return MCP_STATUS_OK;
 }
 
-/* One libmicrohttpd daemon on a listening socket we made (TCP or Unix). */
+/* One libmicrohttpd daemon on a listening socket we made (TCP or Unix);
+ * HTTPS on TCP with TLS settings. */
 static struct MHD_Daemon *start_daemon(mcp_server *s, int listen_fd, bool tcp, bool ipv6)
 {
     unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO;
@@ -2307,7 +2324,20 @@ static struct MHD_Daemon *start_daemon(mcp_server *s, int listen_fd, bool tcp, b
     /* A Unix socket has no client address: no per-client limit there
      * (its file mode decides who may connect). */
     unsigned per_client = tcp ? s->opts.max_connections_per_client : 0;
+    /* HTTPS: the certificate comes from a callback (so a reload takes
+     * effect at the next handshake); a client CA makes the handshake ask
+     * for client certificates, which access_check verifies. */
+    struct MHD_OptionItem tls_opts[3];
+    int n_tls = 0;
+    if (tcp && s->opts.tls) {
+        flags |= MHD_USE_TLS;
+        tls_opts[n_tls++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, mcp_tls_gnutls_callback(s->opts.tls)};
+        const char *trust = mcp_tls_client_ca_pem(s->opts.tls);
+        if (trust) tls_opts[n_tls++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, (void *)trust};
+    }
+    tls_opts[n_tls] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     return MHD_start_daemon(flags, 0, accept_policy, s, on_access, s,
+                            MHD_OPTION_ARRAY, tls_opts,
                             MHD_OPTION_LISTEN_SOCKET, listen_fd,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->opts.http_threads,
                             MHD_OPTION_CONNECTION_LIMIT, s->opts.max_connections + s->opts.reserve_connections,

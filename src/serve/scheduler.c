@@ -34,6 +34,7 @@
 
 #include "engine/engine.h"
 #include "serve/qos.h"
+#include "serve/sandbox.h"
 #include "serve/scheduler_util.h"
 #include "serve/serve.h"
 
@@ -889,6 +890,7 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
 
 static void *worker_main(void *arg)
 {
+    mcp_sandbox_enter_inference_or_warn();
     sched_worker *w = arg;
     mcp_scheduler *s = w->s;
     /* What the runs allocate counts as the model's memory. */

@@ -454,6 +454,7 @@ typedef struct mcp_server_options {
     unsigned max_connections_per_client; /* per client address; default 256 */
     unsigned reserve_connections; /* beyond max_connections, for health and metrics only; default 16 */
     unsigned max_query_params;   /* more in a URL get 414; default 64 */
+    struct mcp_tls *tls;         /* HTTPS on the TCP port (serve/tls.h; borrowed); NULL = plain HTTP */
 } mcp_server_options;
 
 mcp_server_options mcp_server_options_default(void);
@@ -480,6 +481,7 @@ typedef struct mcp_grpc_options {
     int keepalive_time_ms;         /* server pings an idle connection this often; default 2 h */
     int keepalive_timeout_ms;      /* and waits this long for the answer; default 20 s */
     int min_client_ping_interval_ms; /* clients may ping no more often without data; default 5 min */
+    struct mcp_tls *tls;           /* TLS on the TCP port (serve/tls.h; borrowed); NULL = plaintext */
 } mcp_grpc_options;
 
 mcp_grpc_options mcp_grpc_options_default(void);

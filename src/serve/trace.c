@@ -58,7 +58,7 @@ typedef struct trace_record {
     int64_t priority;
     char state[MCP_TRACE_STATE_MAX + 1];
     char name[96], transport[8], method[16], route[64], rpc_method[64];
-    char model[128], version[64], request_id[128], tenant[129], protocol[16], message[256];
+    char model[128], version[64], request_id[128], tenant[129], protocol[16], message[256], priority_class[16];
     bool generation;
     int64_t prompt_tokens, completion_tokens;
     /* Stage times, mcp_now_ns. */
@@ -369,6 +369,7 @@ void mcp_tracer_finish(mcp_tracer *t, const mcp_trace_ctx *c, const mcp_trace_en
     copy_str(r->version, sizeof r->version, e->version);
     copy_str(r->request_id, sizeof r->request_id, e->request_id);
     copy_str(r->tenant, sizeof r->tenant, e->tenant);
+    copy_str(r->priority_class, sizeof r->priority_class, e->priority_class);
     copy_str(r->protocol, sizeof r->protocol, e->protocol);
     copy_str(r->message, sizeof r->message, e->error ? e->message : NULL);
     r->error = e->error;
@@ -500,6 +501,7 @@ static void queue_span(export_build *b, mcp_tracer *t, trace_record *r, span_t *
     if (!q) return;
     attr_int(b, q, "mcp.priority", r->priority);
     attr_str(b, q, "mcp.tenant", r->tenant);
+    attr_str(b, q, "mcp.priority_class", r->priority_class);
 }
 
 static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
@@ -522,6 +524,7 @@ static void record_spans(export_build *b, mcp_tracer *t, trace_record *r)
     attr_str(b, sv, "mcp.protocol", r->protocol);
     attr_str(b, sv, "mcp.request_id", r->request_id);
     attr_str(b, sv, "mcp.tenant", r->tenant);
+    attr_str(b, sv, "mcp.priority_class", r->priority_class);
     attr_int(b, sv, "mcp.priority", r->priority);
     if (r->batch_size > 0) attr_int(b, sv, "mcp.batch_size", r->batch_size);
     if (r->generation) {

@@ -73,6 +73,7 @@ typedef struct mcp_trace_end {
     bool error;             /* the server failed (5xx, or a gRPC server-side code) */
     const char *message;    /* error message, or NULL */
     const char *model, *version, *request_id, *tenant, *protocol;
+    const char *priority_class; /* an authenticated tenant's: critical, standard, batch; NULL = none */
     int64_t priority;
     int batch_size;
     /* The scheduler's stamps (0 when the request never got there). */

@@ -142,10 +142,12 @@ def mcpctl_run(model, **inputs):
 # ---------------------------------------------------------------------------
 
 class Server:
-    """mcp2026-server as a subprocess on 127.0.0.1:<free port>."""
+    """mcp2026-server as a subprocess on 127.0.0.1:<free port>; `binary`
+    runs another build of it (default: MCP_SERVER_BIN)."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, binary=None):
         self.args = [str(a) for a in args]
+        self.binary = binary or SERVER_BIN
         self.proc = None
         self.port = None
         self.lines = []
@@ -174,7 +176,7 @@ class Server:
             self._cond.notify_all()
 
     def start(self):
-        cmd = [SERVER_BIN, *self.args, "--host", "127.0.0.1", "--port", "0"]
+        cmd = [self.binary, *self.args, "--host", "127.0.0.1", "--port", "0"]
         if "--grpc-port" not in self.args:
             cmd += ["--grpc-port", "0"]  # gRPC only where a test asks for it (tests/e2e/test_grpc.py)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -538,7 +540,10 @@ class TempModelsTestCase(unittest.TestCase):
 
 
 class ServerTestCase(unittest.TestCase):
-    """One server per test class, started in setUpClass, always stopped."""
+    """One server per test class, started in setUpClass, always stopped;
+    `server_binary` names another build of the server (default: MCP_SERVER_BIN)."""
+
+    server_binary = None
 
     @classmethod
     def server_args(cls):
@@ -546,7 +551,7 @@ class ServerTestCase(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server(*cls.server_args())
+        cls.server = Server(*cls.server_args(), binary=cls.server_binary)
         cls.server.start()
 
     @classmethod

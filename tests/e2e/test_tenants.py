@@ -278,6 +278,78 @@ class AccessMatrixTests(TenantTestCase):
                                 failures.append(f"{target} {who} {action} {model}: {got}, want {want}")
         self.assertEqual(failures, [])
 
+    SERVER_ENDPOINTS = [
+        ("health", "GET", "/v2/health/ready"),
+        ("health", "GET", "/v2/health/live"),
+        ("server", "GET", "/v2"),
+        ("server", "GET", "/openapi.json"),
+        ("metrics", "GET", "/metrics"),
+        ("metadata", "POST", "/v2/repository/index"),
+        ("metadata", "GET", "/v1/models"),
+        ("stats", "GET", "/v2/models/stats"),
+        ("stats", "GET", "/v2/status"),
+        ("events", "GET", "/v2/events"),
+        ("settings", "GET", "/v2/logging"),
+        ("settings", "GET", "/v2/trace/setting"),
+    ]
+    SERVER_ACTIONS = {
+        "admin": {"health", "server", "metrics", "metadata", "stats", "events", "settings"},
+        "operator": {"health", "server", "metrics", "metadata", "stats", "events"},
+        "invoker": {"health", "server", "metadata"},
+        "viewer": {"health", "server", "metadata", "stats", "metrics"},
+    }
+
+    def server_expected(self, key, action):
+        if key is None:
+            return 200 if action in ("health", "metrics") else 401  # anonymous: loopback and the Unix socket
+        roles = KEYS[key][2]
+        return 200 if any(action in self.SERVER_ACTIONS[r] for r in roles) else 403
+
+    def test_server_endpoint_matrix_tcp_and_unix_socket(self):
+        failures = []
+        for via_unix in (False, True):
+            for key in IDENTITIES:
+                for action, method, path in self.SERVER_ENDPOINTS:
+                    body = b"{}" if method == "POST" else None
+                    headers = {"Content-Type": "application/json"} if body else {}
+                    if via_unix:
+                        got = self.unix_call(method, path, key, body=body, headers=headers)[0]
+                    else:
+                        got = self.call(method, path, key, body=body, headers=headers).status_code
+                    want = self.server_expected(key, action)
+                    if got != want:
+                        who = KEYS[key][1] if key else "anonymous"
+                        failures.append(f"{'unix' if via_unix else 'tcp'} {who} {method} {path}: {got}, want {want}")
+        self.assertEqual(failures, [])
+
+    def test_grpc_server_method_matrix(self):
+        failures = []
+        for target in (f"127.0.0.1:{self.ts.grpc_port}", f"unix:{self.ts.grpc_sock}"):
+            with tg.grpc.insecure_channel(target) as ch:
+                stub = tg.pb_grpc.GRPCInferenceServiceStub(ch)
+                health = tg.hp_grpc.HealthStub(ch)
+                calls = [("health", lambda md: stub.ServerLive(tg.pb.ServerLiveRequest(), metadata=md, timeout=30)),
+                         ("health", lambda md: health.Check(tg.hp.HealthCheckRequest(), metadata=md, timeout=30)),
+                         ("server", lambda md: stub.ServerMetadata(tg.pb.ServerMetadataRequest(), metadata=md, timeout=30)),
+                         ("metadata", lambda md: stub.RepositoryIndex(tg.pb.RepositoryIndexRequest(), metadata=md,
+                                                                      timeout=30)),
+                         ("stats", lambda md: stub.ModelStatistics(tg.pb.ModelStatisticsRequest(), metadata=md,
+                                                                   timeout=30))]
+                for key in IDENTITIES:
+                    md = [("authorization", f"Bearer {key}")] if key else []
+                    for action, fn in calls:
+                        try:
+                            fn(md)
+                            got = 200
+                        except tg.grpc.RpcError as e:
+                            got = {tg.grpc.StatusCode.UNAUTHENTICATED: 401,
+                                   tg.grpc.StatusCode.PERMISSION_DENIED: 403}.get(e.code(), str(e.code()))
+                        want = self.server_expected(key, action)
+                        if got != want:
+                            who = KEYS[key][1] if key else "anonymous"
+                            failures.append(f"{target} {who} {action}: {got}, want {want}")
+        self.assertEqual(failures, [])
+
     def test_hidden_model_answers_exactly_as_an_unknown_one(self):
         hidden = self.call("GET", "/v2/models/t2/digits", T1_INV)
         unknown = self.call("GET", "/v2/models/t1/nothing", T1_INV)
@@ -571,6 +643,43 @@ class FairnessTests(TenantTestCase):
         self.assertGreater(k2, 100, f"too few tokens to judge a share: t1 {k1}, t2 {k2}")
         self.assertLess(abs(k1 / k2 - 2.0), 0.2, f"t1 (weight 2) {k1} tokens, t2 (weight 1) {k2}")
         print(f"fair share: t1 {k1} tokens, t2 {k2}: {k1 / k2:.3f}", file=sys.stderr)
+
+
+class PrefixIsolationTests(TenantTestCase):
+    """The KV prefix cache is keyed by the authenticated tenant: a prompt
+    cached for t1 is not reused for t2, and a `tenant` header cannot claim
+    another tenant's blocks."""
+
+    def test_no_cross_tenant_blocks(self):
+        shutil.copy(os.path.join(ts.DEMO_DIR, "fortunes.gguf"), os.path.join(self.ts.models, "fortunes.gguf"))
+        r = self.call("POST", "/v2/repository/models/chat/load", ADMIN,
+                      json_body={"parameters": {"config": "name: chat\nformat: gguf\npath: fortunes.gguf\n"}}, timeout=300)
+        self.assertEqual(r.status_code, 200, r.text)
+        prompt = ("Do not take life too seriously. You will never get out of it alive. The only way to have a friend "
+                  "is to be one. A man who has no imagination has no wings. ")
+
+        def gen(key, headers=None):
+            h = dict(headers or {})
+            r = self.call("POST", "/v2/models/chat/generate", key, headers=h,
+                          json_body={"text_input": prompt, "max_tokens": 1})
+            self.assertEqual(r.status_code, 200, r.text)
+
+        def hits():
+            st = self.call("GET", "/v2/models/chat/stats", ADMIN).json()["model_stats"][0]["generation"]
+            return st["prefix_cache"]["hits"]
+
+        gen(T1_INV)
+        before = hits()
+        gen(T1_INV)
+        self.assertGreater(hits(), before, "the same tenant reuses its blocks")
+        before = hits()
+        gen(T2_INV)
+        self.assertEqual(hits(), before, "t2 reused t1's blocks")
+        gen(T2_INV, {"tenant": "t1"})  # a header cannot claim another tenant's key
+        gen(T2_INV, {"tenant": "t1"})
+        after_t2 = hits()
+        gen(T3_INV, {"tenant": "t2"})
+        self.assertEqual(hits(), after_t2, "t3 reached t2's blocks through the tenant header")
 
 
 class ReloadTests(unittest.TestCase):
