@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Per-tenant QoS, measured on a server with access rules:
 #  1. isolation: tenant t1's latency alone, and while tenant t3 floods the
-#     same model far over its rate limit (t3 gets 429s); target: t1's p99
-#     within 2x of its unloaded value;
+#     same model at FLOOD_RATE requests per second (open loop, 40 times its
+#     rate limit of 50/s; t3 gets 429s); target: t1's p99 within 2x of its
+#     unloaded value. Also shown: t3 flooding as fast as 16 closed-loop
+#     clients can, which on a small machine measures the CPU the load
+#     generator takes from the server as much as the server's isolation;
 #  2. fair share: tenants t1 (weight 2) and t2 (weight 1) saturating one
 #     slow model at the same concurrency; target: requests 2:1 within 10%.
 #
@@ -17,6 +20,7 @@
 #   BUILD           build folder (default: build)
 #   ROUNDS          rounds (default 3)
 #   BENCH_DURATION  time per run (default 5s)
+#   FLOOD_RATE      t3's offered load in requests per second (default 2000)
 #   BENCH_OUT       where results go (default: BUILD/bench-tenants)
 set -euo pipefail
 
@@ -27,6 +31,7 @@ MCPCTL=$BUILD/bin/mcpctl
 SERVER=$BUILD/bin/mcp2026-server
 ROUNDS=${ROUNDS:-3}
 DURATION=${BENCH_DURATION:-5s}
+FLOOD_RATE=${FLOOD_RATE:-2000}
 OUT=${BENCH_OUT:-$BUILD/bench-tenants}
 PY=/usr/bin/python3
 
@@ -81,20 +86,26 @@ done
 [ -n "$URL" ] || { echo "bench: the server did not start:" >&2; cat "$TMP/server.log" >&2; exit 1; }
 MCP_TOKEN=$KEY_ADMIN "$MCPCTL" apply -f "$TMP/models/slowfair.yaml" --server "$URL" > /dev/null
 
-bench() { # key model concurrency duration out
-  MCP_TOKEN=$1 "$MCPCTL" bench "$2" --server "$URL" --protocol v2 --concurrency "$3" --duration "$4" --json > "$5" \
-    2> "$5.err" || true
+bench() { # key model concurrency duration out [mcpctl bench options]
+  MCP_TOKEN=$1 "$MCPCTL" bench "$2" --server "$URL" --protocol v2 --concurrency "$3" --duration "$4" --json "${@:6}" \
+    > "$5" 2> "$5.err" || true
 }
 
 echo "tenant QoS: $ROUNDS rounds, $DURATION per run"
 for round in $(seq "$ROUNDS"); do
   echo "  round $round: t1 alone ..."
   bench $KEY_T1 digits 4 "$DURATION" "$OUT/alone-$round.json"
-  echo "  round $round: t1 while t3 floods ..."
-  bench $KEY_T3 digits 16 "$(( ${DURATION%s} + 2 ))s" "$OUT/flood-t3-$round.json" &
+  echo "  round $round: t1 while t3 floods at $FLOOD_RATE req/s ..."
+  bench $KEY_T3 digits 16 "$(( ${DURATION%s} + 2 ))s" "$OUT/flood-t3-$round.json" --rate "$FLOOD_RATE" &
   flood=$!
   sleep 1
   bench $KEY_T1 digits 4 "$DURATION" "$OUT/flooded-$round.json"
+  wait $flood
+  echo "  round $round: t1 while t3 floods with 16 closed-loop clients ..."
+  bench $KEY_T3 digits 16 "$(( ${DURATION%s} + 2 ))s" "$OUT/saturate-t3-$round.json" &
+  flood=$!
+  sleep 1
+  bench $KEY_T1 digits 4 "$DURATION" "$OUT/saturated-$round.json"
   wait $flood
   echo "  round $round: t1 (weight 2) and t2 (weight 1) on slowfair ..."
   bench $KEY_T2 slowfair 6 "$DURATION" "$OUT/fair-t2-$round.json" &
@@ -104,10 +115,10 @@ for round in $(seq "$ROUNDS"); do
 done
 curl -s -H "Authorization: Bearer $KEY_ADMIN" "$URL/metrics" | grep '^mcp_tenant_requests_total' > "$OUT/tenant-metrics.txt" || true
 
-"$PY" - "$OUT" "$ROUNDS" <<'EOF' | tee "$OUT/summary.txt"
+"$PY" - "$OUT" "$ROUNDS" "$FLOOD_RATE" "$(nproc)" <<'EOF' | tee "$OUT/summary.txt"
 import json, os, statistics, sys
 
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, flood_rate, cores = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def level(name):
     try:
         return json.load(open(os.path.join(out, name)))["levels"][0]
@@ -118,16 +129,22 @@ def med(xs):
     return (statistics.median(xs), min(xs), max(xs)) if xs else (float("nan"),) * 3
 alone = [level(f"alone-{r}.json") for r in range(1, rounds + 1)]
 flooded = [level(f"flooded-{r}.json") for r in range(1, rounds + 1)]
+saturated = [level(f"saturated-{r}.json") for r in range(1, rounds + 1)]
+t3 = [level(f"flood-t3-{r}.json") for r in range(1, rounds + 1)]
 print()
-print("t1 on digits, concurrency 4    p50 us median [range]     p99 us median [range]     req/s")
-for what, ls in (("alone", alone), ("t3 flooding", flooded)):
+print("t1 on digits, concurrency 4    p50 us median [range]     p99 us median [range]     req/s   (%s cores, "
+      "clients and server on the same machine)" % cores)
+for what, ls in (("alone", alone), ("t3 at %s req/s" % flood_rate, flooded), ("t3 16 closed-loop clients", saturated)):
     p50 = med([l and l["p50_us"] for l in ls])
     p99 = med([l and l["p99_us"] for l in ls])
     rps = med([l and l["req_per_s"] for l in ls])
     print("  %-28s %8.0f [%6.0f..%6.0f]  %8.0f [%6.0f..%6.0f]  %7.0f" % (what, *p50, *p99, rps[0]))
-ratios = [f["p99_us"] / a["p99_us"] for a, f in zip(alone, flooded) if a and f and a["p99_us"]]
-r = med(ratios)
-print("  t1 p99 flooded / alone: %.2fx [%.2f..%.2f] (target <= 2x)" % r)
+def p99_ratio(loaded):
+    return med([f["p99_us"] / a["p99_us"] for a, f in zip(alone, loaded) if a and f and a["p99_us"]])
+print("  t1 p99, t3 at %s req/s / alone: %.2fx [%.2f..%.2f] (target <= 2x)" % (flood_rate, *p99_ratio(flooded)))
+print("  t1 p99, t3 closed-loop / alone: %.2fx [%.2f..%.2f]" % p99_ratio(saturated))
+print("  t3 sent %.0f req/s [%.0f..%.0f]; answered 200: %.0f req/s (its limit: 50), the rest 429" %
+      (*med([l and l["requests"] / l["seconds"] for l in t3]), med([l and l["req_per_s"] for l in t3])[0]))
 shares = []
 for n in range(1, rounds + 1):
     a, b = level(f"fair-t1-{n}.json"), level(f"fair-t2-{n}.json")

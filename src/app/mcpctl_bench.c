@@ -1,6 +1,6 @@
 /*
  * mcpctl bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v1]
- *                   [--input IN=FILE.npy ...] [--json]
+ *                   [--rate R] [--input IN=FILE.npy ...] [--json]
  *
  * A closed-loop load generator in the manner of Triton's perf_analyzer: for
  * each concurrency level N, N clients send requests back to back for the
@@ -11,6 +11,14 @@
  * gives files. Latency is measured per request on the client; the server's
  * own split (queue, compute, total) comes from GET /metrics before and
  * after each level, so the server's overhead is total minus compute.
+ *
+ * --rate R paces the clients instead (open loop, as perf_analyzer's
+ * --request-rate-range): together they start R requests per second, each
+ * client on a fixed schedule of its share, so a slow answer does not slow
+ * the offered load; a client that falls behind sends at once until it is
+ * back on schedule. Latency is then measured from each request's scheduled
+ * start, so time spent waiting behind a slow answer counts (no coordinated
+ * omission). Not for unary gRPC, whose asynchronous drivers are closed loops.
  */
 #include <jansson.h>
 #include <math.h>
@@ -18,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <grpc/grpc.h>
 
@@ -29,7 +38,7 @@
 #define BENCH_MAX_DURATION_NS (600LL * 1000000000LL)
 #define BENCH_REQUEST_TIMEOUT_MS 60000L
 
-static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc|grpc-stream] [--grpc HOST:PORT] "
+static const char *USAGE = "bench NAME [--concurrency 1,8,64] [--duration 10s] [--rate R] [--protocol v2|v2-json|v1|grpc|grpc-stream] [--grpc HOST:PORT] "
                            "[--input IN=FILE.npy ...] [--json]";
 
 /* ---- latency histogram ----
@@ -100,6 +109,7 @@ typedef struct bench_cfg {
     int n_levels;
     int levels[BENCH_MAX_LEVELS];
     int64_t duration_ns;
+    double rate; /* requests per second in all, open loop; 0: closed loop */
     mcpctl_model_meta meta;
     mcpctl_named *files; /* --input tensors, n_files */
     int n_files;
@@ -157,6 +167,7 @@ typedef struct bench_worker {
 
 struct bench_run {
     const bench_cfg *cfg;
+    int concurrency;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int ready;    /* workers set up and warmed */
@@ -288,8 +299,25 @@ static void *worker_main(void *arg)
     int64_t end_ns;
     if (!wait_for_start(run, ok, &end_ns)) return NULL;
     w->first_error[0] = '\0'; /* warm-up errors show up again in the timed loop */
+    /* Open loop: this client's share of --rate, the clients' first sends
+     * spread over one interval. */
+    int64_t interval = 0, next = 0;
+    if (run->cfg->rate > 0) {
+        interval = (int64_t)((double)run->concurrency * 1e9 / run->cfg->rate);
+        if (interval < 1) interval = 1;
+        next = mcp_now_ns() + interval * w->id / run->concurrency;
+    }
     while (mcp_now_ns() < end_ns) {
         int64_t t0 = mcp_now_ns();
+        if (interval) {
+            if (next >= end_ns) break;
+            if (next > t0) {
+                struct timespec ts = {(time_t)((next - t0) / 1000000000LL), (long)((next - t0) % 1000000000LL)};
+                nanosleep(&ts, NULL);
+            }
+            t0 = next;
+            next += interval;
+        }
         bool good = worker_send(w);
         int64_t t1 = mcp_now_ns();
         w->requests++;
@@ -402,7 +430,7 @@ static mcp_status run_level(const bench_cfg *cfg, mcpctl_http *ctl, int concurre
 {
     memset(r, 0, sizeof *r);
     r->concurrency = concurrency;
-    bench_run run = {.cfg = cfg};
+    bench_run run = {.cfg = cfg, .concurrency = concurrency};
     pthread_mutex_init(&run.lock, NULL);
     pthread_cond_init(&run.cond, NULL);
     bench_worker *w = mcp_calloc((size_t)concurrency, sizeof *w);
@@ -486,8 +514,10 @@ static void print_num(double v, int width, int prec)
 
 static void print_header(const bench_cfg *c)
 {
-    printf("model %s, protocol %s, %.3g s per level, batch 1, %s inputs, server %s\n", c->model, proto_names[c->proto],
+    printf("model %s, protocol %s, %.3g s per level, batch 1, %s inputs, server %s", c->model, proto_names[c->proto],
            (double)c->duration_ns / 1e9, c->n_files ? "given" : "random", c->server);
+    if (c->rate > 0) printf(", open loop at %.6g req/s", c->rate);
+    printf("\n");
     printf("client latency p50/p90/p99 in us; queue, compute, total: the server's per-request averages from /metrics "
            "(us); overhead = total - compute; batch = average batch size\n");
     printf("%11s %9s %10s %9s %9s %9s %7s | %9s %9s %9s %9s %6s\n", "concurrency", "requests", "req/s", "p50", "p90", "p99",
@@ -523,6 +553,7 @@ static void print_json(const bench_cfg *c, const level_result *r, int n)
     json_object_set_new(root, "protocol", json_string(proto_names[c->proto]));
     json_object_set_new(root, "server", json_string(c->server));
     json_object_set_new(root, "duration_s", json_real((double)c->duration_ns / 1e9));
+    json_object_set_new(root, "rate", c->rate > 0 ? json_real(c->rate) : json_null());
     json_object_set_new(root, "inputs", json_string(c->n_files ? "given" : "random"));
     for (int i = 0; i < n; i++) {
         double q, cpt, tot, ovh, bat;
@@ -621,6 +652,14 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
                 fprintf(stderr, "mcpctl: bench: --duration wants 1ms..600s (e.g. 10s, 500ms, 2m), got '%s'\n", val);
                 rc = 2;
             }
+        } else if (!strcmp(arg, "--rate") && val) {
+            a++;
+            char *end = NULL;
+            c->rate = strtod(val, &end);
+            if (end == val || *end || !(c->rate >= 0.1 && c->rate <= 1e6)) {
+                fprintf(stderr, "mcpctl: bench: --rate wants requests per second, 0.1..1000000, got '%s'\n", val);
+                rc = 2;
+            }
         } else if (!strcmp(arg, "--protocol") && val) {
             a++;
             bool known = false;
@@ -641,6 +680,10 @@ int mcpctl_cmd_bench(const char *server, int argc, char **argv)
         }
     }
     if (rc == 0 && !c->model) rc = bench_usage();
+    if (rc == 0 && c->rate > 0 && c->proto == PROTO_GRPC) {
+        fprintf(stderr, "mcpctl: bench: --rate paces HTTP and grpc-stream clients; unary grpc's are closed loops\n");
+        rc = 2;
+    }
 
     char msg[1024];
     mcp_err err = {msg, sizeof msg};

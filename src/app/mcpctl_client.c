@@ -658,9 +658,10 @@ const char *mcpctl_client_usage(void)
            "                                       (without --out: a new folder under $TMPDIR, named)\n"
            "  bench NAME [--concurrency 1,8,64] [--duration 10s] [--protocol v2|v2-json|v1|grpc|grpc-stream]\n"
            "        [--grpc HOST:PORT (default: the server's host, port 8081)]\n"
-           "        [--input IN=FILE.npy ...] [--json]\n"
-           "                                       closed-loop load: req/s, p50/p90/p99 latency and the\n"
-           "                                       server's queue/compute split from /metrics\n"
+           "        [--rate R] [--input IN=FILE.npy ...] [--json]\n"
+           "                                       closed-loop load (or --rate R req/s, open loop): req/s,\n"
+           "                                       p50/p90/p99 latency and the server's queue/compute\n"
+           "                                       split from /metrics\n"
            "local:\n"
            "  validate -f FILE ...                 check descriptors (YAML, or Triton folders); every\n"
            "                                       problem as file:line:col; exit 1 if any\n";

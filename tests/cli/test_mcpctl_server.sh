@@ -235,6 +235,15 @@ rc=$?; check "bench --protocol v1 exits 0 ($(cat "$TMP/stderr"))" $rc
 check "bench v1: requests and no errors" $?
 "$MCPCTL" bench digits --concurrency 1 --duration 500ms --input "input=$DEMO/sample_1.npy" > /dev/null 2> "$TMP/stderr"
 check "bench --input exits 0" $?
+# Open loop: 2 clients start at most 40 requests in 1 s together (the
+# schedule bounds the count whatever the machine's speed), never none.
+"$MCPCTL" bench digits --concurrency 2 --duration 1s --rate 40 --json > "$TMP/bench-rate.json" 2> "$TMP/stderr"
+rc=$?; check "bench --rate exits 0 ($(cat "$TMP/stderr"))" $rc
+/usr/bin/python3 -c "import json,sys; j=json.load(open('$TMP/bench-rate.json')); l=j['levels'][0]; sys.exit(not (j['rate'] == 40 and 0 < l['requests'] <= 40 and l['errors'] == 0))"
+check "bench --rate 40: at most 40 requests in 1 s, none failed" $?
+expect_error "bench --rate not a number" "--rate" "$MCPCTL" bench digits --rate fast
+expect_error "bench --rate zero" "--rate" "$MCPCTL" bench digits --rate 0
+expect_error "bench --rate with unary grpc" "closed loops" "$MCPCTL" bench digits --rate 10 --protocol grpc
 expect_error "bench duration over 600 s" "duration" "$MCPCTL" bench digits --duration 601s
 expect_error "bench bad concurrency" "concurrency" "$MCPCTL" bench digits --concurrency 1,x
 expect_error "bench unknown model" "HTTP 404" "$MCPCTL" bench nope --duration 1s
