@@ -143,6 +143,8 @@ def p99_ratio(loaded):
     return med([f["p99_us"] / a["p99_us"] for a, f in zip(alone, loaded) if a and f and a["p99_us"]])
 print("  t1 p99, t3 at %s req/s / alone: %.2fx [%.2f..%.2f] (target <= 2x)" % (flood_rate, *p99_ratio(flooded)))
 print("  t1 p99, t3 closed-loop / alone: %.2fx [%.2f..%.2f]" % p99_ratio(saturated))
+sat_t3 = [level(f"saturate-t3-{r}.json") for r in range(1, rounds + 1)]
+print("  t3's closed-loop clients sent %.0f req/s [%.0f..%.0f]" % med([l and l["requests"] / l["seconds"] for l in sat_t3]))
 print("  t3 sent %.0f req/s [%.0f..%.0f]; answered 200: %.0f req/s (its limit: 50), the rest 429" %
       (*med([l and l["requests"] / l["seconds"] for l in t3]), med([l and l["req_per_s"] for l in t3])[0]))
 shares = []
