@@ -1,6 +1,7 @@
 #include "base/base.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,8 @@ static void advise_huge(void *p, size_t n)
 struct mcp_mem_account {
     atomic_llong bytes;
     atomic_llong refs;
+    atomic_llong limit;    /* 0: none */
+    atomic_llong refusals; /* allocations the limit refused */
 };
 
 typedef struct block_hdr {
@@ -129,6 +132,8 @@ mcp_mem_account *mcp_mem_account_create(void)
     if (!a) return NULL;
     atomic_init(&a->bytes, 0);
     atomic_init(&a->refs, 1);
+    atomic_init(&a->limit, 0);
+    atomic_init(&a->refusals, 0);
     return a;
 }
 
@@ -141,6 +146,31 @@ void mcp_mem_account_release(mcp_mem_account *a) { account_unref(a); }
 
 int64_t mcp_mem_account_bytes(const mcp_mem_account *a) { return a ? atomic_load(&a->bytes) : 0; }
 
+void mcp_mem_account_set_limit(mcp_mem_account *a, int64_t bytes) { atomic_store(&a->limit, bytes > 0 ? bytes : 0); }
+int64_t mcp_mem_account_limit(const mcp_mem_account *a) { return a ? atomic_load(&a->limit) : 0; }
+int64_t mcp_mem_account_refusals(const mcp_mem_account *a) { return a ? atomic_load(&a->refusals) : 0; }
+
+/* Adds n bytes to a (when there is one) before the block exists; false,
+ * adding nothing, when that passes a's limit. Concurrent reservations
+ * each see the others' bytes, so together they never pass it. */
+static bool reserve(mcp_mem_account *a, long long n)
+{
+    if (!a) return true;
+    long long limit = atomic_load(&a->limit);
+    long long now = atomic_fetch_add(&a->bytes, n) + n;
+    if (limit > 0 && n > 0 && now > limit) {
+        atomic_fetch_sub(&a->bytes, n);
+        atomic_fetch_add(&a->refusals, 1);
+        return false;
+    }
+    return true;
+}
+
+static void unreserve(mcp_mem_account *a, long long n)
+{
+    if (a) atomic_fetch_sub(&a->bytes, n);
+}
+
 mcp_mem_account *mcp_mem_account_use(mcp_mem_account *a)
 {
     mcp_mem_account *prev = tl_account;
@@ -148,14 +178,12 @@ mcp_mem_account *mcp_mem_account_use(mcp_mem_account *a)
     return prev;
 }
 
-static void *charge(block_hdr *h, size_t n)
+/* A new block of n bytes, already reserved on acct. */
+static void *charge(block_hdr *h, mcp_mem_account *acct, size_t n)
 {
-    h->acct = tl_account;
+    h->acct = acct;
     h->size = n;
-    if (h->acct) {
-        atomic_fetch_add(&h->acct->refs, 1);
-        atomic_fetch_add(&h->acct->bytes, (long long)n);
-    }
+    if (acct) atomic_fetch_add(&acct->refs, 1);
     atomic_fetch_add(&alloc_live, 1);
     atomic_fetch_add(&alloc_total, 1);
     return h + 1;
@@ -170,29 +198,42 @@ void *mcp_malloc_load(size_t n)
 
 void *mcp_malloc(size_t n)
 {
-    if (n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    if (n > SIZE_MAX - sizeof(block_hdr) || n > (size_t)LLONG_MAX) return NULL;
+    mcp_mem_account *acct = tl_account;
+    if (!reserve(acct, (long long)n)) return NULL;
     block_hdr *h = malloc(sizeof *h + n);
-    return h ? charge(h, n) : NULL;
+    if (!h) unreserve(acct, (long long)n);
+    return h ? charge(h, acct, n) : NULL;
 }
 
 void *mcp_calloc(size_t count, size_t size)
 {
     size_t n;
-    if (!mcp_mul_overflow_size(count ? count : 1, size ? size : 1, &n) || n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    if (!mcp_mul_overflow_size(count ? count : 1, size ? size : 1, &n) || n > SIZE_MAX - sizeof(block_hdr) ||
+        n > (size_t)LLONG_MAX)
+        return NULL;
+    mcp_mem_account *acct = tl_account;
+    if (!reserve(acct, (long long)n)) return NULL;
     block_hdr *h = calloc(1, sizeof *h + n);
-    return h ? charge(h, n) : NULL;
+    if (!h) unreserve(acct, (long long)n);
+    return h ? charge(h, acct, n) : NULL;
 }
 
 void *mcp_realloc(void *p, size_t n)
 {
     if (!p) return mcp_malloc(n);
-    if (n > SIZE_MAX - sizeof(block_hdr)) return NULL;
+    if (n > SIZE_MAX - sizeof(block_hdr) || n > (size_t)LLONG_MAX) return NULL;
     block_hdr *h = (block_hdr *)p - 1;
     size_t old = h->size;
+    mcp_mem_account *acct = h->acct; /* the block stays with the account it was charged to */
+    long long delta = (long long)n - (long long)old;
+    if (!reserve(acct, delta)) return NULL;
     block_hdr *q = realloc(h, sizeof *q + n);
-    if (!q) return NULL;
-    q->size = n; /* the block stays with the account it was charged to */
-    if (q->acct) atomic_fetch_add(&q->acct->bytes, (long long)n - (long long)old);
+    if (!q) {
+        unreserve(acct, delta);
+        return NULL;
+    }
+    q->size = n;
     atomic_fetch_add(&alloc_total, 1);
     return q + 1;
 }

@@ -61,6 +61,12 @@ int64_t mcp_mem_account_bytes(const mcp_mem_account *a);
 /* Charges the calling thread's allocations to a (NULL: none) from now on;
  * returns the account it used before. */
 mcp_mem_account *mcp_mem_account_use(mcp_mem_account *a);
+/* A ceiling on the account's bytes (0: none, the default): an allocation
+ * or growth charged to it that would pass the ceiling fails as if memory
+ * had run out, and is counted among the refusals. */
+void mcp_mem_account_set_limit(mcp_mem_account *a, int64_t bytes);
+int64_t mcp_mem_account_limit(const mcp_mem_account *a);
+int64_t mcp_mem_account_refusals(const mcp_mem_account *a);
 /* Number of live allocations made through these wrappers (for tests). */
 int64_t mcp_alloc_live_count(void);
 /* Allocations (and reallocations) made so far, freed or not. */

@@ -1118,6 +1118,69 @@ static void parse_instances(yctx *c, struct fy_node *n, yloc key_at, mcp_descrip
     }
 }
 
+/* ---- resources ---- */
+
+static void want_number_in(yctx *c, struct fy_node *n, yloc key_at, double lo, double hi, double *out);
+
+enum { RS_CPUS, RS_MEMORY, RS_COUNT };
+static const char *const resource_keys[RS_COUNT] = {"cpus", "memory"};
+
+/* A byte count: an integer, or a string with a binary (Ki, Mi, Gi, Ti) or
+ * decimal (k, M, G, T) suffix, as Kubernetes writes memory. */
+static void want_bytes(yctx *c, struct fy_node *n, yloc key_at, int64_t lo, int64_t hi, int64_t *out)
+{
+    yval v = node_val(c, n);
+    if (v.kind != YK_STR) {
+        want_int(c, n, key_at, lo, hi, out);
+        return;
+    }
+    yloc at = node_loc(n, key_at);
+    static const struct { const char *suffix; int64_t mult; } units[] = {
+        {"Ki", 1LL << 10}, {"Mi", 1LL << 20}, {"Gi", 1LL << 30}, {"Ti", 1LL << 40},
+        {"k", 1000LL}, {"M", 1000000LL}, {"G", 1000000000LL}, {"T", 1000000000000LL}, {"", 1},
+    };
+    size_t digits = 0;
+    while (digits < v.len && digits < 20 && isdigit((unsigned char)v.text[digits])) digits++;
+    int64_t mult = 0;
+    for (size_t u = 0; digits > 0 && !mult && u < sizeof units / sizeof units[0]; u++) {
+        size_t sl = strlen(units[u].suffix);
+        if (v.len - digits == sl && memcmp(v.text + digits, units[u].suffix, sl) == 0) mult = units[u].mult;
+    }
+    int64_t num = 0;
+    bool fits = digits > 0 && digits < 19;
+    for (size_t i = 0; fits && i < digits; i++) num = num * 10 + (v.text[i] - '0');
+    if (!mult || !fits) {
+        yerr(c, at, "expected bytes as an integer or a string like 512Mi or 2Gi (suffix Ki, Mi, Gi, Ti, k, M, G or T), got '%.*s'",
+             (int)(v.len > 40 ? 40 : v.len), v.text);
+        return;
+    }
+    if (num > hi / mult || num * mult < lo) {
+        yerr(c, at, "%.*s is out of range (%lld..%lld bytes)", (int)(v.len > 40 ? 40 : v.len), v.text, (long long)lo,
+             (long long)hi);
+        return;
+    }
+    *out = num * mult;
+}
+
+static void parse_resources(yctx *c, struct fy_node *n, yloc key_at, mcp_descriptor *d)
+{
+    yfield f[RS_COUNT];
+    if (!map_fields(c, n, key_at, "a mapping with cpus and memory", resource_keys, RS_COUNT, f)) return;
+    size_t old;
+    if (f[RS_CPUS].present) {
+        old = path_push(c, "cpus");
+        double cpus = 0;
+        want_number_in(c, f[RS_CPUS].val, f[RS_CPUS].key_at, 0.01, MCP__DESC_MAX_CPUS, &cpus);
+        d->cpus = cpus;
+        path_pop(c, old);
+    }
+    if (f[RS_MEMORY].present) {
+        old = path_push(c, "memory");
+        want_bytes(c, f[RS_MEMORY].val, f[RS_MEMORY].key_at, MCP__DESC_MIN_MEMORY, MCP__DESC_MAX_MEMORY, &d->memory_bytes);
+        path_pop(c, old);
+    }
+}
+
 /* ---- generation (format gguf) ---- */
 
 enum {
@@ -1476,12 +1539,13 @@ static void parse_monitoring(yctx *c, struct fy_node *n, yloc key_at, const mcp_
 
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
-    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_MONITORING, R_COUNT
+    R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_MONITORING,
+    R_RESOURCES, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
     "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",     "rollout",
-    "generation", "monitoring",
+    "generation", "monitoring", "resources",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1647,6 +1711,11 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
             path_pop(c, old);
         }
     }
+    if (f[R_RESOURCES].present) {
+        old = path_push(c, "resources");
+        parse_resources(c, f[R_RESOURCES].val, f[R_RESOURCES].key_at, d);
+        path_pop(c, old);
+    }
     if (f[R_WARMUP].present) {
         old = path_push(c, "warmup");
         yval v = node_val(c, f[R_WARMUP].val);
@@ -1682,6 +1751,14 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         path_pop(c, old);
     }
     if (gguf) d->max_batch_size = 0, d->batching.enabled = false;
+    /* A generative model's KV pool is mapped memory outside its account,
+     * reserved whole: it must fit the limit by itself. */
+    if (gguf && d->memory_bytes > 0 && d->generation.kv_cache_bytes > d->memory_bytes) {
+        old = path_push(c, "resources.memory");
+        yerr(c, f[R_RESOURCES].key_at, "%lld bytes cannot hold the KV cache (generation.kv_cache_bytes: %lld)",
+             (long long)d->memory_bytes, (long long)d->generation.kv_cache_bytes);
+        path_pop(c, old);
+    }
     if (f[R_MONITORING].present && !gguf) {
         old = path_push(c, "monitoring");
         parse_monitoring(c, f[R_MONITORING].val, f[R_MONITORING].key_at, d, &d->monitoring);

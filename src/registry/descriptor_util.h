@@ -26,6 +26,9 @@
 #define MCP__DESC_MAX_PREFETCH 1024
 #define MCP__DESC_MAX_INSTANCES 256
 #define MCP__DESC_MAX_THREADS 1024
+#define MCP__DESC_MAX_CPUS 1024.0                /* resources.cpus */
+#define MCP__DESC_MIN_MEMORY (1LL << 20)         /* resources.memory */
+#define MCP__DESC_MAX_MEMORY (1LL << 50)
 #define MCP__DESC_MAX_TOPK 1000000
 #define MCP__DESC_MAX_WARMUP 100                 /* warm-up runs at load */
 #define MCP__DESC_MAX_LABELS_BYTES (64u << 20)

@@ -1,6 +1,7 @@
 /* Loading one model version: session, protocol metadata, warm-up. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -186,9 +187,22 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
     atomic_init(&v->refs, 1);
     /* Everything the load allocates on this thread is the model's. */
     v->account = mcp_mem_account_create();
+    if (v->account && desc->memory_bytes > 0) mcp_mem_account_set_limit(v->account, desc->memory_bytes);
     mcp_mem_account *prev = mcp_mem_account_use(v->account);
     mcp_status st = load_charged(v, desc, server, phase, phase_user, err);
     mcp_mem_account_use(prev);
+    if (st != MCP_STATUS_OK && mcp_mem_account_refusals(v->account) > 0) {
+        /* Whatever the failure looked like from inside (an import sees a
+         * failed allocation as a corrupt file), the limit is why. */
+        char inner[1024], prefix[300];
+        snprintf(inner, sizeof inner, "%s", err && err->buf ? err->buf : "");
+        int pn = snprintf(prefix, sizeof prefix, "model '%s': ", desc->name ? desc->name : "");
+        size_t skip = pn > 0 && strncmp(inner, prefix, (size_t)pn) == 0 ? (size_t)pn : 0;
+        st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY,
+                         "model '%s': loading needs more than resources.memory allows (%lld bytes); the allocation "
+                         "that would pass it failed: %s",
+                         desc->name, (long long)desc->memory_bytes, inner + skip);
+    }
     if (st != MCP_STATUS_OK) {
         mcp_model_version_release(v);
         return st;
@@ -251,10 +265,17 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
      * refused; threads per instance shrink to fit (at least 1), and the
      * descriptor records what was applied, so `describe` shows it. */
     int64_t limit = server ? server->max_model_threads : 0;
+    /* resources.cpus: cores' worth, so at most ceil(cpus) threads. */
+    if (desc->cpus > 0) {
+        int64_t cores = (int64_t)ceil(desc->cpus);
+        if (limit <= 0 || cores < limit) limit = cores;
+    }
     if (limit > 0 && desc->instance_count > limit) {
         mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
-                    "model '%s': %lld instances; this server allows %lld threads per model (--max-model-threads)", desc->name,
-                    (long long)desc->instance_count, (long long)limit);
+                    "model '%s': %lld instances; %s allows %lld threads per model", desc->name,
+                    (long long)desc->instance_count,
+                    desc->cpus > 0 && limit == (int64_t)ceil(desc->cpus) ? "resources.cpus" : "this server (--max-model-threads)",
+                    (long long)limit);
         return MCP_STATUS_INVALID_ARGUMENT;
     }
     if (limit > 0 && desc->instance_count * desc->instance_threads > limit)

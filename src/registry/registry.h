@@ -366,6 +366,12 @@ typedef struct mcp_descriptor {
     mcp_rollout_spec rollout;
     mcp_generation generation; /* format gguf */
     mcp_monitoring monitoring;
+    /* resources: what the version may use (0: no limit but the server's).
+     * cpus holds instances x threads to ceil(cpus) cores; memory_bytes is
+     * a ceiling on the version's own allocations (its account), at load
+     * and in every run. */
+    double cpus;
+    int64_t memory_bytes;
 } mcp_descriptor;
 
 /* Server-wide defaults a descriptor starts from (the quickstart table). */

@@ -623,11 +623,17 @@ static void json_descriptor(mcp_buf *b, const mcp_descriptor *d)
     for (int i = 0; i < bt->n_preferred; i++) mcp_buf_printf(b, "%s%lld", i ? "," : "", (long long)bt->preferred[i]);
     mcp_buf_printf(b,
                    "],\"max_queue_size\":%lld,\"default_timeout_us\":%lld,\"prefetch_queue_depth\":%lld,"
-                   "\"enable_tensor_cache\":%s},\"instances\":{\"count\":%lld,\"threads\":%lld},\"warmup\":%lld,"
-                   "\"inputs\":",
+                   "\"enable_tensor_cache\":%s},\"instances\":{\"count\":%lld,\"threads\":%lld},\"warmup\":%lld,",
                    (long long)bt->max_queue_size, (long long)bt->default_timeout_us, (long long)bt->prefetch_queue_depth,
                    bt->enable_tensor_cache ? "true" : "false", (long long)d->instance_count,
                    (long long)d->instance_threads, (long long)d->warmup_runs);
+    if (d->cpus > 0 || d->memory_bytes > 0) {
+        mcp_buf_puts(b, "\"resources\":{");
+        if (d->cpus > 0) mcp_buf_printf(b, "\"cpus\":%.6g%s", d->cpus, d->memory_bytes > 0 ? "," : "");
+        if (d->memory_bytes > 0) mcp_buf_printf(b, "\"memory\":%lld", (long long)d->memory_bytes);
+        mcp_buf_puts(b, "},");
+    }
+    mcp_buf_puts(b, "\"inputs\":");
     json_io_specs(b, d->inputs, d->n_inputs);
     mcp_buf_puts(b, ",\"outputs\":");
     json_io_specs(b, d->outputs, d->n_outputs);

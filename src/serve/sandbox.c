@@ -349,10 +349,11 @@ static void report_cgroup(mcp_sandbox_say_fn say, void *user)
     bool delegated = v2 && snprintf(control, sizeof control, "%s/cgroup.subtree_control", dir) < (int)sizeof control &&
                      access(dir, W_OK) == 0 && access(control, W_OK) == 0;
     if (delegated)
-        say(user, false, "cgroup v2 is delegated to the server, but per-model cpu and memory limits are not "
-                         "implemented yet");
+        say(user, false, "per-model limits: a descriptor's resources.cpus caps its threads and resources.memory its "
+                         "allocations; the delegated cgroup v2 folder is not used for them");
     else
-        say(user, true, "cgroup v2 is not delegated to the server: per-model cpu and memory limits are off");
+        say(user, true, "cgroup v2 is not delegated to the server: no cgroup holds a model; a descriptor's "
+                        "resources.cpus caps its threads and resources.memory its allocations");
 }
 
 void mcp_sandbox_report(mcp_sandbox_say_fn say, void *user)

@@ -802,11 +802,18 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
     w->msg[0] = '\0';
     for (int g = 0; g < s->n_graph_out; g++) mcp_value_clear(&w->out_vals[g]);
     int64_t t0 = mcp_now_ns();
+    int64_t refusals = mcp_mem_account_refusals(v->account);
     mcp_status st = gather_inputs(s, w, b, &err);
     int64_t tg = mcp_now_ns();
     if (st == MCP_STATUS_OK) st = mcp__session_run(v->session, w->in_ptrs, w->out_ptrs, &err);
     int64_t t1 = mcp_now_ns();
     release_inputs(s, w);
+    if (st != MCP_STATUS_OK && mcp_mem_account_refusals(v->account) != refusals) {
+        /* An allocation this version's resources.memory refused. */
+        mcp_err_prefix(&err, "the model's memory limit (resources.memory, %lld bytes) is reached",
+                       (long long)mcp_mem_account_limit(v->account));
+        st = MCP_STATUS_OUT_OF_MEMORY;
+    }
     if (st != MCP_STATUS_OK) mcp_err_prefix(&err, "model '%s' version '%s'", v->name, v->version ? v->version : "");
 
     /* Outcomes first (Succeeded or Failed), then statistics, then the
@@ -882,10 +889,14 @@ static void run_batch(mcp_scheduler *s, sched_worker *w, sched_batch *b)
             mcp_metrics_latency(s->metrics, v->name, v->version, t0 - b->enq_ns[i], t1 - t0, t1 - arrival);
         }
     }
+    /* What the transports allocate to answer (the encoded responses) is
+     * theirs, not the model's. */
+    mcp_mem_account *acct = mcp_mem_account_use(NULL);
     for (int i = 0; i < k; i++) {
         mcp_request_complete(b->reqs[i]);
         mcp_request_release(b->reqs[i]);
     }
+    mcp_mem_account_use(acct);
 }
 
 static void *worker_main(void *arg)

@@ -121,5 +121,65 @@ class NoSandboxProbeTests(ProbeServerTestCase):
         self.assertIn("sandbox: off (--no-sandbox)", self.server.stderr_text())
 
 
+class ResourcesTests(ts.ServerTestCase):
+    """A descriptor's resources: memory is a ceiling on what the version's
+    load and runs allocate (a load or a request over it fails naming the
+    limit, and the server and the model go on); cpus caps its threads."""
+
+    @classmethod
+    def server_args(cls):
+        return ["--model-root", PROBE_DIR]
+
+    def apply(self, name, resources, extra=""):
+        text = f"name: {name}\nformat: onnx\npath: wide.onnx\nmax_batch_size: 0\nresources: {resources}\n{extra}"
+        return ts.http(self.server, "POST", f"/v2/repository/models/{name}/load",
+                       json_body={"parameters": {"config": text}})
+
+    def infer(self, name, rows):
+        x = np.full((rows, 512), 0.5, dtype=np.float32)
+        body, headers = ts.v2_request([("x", "FP32", x, True)])
+        return ts.http(self.server, "POST", f"/v2/models/{name}/infer", body=body, headers=headers)
+
+    def test_load_over_the_limit_refused(self):
+        msg = ts.error_message(self, self.apply("wide_tiny", "{memory: 1Mi}"), (400, 500, 503, 507))
+        self.assertIn("resources.memory", msg)
+        self.assertIn("1048576 bytes", msg)
+        self.assertEqual(ts.http(self.server, "GET", "/v2/models/wide_tiny/ready").status_code, 404)
+
+    def test_run_over_the_limit_fails_then_recovers(self):
+        r = self.apply("wide_8m", "{memory: 8Mi}")
+        self.assertEqual(r.status_code, 200, r.text)
+        _, out = ts.parse_v2_response(self, self.infer("wide_8m", 1))
+        np.testing.assert_allclose(out["y"], np.full((1, 512), 0.5, dtype=np.float32), rtol=1e-5)
+        # 4096 rows: the output alone is 8 MiB.
+        msg = ts.error_message(self, self.infer("wide_8m", 4096), 503)
+        self.assertIn("memory limit (resources.memory, 8388608 bytes) is reached", msg)
+        self.assertIn("node 'wide'", msg)
+        _, out = ts.parse_v2_response(self, self.infer("wide_8m", 2))
+        self.assertEqual(out["y"].shape, (2, 512))
+        # The same request fits a version with room for it.
+        self.assertEqual(self.apply("wide_32m", "{memory: 32Mi}").status_code, 200)
+        _, out = ts.parse_v2_response(self, self.infer("wide_32m", 4096))
+        self.assertEqual(out["y"].shape, (4096, 512))
+        self.assertIsNone(self.server.proc.poll())
+
+    def test_cpus_cap_threads(self):
+        r = self.apply("wide_cpus", "{cpus: 1.5}", "instances: {count: 1, threads: 8}\n")
+        self.assertEqual(r.status_code, 200, r.text)
+        desc = ts.http(self.server, "GET", "/v2/repository/models/wide_cpus").json()["descriptor"]
+        self.assertEqual(desc["instances"], {"count": 1, "threads": 2})
+        self.assertEqual(desc["resources"], {"cpus": 1.5})
+        msg = ts.error_message(self, self.apply("wide_many", "{cpus: 2}", "instances: {count: 3}\n"), 400)
+        self.assertIn("resources.cpus allows 2 threads", msg)
+
+    def test_bad_resources_refused(self):
+        for res, want in (("{memory: 2GB}", "resources.memory: expected bytes"),
+                          ("{memory: 99999999Ti}", "resources.memory: 99999999Ti is out of range"),
+                          ("{cpus: -1}", "resources.cpus: -1 is out of range"),
+                          ("{gpus: 1}", "resources.gpus: unknown key")):
+            with self.subTest(resources=res):
+                self.assertIn(want, ts.error_message(self, self.apply("wide_bad", res), 400))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -46,6 +46,78 @@ static void test_counter_itself(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/* An account's limit: what passes it fails as out of memory (counted), what
+ * fits goes through, freeing makes room again, growth is checked too; a
+ * session loaded under a limit below its needs fails to load and leaks
+ * nothing, and loads under a limit that fits. */
+static void test_account_limit(void)
+{
+    int64_t base = mcp_alloc_live_count();
+    mcp_mem_account *a = mcp_mem_account_create();
+    TU_REQUIRE(a != NULL);
+    TU_CHECK_INT(mcp_mem_account_limit(a), 0);
+    mcp_mem_account_set_limit(a, 1000);
+    TU_CHECK_INT(mcp_mem_account_limit(a), 1000);
+    mcp_mem_account *prev = mcp_mem_account_use(a);
+    void *p = mcp_malloc(600);
+    void *q = mcp_malloc(600); /* 1200 > 1000 */
+    void *r = mcp_calloc(100, 5);
+    void *t = mcp_malloc(400);
+    mcp_mem_account_use(prev);
+    TU_CHECK(p != NULL);
+    TU_CHECK(q == NULL);
+    TU_CHECK(r == NULL);
+    TU_CHECK(t != NULL);
+    TU_CHECK_INT(mcp_mem_account_bytes(a), 1000);
+    TU_CHECK_INT(mcp_mem_account_refusals(a), 2);
+    void *grown = mcp_realloc(p, 601); /* growth is charged to p's account, wherever it happens */
+    TU_CHECK(grown == NULL);
+    TU_CHECK_INT(mcp_mem_account_refusals(a), 3);
+    p = mcp_realloc(p, 100); /* shrinking always fits */
+    TU_REQUIRE(p != NULL);
+    TU_CHECK_INT(mcp_mem_account_bytes(a), 500);
+    mcp_free(t);
+    TU_CHECK_INT(mcp_mem_account_bytes(a), 100);
+    prev = mcp_mem_account_use(a);
+    q = mcp_malloc(900);
+    mcp_mem_account_use(prev);
+    TU_CHECK(q != NULL);
+    mcp_free(q);
+    mcp_free(p);
+    TU_CHECK_INT(mcp_mem_account_bytes(a), 0);
+
+    /* A session under a limit. */
+    char msg[1024] = "";
+    mcp_mem_account *small = mcp_mem_account_create(), *big = mcp_mem_account_create();
+    TU_REQUIRE(small && big);
+    mcp_mem_account_set_limit(small, 256);
+    mcp_mem_account_set_limit(big, 64 << 20);
+    mb_model *m = mb_example_mlp();
+    mcp_session *s = NULL;
+    prev = mcp_mem_account_use(small);
+    mcp_status st = load(m, NULL, &s, msg, sizeof msg);
+    mcp_mem_account_use(prev);
+    /* The import sees a failed allocation (protobuf-c reports it as a
+     * decoding failure); the refusal count says why. */
+    TU_CHECK(st != MCP_STATUS_OK);
+    TU_CHECK(s == NULL);
+    TU_CHECK(mcp_mem_account_refusals(small) >= 1);
+    TU_CHECK_INT(mcp_mem_account_bytes(small), 0);
+    prev = mcp_mem_account_use(big);
+    st = load(m, NULL, &s, msg, sizeof msg);
+    mcp_mem_account_use(prev);
+    mb_model_free(m);
+    TU_REQUIRE_OK(st, msg);
+    TU_CHECK(mcp_mem_account_bytes(big) > 256);
+    TU_CHECK_INT(mcp_mem_account_refusals(big), 0);
+    mcp_session_destroy(s);
+    TU_CHECK_INT(mcp_mem_account_bytes(big), 0);
+    mcp_mem_account_release(small);
+    mcp_mem_account_release(big);
+    mcp_mem_account_release(a);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
 static void test_session_lifecycle(void)
 {
     char msg[1024] = "";
@@ -573,6 +645,7 @@ int main(void)
     }
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_counter_itself);
+    TU_RUN(test_account_limit);
     TU_RUN(test_session_lifecycle);
     TU_RUN(test_steady_state_allocations);
     TU_RUN(test_inplace_chain);
