@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -478,6 +479,26 @@ class ManagementTests(TenantTestCase):
         msg = ts.error_message(self, r, 400)
         self.assertIn("metadata_props key 'rbac' is a policy field", msg)
         self.assertIn(self.call("GET", "/v2/models/t1/policy/ready", T1_OP).status_code, (404, 503))
+
+    def test_a_gguf_file_carrying_a_policy_is_refused(self):
+        tool = os.path.join(ts.SOURCE_DIR, "tools", "gguf_add_key.py")
+        demo = os.path.join(ts.DEMO_DIR, "fortunes.gguf")
+        for name, key in (("noted", "general.note"), ("sneaky", "mcp.rbac")):
+            out = os.path.join(self.ts.models, f"{name}.gguf")
+            p = subprocess.run([sys.executable, tool, demo, out, key, "tenants: [t1, t2]"], capture_output=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stderr.decode(errors="replace"))
+        # The same edit with a harmless key loads and generates: the file is sound.
+        r = self.load("t1/noted", T1_OP, "name: t1/noted\nformat: gguf\npath: noted.gguf\n")
+        self.assertEqual(r.status_code, 200, r.text)
+        r = self.call("POST", "/v2/models/t1/noted/generate", T1_INV,
+                      json_body={"text_input": "a", "parameters": {"max_tokens": 2}})
+        self.assertEqual(r.status_code, 200, r.text)
+        r = self.load("t1/sneaky", T1_OP, "name: t1/sneaky\nformat: gguf\npath: sneaky.gguf\n")
+        msg = ts.error_message(self, r, 400)
+        self.assertIn("GGUF metadata key 'mcp.rbac' is a policy field", msg)
+        self.assertEqual(self.call("GET", "/v2/models/t1/sneaky/ready", T1_OP).status_code, 404)
+        self.assertEqual(self.call("POST", "/v2/repository/models/t1/noted/unload", T1_OP).status_code, 200)
 
 
 class TokenTests(TenantTestCase):
