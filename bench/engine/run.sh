@@ -28,6 +28,10 @@ MIN_MS=${MIN_MS:-1000}
 # engines three times per configuration; every figure is then the median
 # over the rounds, and "spread" gives the lowest and highest round ratio.
 ROUNDS=${ROUNDS:-1}
+# CONTEND=1 measures every configuration again with a CPU-burning process
+# pinned to core 0 (a neighbour; bounded by `timeout`, stopped after each
+# run) and prints both engines' slowdown factors side by side.
+CONTEND=${CONTEND:-0}
 mkdir -p "$CACHE"
 
 [ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
@@ -61,6 +65,20 @@ print(f"  {m:16s} {'OK  ' if ok else 'FAIL'} max relative error {err:.2e}")
 PY
 done
 
+BURNER=
+burner_start() {
+  timeout 900 taskset -c 0 /usr/bin/python3 -c "while True: pass" &
+  BURNER=$!
+  sleep 0.2
+}
+burner_stop() {
+  [ -n "$BURNER" ] && kill "$BURNER" 2>/dev/null && wait "$BURNER" 2>/dev/null || true
+  BURNER=
+}
+trap burner_stop EXIT
+CONTENDED=$CACHE/contended.txt
+: > "$CONTENDED"
+
 declare -A PEAK
 cc -O2 -o "$CACHE/sgemm_peak" bench/engine/sgemm_peak.c -ldnnl
 for t in $THREADS; do PEAK[$t]=$(OMP_NUM_THREADS=$t "$CACHE/sgemm_peak"); done
@@ -86,6 +104,19 @@ $("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" -
         ort="$ort
 $(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")"
       done
+      if [ "$CONTEND" = 1 ]; then
+        burner_start
+        ours_busy=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
+        ort_busy=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")
+        burner_stop
+        /usr/bin/python3 - "$m" "$b" "$t" "$ours" "$ort" "$ours_busy" "$ort_busy" >> "$CONTENDED" <<'PY'
+import json, statistics, sys
+m, b, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+runs = [[json.loads(l) for l in a.splitlines() if l.strip()] for a in sys.argv[4:8]]
+o, r, ob, rb = (statistics.median(x["median_ms"] for x in rs) for rs in runs)
+print(f"{m:16s} {b:5d} {t:3d} | {o:9.3f} {ob:9.3f} {ob / o:6.2f}x | {r:9.3f} {rb:9.3f} {rb / r:6.2f}x | {(ob / o) / (rb / r):6.2f}")
+PY
+      fi
       /usr/bin/python3 - "$m" "$b" "$t" "$flops" "${PEAK[$t]}" "$ours" "$ort" <<'PY'
 import json, statistics, sys
 m, b, t, flops, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
@@ -107,3 +138,11 @@ done
 echo "(load/median/p90 in ms, rss in MB; ratio = ours/ORT median latency; gflops = ours;"
 echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and configuration;"
 echo " $ROUNDS round(s) per configuration, medians over the rounds)"
+if [ "$CONTEND" = 1 ]; then
+  echo
+  echo "== with a CPU-burning neighbour on core 0 (idle: the runs above; busy: once, right after them)"
+  printf '%-16s %5s %3s | %9s %9s %7s | %9s %9s %7s | %6s\n' model batch thr ours_idle ours_busy slowdn \
+    ort_idle ort_busy slowdn "ours/ORT slowdown"
+  cat "$CONTENDED"
+  echo "(median ms; slowdn = busy / idle; target: ours/ORT slowdown <= 1)"
+fi
