@@ -242,6 +242,30 @@ class TlsTests(unittest.TestCase):
         return tg.grpc.secure_channel(f"127.0.0.1:{self.grpc_port}", creds,
                                       options=[("grpc.ssl_target_name_override", "localhost")])
 
+    def test_stalled_and_garbage_handshakes_block_no_one(self):
+        """Clients that open the TLS ports and then stall mid-handshake, or
+        send bytes that are not TLS, hold no thread others need."""
+        import socket
+        held = []
+        try:
+            for port in (self.server.port, self.grpc_port):
+                for payload in (b"", b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", b"GET / HTTP/1.1\r\n\r\n" * 4,
+                                os.urandom(512)):
+                    for _ in range(4):
+                        c = socket.create_connection(("127.0.0.1", port), timeout=10)
+                        if payload:
+                            c.sendall(payload)
+                        held.append(c)
+            code, body, _, _ = self.curl("/v2/health/ready")
+            self.assertEqual((code, body), (200, '{"ready":true}'))
+            with self.grpc_channel(self.alice) as ch:
+                stub = tg.pb_grpc.GRPCInferenceServiceStub(ch)
+                self.assertTrue(stub.ServerLive(tg.pb.ServerLiveRequest(), timeout=30).live)
+        finally:
+            for c in held:
+                c.close()
+        self.assertIsNone(self.server.proc.poll(), "the server died:\n" + self.server.log())
+
     def test_grpc_over_tls(self):
         with self.grpc_channel(self.alice) as ch:
             stub = tg.pb_grpc.GRPCInferenceServiceStub(ch)
