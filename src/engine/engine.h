@@ -56,9 +56,8 @@ mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_
 mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const *inputs,
                          mcp_value **outputs, mcp_err *err);
 
-/* Executes graph g in a new frame whose parent is `parent` (NULL for the
- * top graph). Used by the session and by mcp_kernel_run_subgraph. */
-mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
-                           mcp_value *const *inputs, mcp_value **outputs, mcp_err *err);
+/* Runs graph g without a run context (no memory plan, heap outputs). */
+mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_value *const *inputs,
+                           mcp_value **outputs, mcp_err *err);
 
 #endif

@@ -57,6 +57,10 @@ struct mcp__runctx {
     size_t scratch_cap[MCP_KSCRATCH_SLOTS];
 };
 
+typedef struct mcp_exec mcp_exec;
+
+/* One graph's frame: a run of the top graph, or of a subgraph (whose
+ * parent frame holds the values it captures). */
 struct mcp_exec {
     const mcp_session *session;
     const mcp_graph *graph;
@@ -398,19 +402,22 @@ static void *planned(mcp_exec *f, int e, size_t nbytes)
     return arena_base(rc) + off;
 }
 
-void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbytes)
+static void *host_output_buffer(void *self, const mcp_node *n, int i, size_t nbytes)
 {
+    mcp_exec *f = self;
     if (!f || i < 0 || i >= n->n_outputs) return NULL;
     return planned(f, n->outputs[i], nbytes);
 }
 
-void mcp__exec_note_concat(mcp_exec *f)
+static void host_note_concat(void *self)
 {
+    mcp_exec *f = self;
     if (f && f->rc && !f->rc->cur && f->node >= 0 && f->node < f->graph->n_nodes) f->rc->rec_concat[f->node] = true;
 }
 
-void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes)
+static void *host_scratch(void *self, int slot, size_t nbytes)
 {
+    mcp_exec *f = self;
     if (!f || slot < 0 || slot >= MCP_KSCRATCH_SLOTS) return NULL;
     mcp__runctx *rc = f->root;
     if (!rc) return NULL;
@@ -423,6 +430,18 @@ void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes)
     }
     return rc->scratch[slot];
 }
+
+static mcp_status host_run_subgraph(void *self, const mcp_kernel_ctx *ctx, const mcp_graph *g,
+                                    mcp_value *const *inputs, mcp_value **outputs);
+
+/* What the executor offers its kernels: the run's memory plan, its scratch
+ * buffers, and subgraphs run in a child frame. */
+static const mcp_kernel_host exec_host = {
+    .output_buffer = host_output_buffer,
+    .scratch = host_scratch,
+    .note_concat = host_note_concat,
+    .run_subgraph = host_run_subgraph,
+};
 
 /* ---- frames ---- */
 
@@ -536,7 +555,7 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
     }
     /* Backend formats reach only kernels that read them; for the others the
      * frame's value becomes plain, so later readers convert no more. */
-    if (!mcp_kernel_accepts_formats(n->kernel))
+    if (!n->kernel->reads_formats)
         for (int i = 0; i < n->n_inputs && st == MCP_STATUS_OK; i++)
             if (ins[i] && ins[i]->kind == MCP_VALUE_TENSOR && ins[i]->tensor.format) {
                 st = make_plain(f, n->inputs[i], ins[i]);
@@ -565,7 +584,8 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
         .outputs = outs,
         .state = n->kernel_state,
         .err = f->err,
-        .exec = f,
+        .host = &exec_host,
+        .host_self = f,
         .threads = f->session->threads,
     };
     st = n->kernel->run(&ctx);
@@ -664,10 +684,16 @@ static mcp_status exec_frame(const mcp_session *s, const mcp_graph *g, mcp_exec 
     return st;
 }
 
-mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
+static mcp_status exec_graph(const mcp_session *s, const mcp_graph *g, mcp_exec *parent,
                            mcp_value *const *inputs, mcp_value **outputs, mcp_err *err)
 {
     return exec_frame(s, g, parent, NULL, inputs, outputs, err);
+}
+
+mcp_status mcp__exec_graph(const mcp_session *s, const mcp_graph *g, mcp_value *const *inputs,
+                           mcp_value **outputs, mcp_err *err)
+{
+    return exec_frame(s, g, NULL, NULL, inputs, outputs, err);
 }
 
 mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const *inputs,
@@ -687,17 +713,14 @@ mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const
     return st;
 }
 
-mcp_status mcp_kernel_run_subgraph(mcp_kernel_ctx *ctx, const mcp_graph *g, int n_in,
-                                   mcp_value *const *inputs, mcp_value **outputs)
+static mcp_status host_run_subgraph(void *self, const mcp_kernel_ctx *ctx, const mcp_graph *g,
+                                    mcp_value *const *inputs, mcp_value **outputs)
 {
-    mcp_exec *f = ctx->exec;
-    if (n_in != g->n_inputs)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "subgraph '%s' takes %d inputs, given %d", g->name,
-                         g->n_inputs, n_in);
+    mcp_exec *f = self;
     if (g->parent != f->graph)
-        return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "subgraph '%s' does not belong to this node's graph", g->name);
-    for (int i = 0; i < g->n_outputs; i++) mcp_value_clear(outputs[i]);
-    mcp_status st = mcp__exec_graph(f->session, g, f, inputs, outputs, f->err);
+        return mcp_err_set(f->err, MCP_STATUS_INTERNAL, "node '%s' (%s): subgraph '%s' does not belong to this node's graph",
+                           ctx->node->name, ctx->node->op_type, g->name);
+    mcp_status st = exec_graph(f->session, g, f, inputs, outputs, f->err);
     if (st != MCP_STATUS_OK) mcp_err_prefix(f->err, "node '%s' (%s): subgraph '%s'", ctx->node->name, ctx->node->op_type, g->name);
     return st;
 }

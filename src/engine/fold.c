@@ -179,7 +179,30 @@ static mcp_status fold_constant_value(mcp_graph *g, mcp_node *n, bool *folded, m
  * it fails with the executor's full message; only running out of memory
  * here is an error.
  */
-static mcp_status fold_node(mcp_graph *g, mcp_node *n, size_t free_bytes, bool *folded, mcp_err *err)
+/* What folding offers the kernels it runs: scratch buffers that live for
+ * the whole pass. There is no memory plan (outputs take the heap) and no
+ * subgraph runs (nodes with subgraphs are not folded). */
+typedef struct fold_host {
+    void *buf[MCP_KSCRATCH_SLOTS];
+    size_t cap[MCP_KSCRATCH_SLOTS];
+} fold_host;
+
+static void *fold_scratch(void *self, int slot, size_t nbytes)
+{
+    fold_host *h = self;
+    if (nbytes > h->cap[slot]) {
+        void *p = mcp_realloc(h->buf[slot], nbytes);
+        if (!p) return NULL;
+        h->buf[slot] = p;
+        h->cap[slot] = nbytes;
+    }
+    return h->buf[slot];
+}
+
+static const mcp_kernel_host fold_kernel_host = {.scratch = fold_scratch};
+
+static mcp_status fold_node(mcp_graph *g, mcp_node *n, fold_host *host, size_t free_bytes, bool *folded,
+                            mcp_err *err)
 {
     *folded = false;
     char msg[256];
@@ -220,7 +243,8 @@ static mcp_status fold_node(mcp_graph *g, mcp_node *n, size_t free_bytes, bool *
             .outputs = outs,
             .state = state,
             .err = &scratch,
-            .exec = NULL,
+            .host = &fold_kernel_host,
+            .host_self = host,
             .threads = 1,
         };
         bool ok = k->run(&ctx) == MCP_STATUS_OK;
@@ -268,6 +292,7 @@ mcp_status mcp__fold_constants(mcp_graph *g, mcp_err *err)
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     count_uses(g, uses);
+    fold_host host = {0};
     mcp_status st = MCP_STATUS_OK;
     for (int i = 0; st == MCP_STATUS_OK && i < g->n_nodes; i++) {
         mcp_node *n = &g->nodes[i];
@@ -284,10 +309,11 @@ mcp_status mcp__fold_constants(mcp_graph *g, mcp_err *err)
         } else if (known && out_bytes > FOLD_SMALL_BYTES && out_bytes > free_bytes) {
             continue;
         }
-        st = fold_node(g, n, free_bytes, &folded[i], err);
+        st = fold_node(g, n, &host, free_bytes, &folded[i], err);
         for (int k = 0; folded[i] && k < n->n_inputs; k++)
             if (n->inputs[k] >= 0) uses[n->inputs[k]]--;
     }
+    for (int k = 0; k < MCP_KSCRATCH_SLOTS; k++) mcp_free(host.buf[k]);
     mcp_graph_remove_nodes(g, folded);
     mcp_free(folded);
     mcp_free(uses);

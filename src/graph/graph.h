@@ -30,11 +30,39 @@ typedef struct mcp_graph mcp_graph;
  *   LayerNormalization(X, Scale, [B]) -> Y
  *       ONNX LayerNormalization over the last axis (`axis` -1, `epsilon`).
  *
- * Activations and their params: Relu; LeakyRelu [alpha]; Clip [min, max];
- * Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu (X * sigmoid(X)); Gelu
- * (the erf form, as the Gelu op).
+ * Activations and their params (MCP_ACTIVATIONS): Relu; LeakyRelu [alpha];
+ * Clip [min, max]; Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu
+ * (X * sigmoid(X)); Gelu (the erf form, as the Gelu op).
  */
 #define MCP_DOMAIN_INTERNAL "ai.mcp2026"
+
+/* The fused ops' activations: X(id, contract name, parameter count). The
+ * one list: the passes that write `activation`, and every backend that
+ * reads it, go through mcp_activation. */
+#define MCP_ACTIVATIONS(X)                                                    \
+    X(RELU, "Relu", 0)                                                        \
+    X(LEAKYRELU, "LeakyRelu", 1)                                              \
+    X(CLIP, "Clip", 2)                                                        \
+    X(SIGMOID, "Sigmoid", 0)                                                  \
+    X(TANH, "Tanh", 0)                                                        \
+    X(HARDSIGMOID, "HardSigmoid", 2)                                          \
+    X(SILU, "Silu", 0)                                                        \
+    X(GELU, "Gelu", 0)
+
+typedef enum mcp_activation {
+    MCP_ACTIVATION_NONE = 0,
+#define MCP__ACT_ENUM(id, name, n_params) MCP_ACTIVATION_##id,
+    MCP_ACTIVATIONS(MCP__ACT_ENUM)
+#undef MCP__ACT_ENUM
+        MCP_ACTIVATION_COUNT
+} mcp_activation;
+
+/* A node's activation as the fused ops carry it. */
+typedef struct mcp_act {
+    mcp_activation kind;
+    float params[2];
+} mcp_act;
+
 
 typedef enum mcp_attr_type {
     MCP_ATTR_UNDEFINED = 0,
@@ -209,6 +237,15 @@ int64_t mcp_node_attr_int(const mcp_node *n, const char *name, int64_t dflt);
 float mcp_node_attr_float(const mcp_node *n, const char *name, float dflt);
 /* Returns the string attribute or dflt. */
 const char *mcp_node_attr_string(const mcp_node *n, const char *name, const char *dflt);
+
+/* Contract name ("Relu"), or NULL for NONE and out-of-range values. */
+const char *mcp_activation_name(mcp_activation a);
+int mcp_activation_n_params(mcp_activation a);
+/* The activation named `name`; MCP_ACTIVATION_NONE when there is none. */
+mcp_activation mcp_activation_from_name(const char *name);
+/* Reads node n's `activation` / `activation_params` (absent = NONE); the
+ * parameter count must be the one the list gives. Errors name the node. */
+mcp_status mcp_node_activation(const mcp_node *n, mcp_act *out, mcp_err *err);
 /* Returns the ints array (count in *count) or NULL with *count = 0. */
 const int64_t *mcp_node_attr_ints(const mcp_node *n, const char *name, int64_t *count);
 const float *mcp_node_attr_floats(const mcp_node *n, const char *name, int64_t *count);

@@ -671,7 +671,7 @@ static void form_commit(pass_ctx *c, int i, node_form *f)
 
 /* An activation the fused ops express (graph.h), found after value v. */
 typedef struct act_match {
-    const char *name; /* contract name */
+    mcp_activation kind;
     float params[2];
     int n_params;
     int nodes[2]; /* the nodes it replaces */
@@ -709,19 +709,19 @@ static bool match_activation(const pass_ctx *c, int v, int after, act_match *m)
         const char *op = a->op_type;
         if (strcmp(a->domain, MCP_DOMAIN_INTERNAL) == 0) {
             if (strcmp(op, "Gelu") != 0 || a->n_inputs != 1) return false;
-            m->name = "Gelu";
+            m->kind = MCP_ACTIVATION_GELU;
         } else if (a->domain[0] != '\0') {
             return false;
         } else if (a->n_inputs == 1 && strcmp(op, "Gelu") == 0) {
             if (strcmp(mcp_node_attr_string(a, "approximate", "none"), "none") != 0) return false;
-            m->name = "Gelu";
+            m->kind = MCP_ACTIVATION_GELU;
         } else if (a->n_inputs == 1 && (strcmp(op, "Relu") == 0 || strcmp(op, "Sigmoid") == 0 || strcmp(op, "Tanh") == 0)) {
-            m->name = op;
+            m->kind = mcp_activation_from_name(op);
         } else if (a->n_inputs == 1 && strcmp(op, "LeakyRelu") == 0) {
-            m->name = "LeakyRelu";
+            m->kind = MCP_ACTIVATION_LEAKYRELU;
             m->params[m->n_params++] = mcp_node_attr_float(a, "alpha", 0.01f);
         } else if (a->n_inputs == 1 && strcmp(op, "HardSigmoid") == 0) {
-            m->name = "HardSigmoid";
+            m->kind = MCP_ACTIVATION_HARDSIGMOID;
             m->params[m->n_params++] = mcp_node_attr_float(a, "alpha", 0.2f);
             m->params[m->n_params++] = mcp_node_attr_float(a, "beta", 0.5f);
         } else if (strcmp(op, "Clip") == 0) {
@@ -734,7 +734,7 @@ static bool match_activation(const pass_ctx *c, int v, int after, act_match *m)
             } else if (a->n_inputs > 3 || !clip_bound(c, a, 1, -INFINITY, &lo) || !clip_bound(c, a, 2, INFINITY, &hi)) {
                 return false;
             }
-            m->name = "Clip";
+            m->kind = MCP_ACTIVATION_CLIP;
             m->params[m->n_params++] = lo;
             m->params[m->n_params++] = hi;
         } else {
@@ -752,7 +752,7 @@ static bool match_activation(const pass_ctx *c, int v, int after, act_match *m)
         if (!node_is(sig, "Sigmoid", 1) || sig->inputs[0] != v) continue;
         int s = sig->outputs[0];
         if (!node_is(mul, "Mul", 2) || other_input(mul, v) != s || !only_node_uses(c, s, 1)) continue;
-        m->name = "Silu";
+        m->kind = MCP_ACTIVATION_SILU;
         m->nodes[m->n_nodes++] = r[k];
         m->nodes[m->n_nodes++] = r[1 - k];
         m->out = mul->outputs[0];
@@ -775,6 +775,7 @@ static mcp_status fuse_head(pass_ctx *c, int h, const char *op_type, int extra, 
     const mcp_node *n = &g->nodes[h];
     int ins[4] = {-1, -1, -1, -1};
     MCP_ASSERT(n->n_inputs <= 3 && extra_at < 4);
+    MCP_ASSERT(!m || m->n_params == mcp_activation_n_params(m->kind));
     for (int k = 0; k < n->n_inputs; k++) ins[k] = n->inputs[k];
     int n_ins = n->n_inputs;
     if (extra >= 0) {
@@ -787,8 +788,8 @@ static mcp_status fuse_head(pass_ctx *c, int h, const char *op_type, int extra, 
     if (m) {
         mcp_attr *a = form_attr(&f, "activation", MCP_ATTR_STRING);
         if (a) {
-            a->s = mcp_strdup(m->name);
-            a->s_len = strlen(m->name);
+            a->s = mcp_strdup(mcp_activation_name(m->kind));
+            a->s_len = a->s ? strlen(a->s) : 0;
         }
         mcp_attr *p = a && a->s && m->n_params ? form_attr(&f, "activation_params", MCP_ATTR_FLOATS) : NULL;
         if (p) {

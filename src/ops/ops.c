@@ -100,6 +100,12 @@ const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i)
     return &ctx->inputs[i]->tensor;
 }
 
+static void *host_output(const mcp_kernel_ctx *ctx, int i, size_t nbytes)
+{
+    const mcp_kernel_host *h = ctx->host;
+    return h && h->output_buffer ? h->output_buffer(ctx->host_self, ctx->node, i, nbytes) : NULL;
+}
+
 static mcp_tensor *kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, const int64_t *dims, bool zero)
 {
     if (i < 0 || i >= ctx->n_outputs) {
@@ -112,9 +118,7 @@ static mcp_tensor *kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, c
     mcp_tensor *t = &v->tensor;
     size_t nbytes = 0;
     mcp_status st = mcp_tensor_size_check(dtype, rank, dims, &nbytes, ctx->err);
-    void *p = st == MCP_STATUS_OK && dtype != MCP_DTYPE_STRING && nbytes && ctx->exec
-                  ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, nbytes)
-                  : NULL;
+    void *p = st == MCP_STATUS_OK && dtype != MCP_DTYPE_STRING && nbytes ? host_output(ctx, i, nbytes) : NULL;
     if (p) {
         /* Planned memory may be an input's very storage (in-place
          * execution): the output keeps its data. Any other overlap with an
@@ -159,38 +163,39 @@ mcp_tensor *mcp_kout_uninit(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int ran
 
 void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes)
 {
-    return ctx->exec ? mcp__exec_scratch(ctx->exec, slot, nbytes) : NULL;
-}
-
-bool mcp_kernel_accepts_formats(const mcp_kernel_def *k)
-{
-#ifdef MCP_WITH_DNNL
-    return mcp__dnnl_accepts_formats(k);
-#else
-    (void)k;
-    return false;
-#endif
+    const mcp_kernel_host *h = ctx->host;
+    if (slot < 0 || slot >= MCP_KSCRATCH_SLOTS) return NULL;
+    return h && h->scratch ? h->scratch(ctx->host_self, slot, nbytes) : NULL;
 }
 
 void mcp_knote_concat_inplace(mcp_kernel_ctx *ctx)
 {
-    mcp__exec_note_concat(ctx->exec);
+    const mcp_kernel_host *h = ctx->host;
+    if (h && h->note_concat) h->note_concat(ctx->host_self);
+}
+
+mcp_status mcp_kernel_run_subgraph(mcp_kernel_ctx *ctx, const mcp_graph *g, int n_in,
+                                   mcp_value *const *inputs, mcp_value **outputs)
+{
+    const mcp_kernel_host *h = ctx->host;
+    if (n_in != g->n_inputs)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "subgraph '%s' takes %d inputs, given %d", g->name,
+                         g->n_inputs, n_in);
+    if (!h || !h->run_subgraph)
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "subgraph '%s' cannot run here", g->name);
+    for (int i = 0; i < g->n_outputs; i++) mcp_value_clear(outputs[i]);
+    return h->run_subgraph(ctx->host_self, ctx, g, inputs, outputs);
 }
 
 unsigned mcp_kernel_inplace_inputs(const mcp_node *n)
 {
-    if (!n->kernel || !n->kernel_backend || strcmp(n->kernel_backend, "ref") != 0) return 0;
-    return mcp__ref_inplace_inputs(n->kernel);
+    return n->kernel ? n->kernel->inplace_inputs : 0;
 }
 
 bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit)
 {
-#ifdef MCP_WITH_DNNL
-    return n->kernel && mcp__dnnl_release_plain_input(n->kernel, n->kernel_state, input, commit);
-#else
-    (void)n, (void)input, (void)commit;
-    return false;
-#endif
+    const mcp_kernel_def *k = n->kernel;
+    return k && k->release_plain_input && k->release_plain_input(n->kernel_state, input, commit);
 }
 
 mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank,
@@ -209,7 +214,7 @@ mcp_tensor *mcp_kout_format(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int ran
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->dims[d] = dims[d];
     t->format = f;
-    t->data = ctx->exec ? mcp__exec_output_buffer(ctx->exec, ctx->node, i, f->nbytes) : NULL;
+    t->data = host_output(ctx, i, f->nbytes);
     if (t->data) return t;
     t->data = mcp_malloc(f->nbytes ? f->nbytes : 1);
     if (!t->data) {

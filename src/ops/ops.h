@@ -15,6 +15,12 @@
  * Kernels keep no mutable state between runs: one loaded session may run on
  * several threads at once. Per-node constant state built at load (prepacked
  * weights) lives in `state`, owned by the session.
+ *
+ * Kernels never call into the engine: what they need of whoever runs them
+ * (planned memory, scratch, subgraphs) comes through the host vtable in the
+ * context, which the executor and constant folding each fill. What a kernel
+ * can do (run in place, read blocked layouts, give up plain weights) is
+ * declared in its table entry, where the engine reads it.
  */
 #ifndef MCP_OPS_H
 #define MCP_OPS_H
@@ -25,9 +31,25 @@
 
 #define MCP_KERNEL_API_VERSION 1
 
-typedef struct mcp_exec mcp_exec; /* executor frame (engine-private) */
+typedef struct mcp_kernel_ctx mcp_kernel_ctx;
 
-typedef struct mcp_kernel_ctx {
+/* What the caller of a kernel offers it. Every entry may be NULL (constant
+ * folding has no memory plan and runs no subgraphs); the mcp_k* helpers
+ * below then fall back to the heap or fail with a message. `self` is the
+ * host's own frame, passed back to each entry. */
+typedef struct mcp_kernel_host {
+    /* Planned memory for output i of the running node, or NULL. */
+    void *(*output_buffer)(void *self, const mcp_node *n, int i, size_t nbytes);
+    /* Scratch buffer `slot` of at least nbytes, or NULL. */
+    void *(*scratch)(void *self, int slot, size_t nbytes);
+    /* See mcp_knote_concat_inplace. */
+    void (*note_concat)(void *self);
+    /* Runs an attribute subgraph of the running node (mcp_kernel_run_subgraph). */
+    mcp_status (*run_subgraph)(void *self, const mcp_kernel_ctx *ctx, const mcp_graph *g,
+                               mcp_value *const *inputs, mcp_value **outputs);
+} mcp_kernel_host;
+
+struct mcp_kernel_ctx {
     const mcp_node *node;
     int opset;                /* opset of the node's domain in the model */
     int n_inputs;
@@ -36,9 +58,10 @@ typedef struct mcp_kernel_ctx {
     mcp_value **outputs;      /* never NULL entries */
     void *state;              /* from prepare, or NULL */
     mcp_err *err;
-    mcp_exec *exec;           /* for mcp_kernel_run_subgraph */
+    const mcp_kernel_host *host; /* NULL: nothing offered */
+    void *host_self;
     int threads;              /* intra-op thread budget (>= 1) */
-} mcp_kernel_ctx;
+};
 
 typedef mcp_status (*mcp_kernel_run_fn)(mcp_kernel_ctx *ctx);
 
@@ -56,23 +79,34 @@ typedef struct mcp_kernel_def {
     mcp_status (*prepare)(const mcp_node *node, const mcp_graph *graph, void **state,
                           mcp_err *err);
     void (*release)(void *state);
+
+    /* ---- capabilities (zero: none) ---- */
+    /* In-place execution. Bit j set: the executor may give output 0 the
+     * very storage of input j (same pointer, same byte size) when no later
+     * node reads input j's value; the kernel then computes correctly with
+     * y->data == x->data. mcp_kout does not zero an output that aliases an
+     * input. */
+    unsigned inplace_inputs;
+    /* The kernel reads tensors in a backend format (tensor.format set), not
+     * only plain ones; for other kernels the executor converts such inputs
+     * first. */
+    bool reads_formats;
+    /* Whether the prepared state no longer reads the initializer feeding
+     * input `input` (it holds its own packed copy). With `commit` the kernel
+     * records that the session is about to free that data. NULL: never. */
+    bool (*release_plain_input)(void *state, int input, bool commit);
 } mcp_kernel_def;
 
-/* True when the kernel reads tensors in a backend format (tensor.format
- * set), not only plain ones; for other kernels the executor converts such
- * inputs first. */
-bool mcp_kernel_accepts_formats(const mcp_kernel_def *k);
+/* Table entries in the order of the fields above, capabilities left
+ * out (zero); MCP_KERNEL_FIELDS for an entry that adds some after it. */
+#define MCP_KERNEL_FIELDS(dom, op, since, until, run_, check_, prepare_, release_)                   \
+    .domain = (dom), .op_type = (op), .since_version = (since), .until_version = (until), .run = (run_), \
+    .check = (check_), .prepare = (prepare_), .release = (release_)
+#define MCP_KERNEL_ENTRY(dom, op, since, until, run_, check_, prepare_, release_)                    \
+    {MCP_KERNEL_FIELDS(dom, op, since, until, run_, check_, prepare_, release_)}
 
-/* Whether node n's prepared kernel no longer reads the initializer feeding
- * input `input` (it holds its own packed copy). With `commit` the kernel
- * records that the session is about to free that data. */
+/* The capabilities of node n's chosen kernel (see mcp_kernel_def). */
 bool mcp_kernel_release_plain_input(const mcp_node *n, int input, bool commit);
-
-/* In-place execution. Bit j set: the executor may give output 0 the very
- * storage of input j (same pointer, same byte size) when no later node
- * reads input j's value; the kernel then computes correctly with
- * y->data == x->data. mcp_kout does not zero an output that aliases an
- * input. */
 unsigned mcp_kernel_inplace_inputs(const mcp_node *n);
 
 /* Called by a Concat-like kernel whose output 0 holds, in this run, its
@@ -104,8 +138,6 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
 extern const mcp_backend mcp__ref_backend;
 #ifdef MCP_WITH_DNNL
 extern const mcp_backend mcp__dnnl_backend;
-bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k);
-bool mcp__dnnl_release_plain_input(const mcp_kernel_def *k, void *state, int input, bool commit);
 #endif
 
 /* ---- helpers for kernel authors ---- */
@@ -126,12 +158,6 @@ mcp_tensor *mcp_kout_uninit(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int ran
  * allocates itself). */
 #define MCP_KSCRATCH_SLOTS 2
 void *mcp_kscratch(mcp_kernel_ctx *ctx, int slot, size_t nbytes);
-
-/* Engine hooks behind mcp_kout / mcp_kscratch (src/engine/exec.c): planned
- * memory for output i of node n, or NULL to allocate; scratch buffers. */
-void *mcp__exec_output_buffer(mcp_exec *f, const mcp_node *n, int i, size_t nbytes);
-void *mcp__exec_scratch(mcp_exec *f, int slot, size_t nbytes);
-void mcp__exec_note_concat(mcp_exec *f);
 
 /* Allocates output i in backend format f (f->nbytes bytes, not zeroed);
  * the logical shape is (rank, dims). NULL with the error set on failure. */
@@ -156,7 +182,7 @@ const mcp_attr *mcp_kattr(const mcp_kernel_ctx *ctx, const char *name);
 /*
  * Runs subgraph `g` (an attribute graph of ctx->node) with the given inputs
  * (n_in values, matching g->inputs; NULL allowed for omitted ones). Values
- * the subgraph captures from enclosing scopes are found through ctx->exec.
+ * the subgraph captures from enclosing scopes are found by the host.
  * outputs must point to g->n_outputs caller-owned empty values; they receive
  * the results (moved, not shared).
  */

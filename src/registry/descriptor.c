@@ -580,11 +580,14 @@ static bool want_dtype(yctx *c, struct fy_node *n, yloc key_at, mcp_dtype *out)
     if (!want_string(c, n, key_at, "a dtype name such as FP32 or float32", &s)) return false;
     mcp_dtype dt = mcp__desc_dtype_parse(s);
     if (dt == MCP_DTYPE_UNDEFINED) {
-        static const char *const names[] = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-                                            "INT32", "INT64", "FP16", "FP32", "FP64", "BF16", "BYTES",
-                                            "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16",
-                                            "int32", "int64", "float16", "float32", "float64", "bfloat16", "string"};
-        const char *near = mcp__desc_closest(s, names, (int)(sizeof names / sizeof names[0]));
+        const char *names[2 * MCP_DTYPE_COUNT];
+        int n_names = 0;
+        for (int d = 0; d < MCP_DTYPE_COUNT; d++) {
+            if (!mcp_dtype_oip_name((mcp_dtype)d)) continue;
+            names[n_names++] = mcp_dtype_oip_name((mcp_dtype)d);
+            names[n_names++] = mcp_dtype_name((mcp_dtype)d);
+        }
+        const char *near = mcp__desc_closest(s, names, n_names);
         yerr(c, node_loc(n, key_at), "unknown dtype '%s'%s%s%s; use an Open Inference Protocol name (BOOL, UINT8..UINT64, "
                                      "INT8..INT64, FP16, FP32, FP64, BF16, BYTES) or a numpy-style one (float32, int64...)",
              s, near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");

@@ -242,27 +242,11 @@ bool mcp__desc_semver_parse(const char *s, int out[3])
     return true;
 }
 
-static const struct {
-    const char *name;
-    mcp_dtype dtype;
-} dtype_names[] = {
-    {"BOOL", MCP_DTYPE_BOOL},       {"UINT8", MCP_DTYPE_UINT8},       {"UINT16", MCP_DTYPE_UINT16},
-    {"UINT32", MCP_DTYPE_UINT32},   {"UINT64", MCP_DTYPE_UINT64},     {"INT8", MCP_DTYPE_INT8},
-    {"INT16", MCP_DTYPE_INT16},     {"INT32", MCP_DTYPE_INT32},       {"INT64", MCP_DTYPE_INT64},
-    {"FP16", MCP_DTYPE_FLOAT16},    {"FP32", MCP_DTYPE_FLOAT},        {"FP64", MCP_DTYPE_DOUBLE},
-    {"BF16", MCP_DTYPE_BFLOAT16},   {"BYTES", MCP_DTYPE_STRING},      {"bool", MCP_DTYPE_BOOL},
-    {"uint8", MCP_DTYPE_UINT8},     {"uint16", MCP_DTYPE_UINT16},     {"uint32", MCP_DTYPE_UINT32},
-    {"uint64", MCP_DTYPE_UINT64},   {"int8", MCP_DTYPE_INT8},         {"int16", MCP_DTYPE_INT16},
-    {"int32", MCP_DTYPE_INT32},     {"int64", MCP_DTYPE_INT64},       {"float16", MCP_DTYPE_FLOAT16},
-    {"float32", MCP_DTYPE_FLOAT},   {"float64", MCP_DTYPE_DOUBLE},    {"bfloat16", MCP_DTYPE_BFLOAT16},
-    {"string", MCP_DTYPE_STRING},
-};
-
 mcp_dtype mcp__desc_dtype_parse(const char *s)
 {
-    for (size_t i = 0; i < sizeof dtype_names / sizeof dtype_names[0]; i++)
-        if (strcmp(s, dtype_names[i].name) == 0) return dtype_names[i].dtype;
-    return MCP_DTYPE_UNDEFINED;
+    mcp_dtype d = mcp_dtype_from_name(s);
+    /* Only the types a descriptor can declare: those the protocol carries. */
+    return mcp_dtype_oip_name(d) ? d : MCP_DTYPE_UNDEFINED;
 }
 
 /* Optimal string alignment distance (Levenshtein plus adjacent swaps), so

@@ -18,30 +18,15 @@
 
 /* ---- datatypes ---- */
 
-static const struct {
-    mcp_dtype dtype;
-    const char *name;
-} oip_types[] = {
-    {MCP_DTYPE_BOOL, "BOOL"},     {MCP_DTYPE_UINT8, "UINT8"},   {MCP_DTYPE_UINT16, "UINT16"},
-    {MCP_DTYPE_UINT32, "UINT32"}, {MCP_DTYPE_UINT64, "UINT64"}, {MCP_DTYPE_INT8, "INT8"},
-    {MCP_DTYPE_INT16, "INT16"},   {MCP_DTYPE_INT32, "INT32"},   {MCP_DTYPE_INT64, "INT64"},
-    {MCP_DTYPE_FLOAT16, "FP16"},  {MCP_DTYPE_FLOAT, "FP32"},    {MCP_DTYPE_DOUBLE, "FP64"},
-    {MCP_DTYPE_BFLOAT16, "BF16"}, {MCP_DTYPE_STRING, "BYTES"},
-};
-
 const char *mcp_oip_datatype(mcp_dtype d)
 {
-    for (size_t i = 0; i < sizeof oip_types / sizeof oip_types[0]; i++)
-        if (oip_types[i].dtype == d) return oip_types[i].name;
-    return NULL;
+    return mcp_dtype_oip_name(d);
 }
 
 mcp_dtype mcp_oip_dtype(const char *datatype)
 {
-    if (!datatype) return MCP_DTYPE_UNDEFINED;
-    for (size_t i = 0; i < sizeof oip_types / sizeof oip_types[0]; i++)
-        if (strcmp(oip_types[i].name, datatype) == 0) return oip_types[i].dtype;
-    return MCP_DTYPE_UNDEFINED;
+    mcp_dtype d = mcp_dtype_from_name(datatype);
+    return mcp_dtype_oip_name(d) && strcmp(mcp_dtype_oip_name(d), datatype) == 0 ? d : MCP_DTYPE_UNDEFINED;
 }
 
 static const char *dtype_text(mcp_dtype d)

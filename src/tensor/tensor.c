@@ -7,23 +7,35 @@
 typedef struct dtype_info {
     int size;
     const char *name;
+    const char *oip;
 } dtype_info;
+
+/* Indexed by the ONNX number, which MCP_DTYPE_MAP lists densely from 0. */
+static const dtype_info dtypes[] = {
+#define MCP__DTYPE_ROW(nm, num, sz, text, oip) [num] = {sz, text, oip},
+    MCP_DTYPE_MAP(MCP__DTYPE_ROW)
+#undef MCP__DTYPE_ROW
+};
+_Static_assert(sizeof dtypes / sizeof dtypes[0] == MCP_DTYPE_COUNT, "MCP_DTYPE_MAP must number its types 0..n-1");
 
 static dtype_info dtype_lookup(mcp_dtype d)
 {
-    switch (d) {
-#define MCP__DTYPE_CASE(nm, num, sz, text)                                    \
-    case MCP_DTYPE_##nm:                                                      \
-        return (dtype_info){sz, text};
-        MCP_DTYPE_MAP(MCP__DTYPE_CASE)
-#undef MCP__DTYPE_CASE
-    default:
-        return (dtype_info){0, "invalid"};
-    }
+    if ((int)d < 0 || (int)d >= MCP_DTYPE_COUNT) return (dtype_info){0, "invalid", NULL};
+    return dtypes[d];
 }
 
 const char *mcp_dtype_name(mcp_dtype d) { return dtype_lookup(d).name; }
 int mcp_dtype_size(mcp_dtype d) { return dtype_lookup(d).size; }
+const char *mcp_dtype_oip_name(mcp_dtype d) { return dtype_lookup(d).oip; }
+
+mcp_dtype mcp_dtype_from_name(const char *name)
+{
+    if (!name) return MCP_DTYPE_UNDEFINED;
+    for (int d = 1; d < MCP_DTYPE_COUNT; d++)
+        if (strcmp(dtypes[d].name, name) == 0 || (dtypes[d].oip && strcmp(dtypes[d].oip, name) == 0))
+            return (mcp_dtype)d;
+    return MCP_DTYPE_UNDEFINED;
+}
 
 bool mcp_dtype_is_float(mcp_dtype d)
 {

@@ -194,7 +194,7 @@ static void check_same_numbers(int line, mb_model *m, int n_in, const int64_t *c
         opt_s.threads = 1;
         snprintf(opt_s.backend, sizeof opt_s.backend, "ref");
         for (int i = 0; i < n_out; i++) opt[i] = mcp_value_new();
-        st = mcp__exec_graph(&opt_s, g, NULL, ins, opt, &err);
+        st = mcp__exec_graph(&opt_s, g, ins, opt, &err);
     }
     tu_checks++;
     if (st != MCP_STATUS_OK) {

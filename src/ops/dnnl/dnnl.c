@@ -3,6 +3,7 @@
  */
 #include <omp.h>
 #include <pthread.h>
+#include <math.h>
 #include <string.h>
 
 #include "ops/dnnl/dnnl_util.h"
@@ -224,12 +225,30 @@ dnnl_status_t mcp__dnnl_reorder_create(const dnnl_memory_desc_t *from,
 static const dnnl_format_tag_t plain_tags[] = {dnnl_a, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd,
                                                dnnl_abcde, dnnl_abcdef};
 
-dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims)
+dnnl_data_type_t mcp__dnnl_dt(mcp_dtype d)
 {
-    if (rank < 0 || rank > 6) return dnnl_invalid_arguments;
+    switch (d) {
+    case MCP_DTYPE_FLOAT: return dnnl_f32;
+    case MCP_DTYPE_UINT8: return dnnl_u8;
+    case MCP_DTYPE_INT8: return dnnl_s8;
+    case MCP_DTYPE_INT32: return dnnl_s32;
+    case MCP_DTYPE_BFLOAT16: return dnnl_bf16;
+    case MCP_DTYPE_FLOAT16: return dnnl_f16;
+    default: return dnnl_data_type_undef;
+    }
+}
+
+dnnl_status_t mcp__dnnl_plain_md_dt(dnnl_memory_desc_t *md, int rank, const int64_t *dims, dnnl_data_type_t dt)
+{
+    if (rank < 0 || rank > 6 || dt == dnnl_data_type_undef) return dnnl_invalid_arguments;
     dnnl_dims_t d = {1};
     for (int i = 0; i < rank; i++) d[i] = dims[i];
-    return dnnl_memory_desc_init_by_tag(md, rank ? rank : 1, d, dnnl_f32, plain_tags[rank]);
+    return dnnl_memory_desc_init_by_tag(md, rank ? rank : 1, d, dt, plain_tags[rank]);
+}
+
+dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims)
+{
+    return mcp__dnnl_plain_md_dt(md, rank, dims, dnnl_f32);
 }
 
 static mcp_status format_to_plain(const mcp_format *base, const void *src, void *dst, mcp_err *err)
@@ -254,7 +273,7 @@ mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *m
 {
     memset(f, 0, sizeof *f);
     f->md = *md;
-    dnnl_status_t s = mcp__dnnl_plain_md(&f->plain_md, rank, dims);
+    dnnl_status_t s = mcp__dnnl_plain_md_dt(&f->plain_md, rank, dims, md->data_type);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
     f->is_plain = dnnl_memory_desc_equal(md, &f->plain_md);
     if (f->is_plain) return MCP_STATUS_OK;
@@ -284,7 +303,7 @@ bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md)
         *md = ((const mcp_dnnl_format *)t->format)->md;
         return true;
     }
-    return mcp__dnnl_plain_md(md, t->rank, t->dims) == dnnl_success;
+    return mcp__dnnl_plain_md_dt(md, t->rank, t->dims, mcp__dnnl_dt(t->dtype)) == dnnl_success;
 }
 
 bool mcp__dnnl_like(const dnnl_memory_desc_t *ref, int rank, const int64_t *dims, dnnl_memory_desc_t *out)
@@ -569,6 +588,51 @@ mcp_status mcp__dnnl_fallback_run(mcp_kernel_ctx *ctx, const mcp_dnnl_fallback *
     return fb->k->run(&sub);
 }
 
+/* ---- int8 ---- */
+
+/* True where oneDNN's int8 kernels are exact: the CPU has VNNI. */
+bool mcp__dnnl_has_vnni(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+           (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+}
+
+bool mcp__dnnl_is_int8(mcp_dtype d) { return d == MCP_DTYPE_UINT8 || d == MCP_DTYPE_INT8; }
+
+/* A float32 initializer holding 1 value, or `n` when n > 1. */
+bool mcp__dnnl_scale_ok(const mcp_tensor *t, int64_t n)
+{
+    if (!t || t->dtype != MCP_DTYPE_FLOAT || t->rank > 1) return false;
+    int64_t c = mcp_tensor_numel(t);
+    if (c != 1 && c != n) return false;
+    for (int64_t i = 0; i < c; i++) {
+        float v = ((const float *)t->data)[i];
+        if (!(v > 0.0f) || !isfinite(v)) return false;
+    }
+    return true;
+}
+
+/* A zero point input (absent, or a tensor of x's type whose size is 1). */
+bool mcp__dnnl_zp_input_ok(const mcp_node *node, const mcp_graph *graph, int i, mcp_dtype dt)
+{
+    const mcp_graph_value *v = mcp__dnnl_input(node, graph, i);
+    if (!v) return true;
+    if (v->type.kind != MCP_VALUE_TENSOR || v->type.is_optional || v->type.dtype != dt) return false;
+    return v->type.rank <= 1 && (v->type.rank == 0 || v->type.dims[0] == 1);
+}
+
+/* A zero point input's value as int32 (absent: 0); false when it is not
+ * one value of type dt. */
+bool mcp__dnnl_zp_value(const mcp_tensor *z, dnnl_data_type_t dt, int32_t *out)
+{
+    *out = 0;
+    if (!z) return true;
+    if (mcp__dnnl_dt(z->dtype) != dt || mcp_tensor_numel(z) != 1) return false;
+    *out = z->dtype == MCP_DTYPE_UINT8 ? ((const uint8_t *)z->data)[0] : ((const int8_t *)z->data)[0];
+    return true;
+}
+
 /* ---- activations as post-ops ---- */
 
 typedef struct eltwise_op {
@@ -578,45 +642,30 @@ typedef struct eltwise_op {
 
 bool mcp__dnnl_append_activation(const mcp_node *node, dnnl_post_ops_t po)
 {
-    const char *act = mcp_node_attr_string(node, "activation", NULL);
-    if (!act) return true;
-    int64_t np = 0;
-    const float *pp = mcp_node_attr_floats(node, "activation_params", &np);
-    float p0 = np > 0 ? pp[0] : 0.0f, p1 = np > 1 ? pp[1] : 0.0f;
+    mcp_act a;
+    if (mcp_node_activation(node, &a, NULL) != MCP_STATUS_OK) return false;
+    float p0 = a.params[0], p1 = a.params[1];
     eltwise_op ops[2];
     int n = 0;
-    if (strcmp(act, "Relu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_relu, 0.0f, 0.0f};
-    else if (strcmp(act, "LeakyRelu") == 0 && np == 1) ops[n++] = (eltwise_op){dnnl_eltwise_relu, p0, 0.0f};
-    else if (strcmp(act, "Clip") == 0 && np == 2) ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, p0, p1};
-    else if (strcmp(act, "Sigmoid") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_logistic, 0.0f, 0.0f};
-    else if (strcmp(act, "Tanh") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_tanh, 0.0f, 0.0f};
-    else if (strcmp(act, "Silu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_swish, 1.0f, 0.0f};
-    else if (strcmp(act, "Gelu") == 0) ops[n++] = (eltwise_op){dnnl_eltwise_gelu_erf, 0.0f, 0.0f};
-    else if (strcmp(act, "HardSigmoid") == 0 && np == 2) {
+    switch (a.kind) {
+    case MCP_ACTIVATION_NONE: return true;
+    case MCP_ACTIVATION_RELU: ops[n++] = (eltwise_op){dnnl_eltwise_relu, 0.0f, 0.0f}; break;
+    case MCP_ACTIVATION_LEAKYRELU: ops[n++] = (eltwise_op){dnnl_eltwise_relu, p0, 0.0f}; break;
+    case MCP_ACTIVATION_CLIP: ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, p0, p1}; break;
+    case MCP_ACTIVATION_SIGMOID: ops[n++] = (eltwise_op){dnnl_eltwise_logistic, 0.0f, 0.0f}; break;
+    case MCP_ACTIVATION_TANH: ops[n++] = (eltwise_op){dnnl_eltwise_tanh, 0.0f, 0.0f}; break;
+    case MCP_ACTIVATION_SILU: ops[n++] = (eltwise_op){dnnl_eltwise_swish, 1.0f, 0.0f}; break;
+    case MCP_ACTIVATION_GELU: ops[n++] = (eltwise_op){dnnl_eltwise_gelu_erf, 0.0f, 0.0f}; break;
+    case MCP_ACTIVATION_HARDSIGMOID:
         ops[n++] = (eltwise_op){dnnl_eltwise_linear, p0, p1};
         ops[n++] = (eltwise_op){dnnl_eltwise_clip_v2, 0.0f, 1.0f};
-    } else return false;
+        break;
+    case MCP_ACTIVATION_COUNT: return false;
+    }
     for (int i = 0; po && i < n; i++)
         if (dnnl_post_ops_append_eltwise(po, 1.0f, ops[i].alg, ops[i].alpha, ops[i].beta) != dnnl_success)
             return false;
     return true;
-}
-
-bool mcp__dnnl_release_plain_input(const mcp_kernel_def *k, void *state, int input, bool commit)
-{
-    if (k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel)
-        return mcp__dnnl_conv_release_plain(state, input, commit);
-    if (k == &mcp__dnnl_gemm_kernel || k == &mcp__dnnl_fused_gemm_kernel || k == &mcp__dnnl_matmul_kernel ||
-        k == &mcp__dnnl_fused_matmul_kernel)
-        return mcp__dnnl_mm_release_plain(state, input, commit);
-    return false;
-}
-
-bool mcp__dnnl_accepts_formats(const mcp_kernel_def *k)
-{
-    return k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel ||
-           k == &mcp__dnnl_pool_kernel || k == &mcp__dnnl_binary_kernel ||
-           k == &mcp__dnnl_concat_kernel || k == &mcp__dnnl_eltwise_kernel || k == &mcp__dnnl_deconv_kernel;
 }
 
 static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph *graph)
@@ -636,6 +685,10 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     if (strcmp(node->domain, "") != 0) return NULL;
     if (strcmp(node->op_type, "Conv") == 0)
         return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_conv_kernel : NULL;
+    if (strcmp(node->op_type, "QLinearConv") == 0)
+        return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_qlinear_conv_kernel : NULL;
+    if (strcmp(node->op_type, "ConvInteger") == 0)
+        return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_conv_integer_kernel : NULL;
     if (strcmp(node->op_type, "Gemm") == 0)
         return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_gemm_kernel : NULL;
     if (strcmp(node->op_type, "MatMul") == 0)

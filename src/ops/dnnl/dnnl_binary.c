@@ -341,8 +341,10 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_binary_kernel = {
-    "", "Binary", 7, 0, binary_run, NULL, binary_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "Binary", 7, 0, binary_run, NULL, binary_prepare, mcp__dnnl_cached_free),
+    .reads_formats = true,
 };
 const mcp_kernel_def mcp__dnnl_concat_kernel = {
-    "", "Concat", 4, 0, concat_run, NULL, binary_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "Concat", 4, 0, concat_run, NULL, binary_prepare, mcp__dnnl_cached_free),
+    .reads_formats = true,
 };

@@ -3,6 +3,17 @@
  * dilations, auto_pad and bias; FusedConv adds the residual Sum input as a
  * sum post-op and its activation as eltwise post-ops (see graph.h).
  *
+ * QLinearConv and ConvInteger run as oneDNN int8 convolutions: u8 or s8
+ * activations with their zero point (read at run time), s8 weights (u8
+ * weights with zero point 128 become s8 at load, exactly), s32 bias, and
+ * for QLinearConv the requantization x_scale * w_scale[c] / y_scale as
+ * output scales (per tensor or per output channel) with y's zero point;
+ * ConvInteger writes the s32 accumulator. Only where the CPU has VNNI
+ * (vpdpbusd): elsewhere oneDNN multiplies u8 by s8 into saturating 16-bit
+ * pairs, or halves the weights to avoid it, and the answers would depend on
+ * the CPU; those machines use the reference kernels. Nonzero weight zero
+ * points (after the u8 shift) also stay with the reference kernels.
+ *
  * The weights must be an initializer. Primitives are built per input shape
  * (at load when X's shape is static, else on first use; up to CONV_CACHE_MAX
  * shapes per node, under a mutex; primitives execute outside it) with
@@ -13,6 +24,7 @@
  * output), else reordered. Past the cache, a primitive over plain layouts is
  * built per call.
  */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -26,6 +38,17 @@ static const char *const conv_attrs[] = {"auto_pad", "dilations", "group", "kern
 static const char *const fused_conv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
                                                "pads", "strides", "activation",
                                                "activation_params", NULL};
+
+/* QLinearConv / ConvInteger: what differs from an fp32 convolution. */
+typedef struct conv_quant {
+    bool on;
+    bool requant;                    /* QLinearConv: scaled to y's type */
+    dnnl_data_type_t src_dt, dst_dt; /* u8/s8; u8/s8 or s32 */
+    int x_zp_in, y_zp_in;            /* inputs holding the zero points, -1: none */
+    int n_scales;                    /* 1, or one per output channel */
+    float *scales;                   /* x_scale * w_scale[c] / y_scale */
+    mcp_tensor w8;                   /* s8 weights shifted from u8, owned; else unset */
+} conv_quant;
 
 /* Attributes of one Conv node, parsed once. */
 typedef struct conv_params {
@@ -50,6 +73,8 @@ typedef struct conv_state {
     const mcp_node *node; /* for the post-ops; the graph outlives the state */
     conv_params p;
     const mcp_tensor *w;
+    int w_in, b_in; /* inputs holding the weights and the bias */
+    conv_quant q;
     bool has_bias, has_sum;
     bool blocked_batch1; /* the graph concatenates convolutions' channels */
     mcp_dnnl_packed packed; /* written under lock (or at load), before publishing */
@@ -84,8 +109,12 @@ static bool parse_params(const mcp_node *node, const mcp_tensor *w, conv_params 
     return p->group > 0 && w->dims[0] % p->group == 0 && w->dims[0] > 0 && w->dims[1] > 0;
 }
 
+static bool qconv_supported(const mcp_node *node, const mcp_graph *graph);
+
 bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph)
 {
+    if (strcmp(node->op_type, "QLinearConv") == 0 || strcmp(node->op_type, "ConvInteger") == 0)
+        return node->domain[0] == '\0' && qconv_supported(node, graph);
     bool fused = strcmp(node->op_type, "FusedConv") == 0;
     if (node->n_inputs < 2 || node->n_inputs > (fused ? 4 : 3) || node->n_outputs != 1) return false;
     if (!mcp__dnnl_attrs_within(node, fused ? fused_conv_attrs : conv_attrs)) return false;
@@ -105,6 +134,52 @@ bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph)
     if (!parse_params(node, w, &p)) return false;
     if (x->type.dims[1] >= 0 && x->type.dims[1] != w->dims[1] * p.group) return false;
     return true;
+}
+
+/* The weights' zero point (input zi, an initializer or absent) is 0 for s8
+ * weights, 128 for u8 ones (then shifted to s8), per tensor or channel. */
+static bool weight_zp_ok(const mcp_node *node, const mcp_graph *graph, int zi, const mcp_tensor *w)
+{
+    const mcp_tensor *z = mcp__dnnl_initializer(node, graph, zi);
+    if (!z) return mcp__dnnl_input(node, graph, zi) == NULL && w->dtype == MCP_DTYPE_INT8;
+    if (z->dtype != w->dtype || z->rank > 1) return false;
+    int64_t c = mcp_tensor_numel(z);
+    if (c != 1 && c != w->dims[0]) return false;
+    for (int64_t i = 0; i < c; i++) {
+        int v = w->dtype == MCP_DTYPE_UINT8 ? ((const uint8_t *)z->data)[i] : ((const int8_t *)z->data)[i];
+        if (v != (w->dtype == MCP_DTYPE_UINT8 ? 128 : 0)) return false;
+    }
+    return true;
+}
+
+static bool qconv_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    bool ql = strcmp(node->op_type, "QLinearConv") == 0;
+    if (node->n_outputs != 1 || (ql ? node->n_inputs < 8 || node->n_inputs > 9 : node->n_inputs < 2 || node->n_inputs > 4))
+        return false;
+    if (!mcp__dnnl_attrs_within(node, conv_attrs) || !mcp__dnnl_has_vnni()) return false;
+    int wi = ql ? 3 : 1;
+    const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
+    const mcp_tensor *w = mcp__dnnl_initializer(node, graph, wi);
+    if (!x || x->type.kind != MCP_VALUE_TENSOR || x->type.is_optional || !mcp__dnnl_is_int8(x->type.dtype) || x->type.rank != 4)
+        return false;
+    if (!w || !mcp__dnnl_is_int8(w->dtype) || w->rank != 4 || !weight_zp_ok(node, graph, wi + 2, w)) return false;
+    if (!mcp__dnnl_zp_input_ok(node, graph, 2, x->type.dtype)) return false;
+    if (ql) {
+        if (!mcp__dnnl_scale_ok(mcp__dnnl_initializer(node, graph, 1), 1) ||
+            !mcp__dnnl_scale_ok(mcp__dnnl_initializer(node, graph, 4), w->dims[0]) ||
+            !mcp__dnnl_scale_ok(mcp__dnnl_initializer(node, graph, 6), 1))
+            return false;
+        const mcp_graph_value *yz = mcp__dnnl_input(node, graph, 7);
+        if (yz && !mcp__dnnl_zp_input_ok(node, graph, 7, yz->type.dtype)) return false;
+        if (yz && !mcp__dnnl_is_int8(yz->type.dtype)) return false;
+        const mcp_graph_value *b = mcp__dnnl_input(node, graph, 8);
+        if (b && (b->type.kind != MCP_VALUE_TENSOR || b->type.dtype != MCP_DTYPE_INT32 || b->type.rank != 1))
+            return false;
+    }
+    conv_params p;
+    if (!parse_params(node, w, &p)) return false;
+    return x->type.dims[1] < 0 || x->type.dims[1] == w->dims[1] * p.group;
 }
 
 /* Output size and pads for input in[4]; false when the window does not fit. */
@@ -149,20 +224,38 @@ static dnnl_status_t plain_weights_md(const conv_state *st, dnnl_memory_desc_t *
 {
     const mcp_tensor *w = st->w;
     int64_t g = st->p.group;
+    dnnl_data_type_t dt = st->q.on ? dnnl_s8 : dnnl_f32;
     if (g == 1) {
         dnnl_dims_t d = {w->dims[0], w->dims[1], w->dims[2], w->dims[3]};
-        return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32,
+        return dnnl_memory_desc_init_by_tag(md, 4, d, dt,
                                             tag_or_any == dnnl_format_tag_any ? tag_or_any : dnnl_oihw);
     }
     dnnl_dims_t d = {g, w->dims[0] / g, w->dims[1], w->dims[2], w->dims[3]};
-    return dnnl_memory_desc_init_by_tag(md, 5, d, dnnl_f32,
+    return dnnl_memory_desc_init_by_tag(md, 5, d, dt,
                                         tag_or_any == dnnl_format_tag_any ? tag_or_any : dnnl_goihw);
 }
 
-/* Primitive attributes: user scratchpad, then Sum and the activation. */
+/* Primitive attributes: user scratchpad, then Sum and the activation; for
+ * the int8 convolutions the output scales and the zero points (given at
+ * run time). */
 static dnnl_status_t conv_attr(const conv_state *st, dnnl_primitive_attr_t *attr)
 {
     dnnl_status_t s = mcp__dnnl_attr_create(attr);
+    if (s == dnnl_success && st->q.on) {
+        const int32_t rt = DNNL_RUNTIME_S32_VAL;
+        if (st->q.requant)
+            s = dnnl_primitive_attr_set_output_scales(*attr, st->q.n_scales, st->q.n_scales > 1 ? 1 << 1 : 0,
+                                                      st->q.scales);
+        if (s == dnnl_success && st->q.x_zp_in >= 0)
+            s = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &rt);
+        if (s == dnnl_success && st->q.y_zp_in >= 0)
+            s = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &rt);
+        if (s != dnnl_success) {
+            dnnl_primitive_attr_destroy(*attr);
+            *attr = NULL;
+        }
+        return s;
+    }
     if (s != dnnl_success || strcmp(st->node->op_type, "FusedConv") != 0) return s;
     dnnl_post_ops_t po = NULL;
     s = dnnl_post_ops_create(&po);
@@ -230,8 +323,9 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     dnnl_dims_t strides = {st->p.stride[0], st->p.stride[1]};
     dnnl_dims_t dil = {st->p.dil[0] - 1, st->p.dil[1] - 1};
     dnnl_dims_t padl = {pl[0], pl[1]}, padr = {pr[0], pr[1]};
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src_md, 4, sd, dnnl_f32, dnnl_nchw);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, dnnl_f32, dnnl_nchw);
+    dnnl_data_type_t sdt = st->q.on ? st->q.src_dt : dnnl_f32, ddt = st->q.on ? st->q.dst_dt : dnnl_f32;
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src_md, 4, sd, sdt, dnnl_nchw);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, ddt, dnnl_nchw);
     /* With a batch, the channel-blocked layout's kernels beat what oneDNN
      * picks by itself (channels-last brgconv) by 5-20% on the bench CNNs at
      * batch 8. At batch 1 oneDNN's own pick is as fast (ResNet-50: 4%
@@ -244,12 +338,13 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
      * reference kernel for the blocked layout. */
     int64_t g = st->p.group, icg = in[1] / g, ocg = out[1] / g;
     bool group_ok = g == 1 || (icg == 1 && ocg == 1) || (icg % 16 == 0 && ocg % 16 == 0);
-    bool blocked = group_ok && (in[0] >= 2 || st->blocked_batch1);
+    /* int8: oneDNN's own pick (channels-last). */
+    bool blocked = group_ok && !st->q.on && (in[0] >= 2 || st->blocked_batch1);
     dnnl_format_tag_t src_tag = blocked && in[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
     dnnl_format_tag_t dst_tag = blocked && out[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, src_tag);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, dst_tag);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, sdt, src_tag);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, ddt, dst_tag);
+    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, st->q.on ? dnnl_s32 : dnnl_f32, dnnl_a);
     if (s == dnnl_success) s = plain_weights_md(st, &wplain_md, dnnl_format_tag_undef);
     if (s == dnnl_success) s = plain_weights_md(st, &wany_md, dnnl_format_tag_any);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
@@ -274,10 +369,14 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     return rs;
 }
 
-bool mcp__dnnl_conv_release_plain(void *state, int input, bool commit)
+/* The plain weights (input 1) may go once the packed copy exists: it
+ * serves every later primitive. */
+static bool conv_release_plain(void *state, int input, bool commit)
 {
     conv_state *st = state;
-    if (!st || input != 1 || !st->packed.have) return false;
+    if (!st || input != st->w_in) return false;
+    if (st->q.w8.data) return true; /* the shifted copy serves */
+    if (!st->packed.have) return false;
     if (commit) st->plain_gone = true;
     return true;
 }
@@ -288,6 +387,8 @@ static void conv_release(void *state)
     if (!st) return;
     for (int i = 0; i < st->n_prims; i++) conv_prim_release(&st->prims[i]);
     mcp__dnnl_packed_release(&st->packed);
+    mcp_free(st->q.scales);
+    mcp_tensor_release(&st->q.w8);
     pthread_mutex_destroy(&st->lock);
     mcp_free(st);
 }
@@ -312,6 +413,46 @@ static bool concatenates_convs(const mcp_graph *graph)
     return false;
 }
 
+/* The int8 convolutions' part of the state (see qconv_supported). */
+static mcp_status qconv_prepare(conv_state *st, const mcp_node *node, const mcp_graph *graph, mcp_err *err)
+{
+    bool ql = strcmp(node->op_type, "QLinearConv") == 0;
+    conv_quant *q = &st->q;
+    q->on = true;
+    q->requant = ql;
+    st->w_in = ql ? 3 : 1;
+    st->b_in = ql ? 8 : -1;
+    const mcp_tensor *w = mcp__dnnl_initializer(node, graph, st->w_in);
+    const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
+    q->src_dt = mcp__dnnl_dt(x->type.dtype);
+    q->x_zp_in = mcp__dnnl_input(node, graph, 2) ? 2 : -1;
+    if (ql) {
+        const mcp_graph_value *yz = mcp__dnnl_input(node, graph, 7);
+        q->y_zp_in = yz ? 7 : -1;
+        q->dst_dt = yz ? mcp__dnnl_dt(yz->type.dtype) : dnnl_u8;
+        const mcp_tensor *xs = mcp__dnnl_initializer(node, graph, 1), *ws = mcp__dnnl_initializer(node, graph, 4),
+                         *ys = mcp__dnnl_initializer(node, graph, 6);
+        q->n_scales = (int)mcp_tensor_numel(ws);
+        q->scales = mcp_malloc(sizeof *q->scales * (size_t)q->n_scales);
+        if (!q->scales) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        /* As the reference kernel forms it: (x_scale * w_scale) / y_scale in float. */
+        for (int c = 0; c < q->n_scales; c++)
+            q->scales[c] = ((const float *)xs->data)[0] * ((const float *)ws->data)[c] / ((const float *)ys->data)[0];
+    } else {
+        q->dst_dt = dnnl_s32;
+    }
+    st->w = w;
+    if (w->dtype == MCP_DTYPE_UINT8) {
+        /* w - 128 with zero point 0: the same products, as s8. */
+        if (mcp_tensor_alloc(&q->w8, MCP_DTYPE_INT8, w->rank, w->dims, err) != MCP_STATUS_OK) return MCP_STATUS_OUT_OF_MEMORY;
+        const uint8_t *from = w->data;
+        int8_t *to = q->w8.data;
+        for (int64_t i = 0, n = mcp_tensor_numel(w); i < n; i++) to[i] = (int8_t)((int)from[i] - 128);
+        st->w = &q->w8;
+    }
+    return MCP_STATUS_OK;
+}
+
 static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, void **state,
                                mcp_err *err)
 {
@@ -321,9 +462,20 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     if (!st) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     pthread_mutex_init(&st->lock, NULL);
     st->node = node;
-    st->w = mcp__dnnl_initializer(node, graph, 1);
-    st->has_bias = mcp__dnnl_input(node, graph, 2) != NULL;
-    st->has_sum = mcp__dnnl_input(node, graph, 3) != NULL;
+    st->w_in = 1;
+    st->b_in = 2;
+    st->q.x_zp_in = st->q.y_zp_in = -1;
+    if (strcmp(node->op_type, "QLinearConv") == 0 || strcmp(node->op_type, "ConvInteger") == 0) {
+        mcp_status qs = qconv_prepare(st, node, graph, err);
+        if (qs != MCP_STATUS_OK) {
+            conv_release(st);
+            return qs;
+        }
+    } else {
+        st->w = mcp__dnnl_initializer(node, graph, 1);
+        st->has_sum = mcp__dnnl_input(node, graph, 3) != NULL;
+    }
+    st->has_bias = mcp__dnnl_input(node, graph, st->b_in) != NULL;
     st->blocked_batch1 = concatenates_convs(graph);
     if (!st->w || !parse_params(node, st->w, &st->p)) {
         conv_release(st);
@@ -371,17 +523,32 @@ static mcp_status conv_lookup(mcp_kernel_ctx *ctx, conv_state *st, const int64_t
 static mcp_status conv_run(mcp_kernel_ctx *ctx)
 {
     conv_state *st = ctx->state;
-    const mcp_tensor *x = mcp_kin(ctx, 0), *b = mcp_kin(ctx, 2), *sum = mcp_kin(ctx, 3);
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
-    if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank != 4)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' must be a 4-D float tensor");
+    const mcp_tensor *x = mcp_kin(ctx, 0), *b = st->has_bias ? mcp_kin(ctx, st->b_in) : NULL;
+    const mcp_tensor *sum = st->has_sum ? mcp_kin(ctx, 3) : NULL;
+    const conv_quant *q = &st->q;
+    mcp_dtype in_dt = MCP_DTYPE_FLOAT, out_dt = MCP_DTYPE_FLOAT, bias_dt = MCP_DTYPE_FLOAT;
+    int32_t zp[2] = {0, 0}; /* x's, y's */
+    if (q->on) {
+        in_dt = q->src_dt == dnnl_u8 ? MCP_DTYPE_UINT8 : MCP_DTYPE_INT8;
+        out_dt = q->dst_dt == dnnl_u8 ? MCP_DTYPE_UINT8 : q->dst_dt == dnnl_s8 ? MCP_DTYPE_INT8 : MCP_DTYPE_INT32;
+        bias_dt = MCP_DTYPE_INT32;
+        if (!mcp__dnnl_zp_value(q->x_zp_in >= 0 ? mcp_kin(ctx, q->x_zp_in) : NULL, q->src_dt, &zp[0]))
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'x_zero_point' must be one %s value",
+                             mcp_dtype_name(in_dt));
+        if (!mcp__dnnl_zp_value(q->y_zp_in >= 0 ? mcp_kin(ctx, q->y_zp_in) : NULL, q->dst_dt, &zp[1]))
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'y_zero_point' must be one %s value",
+                             mcp_dtype_name(out_dt));
+    }
+    if (!x || x->dtype != in_dt || x->rank != 4)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' must be a 4-D %s tensor", mcp_dtype_name(in_dt));
     if (x->dims[1] != st->w->dims[1] * st->p.group)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'X' has %lld channels, expected %lld", (long long)x->dims[1],
                          (long long)(st->w->dims[1] * st->p.group));
-    if (st->has_bias && (!b || b->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(b) != st->w->dims[0]))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'B' must hold %lld floats",
-                         (long long)st->w->dims[0]);
+    if (st->has_bias && (!b || b->dtype != bias_dt || mcp_tensor_numel(b) != st->w->dims[0]))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'B' must hold %lld %s values",
+                         (long long)st->w->dims[0], mcp_dtype_name(bias_dt));
     int64_t out[4], pl[2], pr[2];
     if (!conv_geometry(&st->p, x->dims, out, pl, pr))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
@@ -391,7 +558,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
                         memcmp(sum->dims, out, sizeof out) != 0))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'Sum' must be a float tensor of the output's shape");
-    if (mcp_shape_numel(4, out) == 0) return mcp_kout(ctx, 0, MCP_DTYPE_FLOAT, 4, out) ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+    if (mcp_shape_numel(4, out) == 0) return mcp_kout(ctx, 0, out_dt, 4, out) ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
 
     conv_prim local;
     const conv_prim *cp = NULL;
@@ -401,7 +568,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         mcp__dnnl_serial_end(prev_threads);
         return rs;
     }
-    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, mcp__dnnl_format_of(&cp->dst));
+    mcp_tensor *y = mcp_kout_format(ctx, 0, out_dt, 4, out, mcp__dnnl_format_of(&cp->dst));
     if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
     if (rs == MCP_STATUS_OK && st->has_sum) rs = mcp__dnnl_reorder_into(ctx, sum, &cp->dst.md, y->data);
 
@@ -432,23 +599,32 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         src = sbuf;
     }
 
-    dnnl_memory_desc_t bias_md;
-    dnnl_dims_t bd = {out[1]};
-    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL}; /* src, weights, dst, bias */
-    if (rs == MCP_STATUS_OK && dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a) != dnnl_success)
+    dnnl_memory_desc_t bias_md, zp_md;
+    dnnl_dims_t bd = {out[1]}, one = {1};
+    dnnl_memory_t mem[6] = {NULL, NULL, NULL, NULL, NULL, NULL}; /* src, weights, dst, bias, zero points */
+    if (rs == MCP_STATUS_OK &&
+        (dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, mcp__dnnl_dt(bias_dt), dnnl_a) != dnnl_success ||
+         dnnl_memory_desc_init_by_tag(&zp_md, 1, one, dnnl_s32, dnnl_a) != dnnl_success))
         rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->smd, src, &mem[0]);
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->wmd, cp->wdata, &mem[1]);
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->dst.md, y->data, &mem[2]);
-    if (rs == MCP_STATUS_OK && st->has_bias) rs = mcp__dnnl_wrap(ctx, &bias_md, b->data, &mem[3]);
-    if (rs == MCP_STATUS_OK) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
-                                   {DNNL_ARG_WEIGHTS, mem[1]},
-                                   {DNNL_ARG_DST, mem[2]},
-                                   {DNNL_ARG_BIAS, mem[3]}};
-        rs = mcp__dnnl_execute(ctx, cp->prim, st->has_bias ? 4 : 3, args);
+    dnnl_exec_arg_t args[6] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    int nargs = 3;
+    if (rs == MCP_STATUS_OK && st->has_bias) {
+        rs = mcp__dnnl_wrap(ctx, &bias_md, b->data, &mem[3]);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem[3]};
     }
-    for (int i = 0; i < 4; i++)
+    if (rs == MCP_STATUS_OK && q->x_zp_in >= 0) {
+        rs = mcp__dnnl_wrap(ctx, &zp_md, &zp[0], &mem[4]);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mem[4]};
+    }
+    if (rs == MCP_STATUS_OK && q->y_zp_in >= 0) {
+        rs = mcp__dnnl_wrap(ctx, &zp_md, &zp[1], &mem[5]);
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, mem[5]};
+    }
+    if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, cp->prim, nargs, args);
+    for (int i = 0; i < 6; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     mcp_free(heap);
     if (cp == &local) conv_prim_release(&local);
@@ -457,8 +633,18 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_conv_kernel = {
-    "", "Conv", 1, 0, conv_run, NULL, conv_prepare, conv_release,
+    MCP_KERNEL_FIELDS("", "Conv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
+    .reads_formats = true, .release_plain_input = conv_release_plain,
 };
 const mcp_kernel_def mcp__dnnl_fused_conv_kernel = {
-    MCP_DOMAIN_INTERNAL, "FusedConv", 1, 0, conv_run, NULL, conv_prepare, conv_release,
+    MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedConv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
+    .reads_formats = true, .release_plain_input = conv_release_plain,
+};
+const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel = {
+    MCP_KERNEL_FIELDS("", "QLinearConv", 10, 0, conv_run, NULL, conv_prepare, conv_release),
+    .reads_formats = true, .release_plain_input = conv_release_plain,
+};
+const mcp_kernel_def mcp__dnnl_conv_integer_kernel = {
+    MCP_KERNEL_FIELDS("", "ConvInteger", 10, 0, conv_run, NULL, conv_prepare, conv_release),
+    .reads_formats = true, .release_plain_input = conv_release_plain,
 };

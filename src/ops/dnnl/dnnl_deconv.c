@@ -144,5 +144,6 @@ static mcp_status deconv_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_deconv_kernel = {
-    "", "ConvTranspose", 1, 0, deconv_run, NULL, deconv_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "ConvTranspose", 1, 0, deconv_run, NULL, deconv_prepare, mcp__dnnl_cached_free),
+    .reads_formats = true,
 };

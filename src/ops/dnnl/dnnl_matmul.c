@@ -229,7 +229,7 @@ static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_p
     return rs;
 }
 
-bool mcp__dnnl_mm_release_plain(void *state, int input, bool commit)
+static bool mm_release_plain(void *state, int input, bool commit)
 {
     mm_state *st = state;
     /* Batched (3-D and up) initializers are read plain. */
@@ -484,14 +484,18 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_gemm_kernel = {
-    "", "Gemm", 7, 0, mm_run, NULL, mm_prepare, mm_release,
+    MCP_KERNEL_FIELDS("", "Gemm", 7, 0, mm_run, NULL, mm_prepare, mm_release),
+    .release_plain_input = mm_release_plain,
 };
 const mcp_kernel_def mcp__dnnl_fused_gemm_kernel = {
-    MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release,
+    MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release),
+    .release_plain_input = mm_release_plain,
 };
 const mcp_kernel_def mcp__dnnl_fused_matmul_kernel = {
-    MCP_DOMAIN_INTERNAL, "FusedMatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release,
+    MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedMatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
+    .release_plain_input = mm_release_plain,
 };
 const mcp_kernel_def mcp__dnnl_matmul_kernel = {
-    "", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release,
+    MCP_KERNEL_FIELDS("", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
+    .release_plain_input = mm_release_plain,
 };

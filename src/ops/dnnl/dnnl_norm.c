@@ -225,11 +225,12 @@ static mcp_status softmax_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_eltwise_kernel = {
-    "", "Eltwise", 1, 0, elt_run, NULL, elt_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "Eltwise", 1, 0, elt_run, NULL, elt_prepare, mcp__dnnl_cached_free),
+    .reads_formats = true,
 };
 const mcp_kernel_def mcp__dnnl_layernorm_kernel = {
-    "", "LayerNormalization", 1, 0, ln_run, NULL, elt_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "LayerNormalization", 1, 0, ln_run, NULL, elt_prepare, mcp__dnnl_cached_free),
 };
 const mcp_kernel_def mcp__dnnl_softmax_kernel = {
-    "", "Softmax", 1, 0, softmax_run, NULL, elt_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "Softmax", 1, 0, softmax_run, NULL, elt_prepare, mcp__dnnl_cached_free),
 };

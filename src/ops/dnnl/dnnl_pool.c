@@ -179,5 +179,6 @@ static mcp_status pool_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_pool_kernel = {
-    "", "*Pool", 1, 0, pool_run, NULL, pool_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "*Pool", 1, 0, pool_run, NULL, pool_prepare, mcp__dnnl_cached_free),
+    .reads_formats = true,
 };

@@ -131,5 +131,5 @@ static mcp_status tr_run(mcp_kernel_ctx *ctx)
 }
 
 const mcp_kernel_def mcp__dnnl_transpose_kernel = {
-    "", "Transpose", 1, 0, tr_run, NULL, tr_prepare, mcp__dnnl_cached_free,
+    MCP_KERNEL_FIELDS("", "Transpose", 1, 0, tr_run, NULL, tr_prepare, mcp__dnnl_cached_free),
 };

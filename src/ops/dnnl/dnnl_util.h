@@ -94,9 +94,12 @@ typedef struct mcp_dnnl_format {
     bool is_plain;
 } mcp_dnnl_format;
 
-/* Plain row-major f32 descriptor for (rank, dims). */
+/* oneDNN's data type for d; dnnl_data_type_undef where it has none. */
+dnnl_data_type_t mcp__dnnl_dt(mcp_dtype d);
+/* Plain row-major descriptor for (rank, dims): f32, or of type dt. */
 dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t *dims);
-/* Initializes f for md, a layout of the f32 tensor (rank, dims). */
+dnnl_status_t mcp__dnnl_plain_md_dt(dnnl_memory_desc_t *md, int rank, const int64_t *dims, dnnl_data_type_t dt);
+/* Initializes f for md, a layout of the tensor (rank, dims) of md's type. */
 mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *md, int rank,
                                  const int64_t *dims, mcp_err *err);
 void mcp__dnnl_format_release(mcp_dnnl_format *f);
@@ -219,11 +222,19 @@ void mcp__dnnl_packed_release(mcp_dnnl_packed *pk);
 mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, const dnnl_memory_desc_t *plain_md,
                                  const void *plain, const dnnl_memory_desc_t *wmd, mcp_dnnl_packed *own,
                                  const void **data, mcp_err *err);
-/* Whether a Conv / MatMul-family kernel state can do without the plain
- * initializer feeding `input` from now on (its packed copy serves every
- * later primitive); with `commit` it records that the plain data is gone. */
-bool mcp__dnnl_conv_release_plain(void *state, int input, bool commit);
-bool mcp__dnnl_mm_release_plain(void *state, int input, bool commit);
+/* int8 kernels (QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger).
+ * They run only where the CPU has VNNI (mcp__dnnl_has_vnni): without it
+ * oneDNN multiplies u8 by s8 into saturating 16-bit pairs, or halves the
+ * weights to avoid that, and results would depend on the CPU. */
+bool mcp__dnnl_has_vnni(void);
+bool mcp__dnnl_is_int8(mcp_dtype d);
+/* A positive, finite float32 initializer of 1 value, or of n when n > 1. */
+bool mcp__dnnl_scale_ok(const mcp_tensor *t, int64_t n);
+/* Input i is absent or a one-value tensor of type dt. */
+bool mcp__dnnl_zp_input_ok(const mcp_node *node, const mcp_graph *graph, int i, mcp_dtype dt);
+/* A zero point's value as int32 (z NULL: 0); false unless it is one value
+ * of oneDNN type dt. */
+bool mcp__dnnl_zp_value(const mcp_tensor *z, dnnl_data_type_t dt, int32_t *out);
 
 /* Post-ops for an internal op's `activation` / `activation_params`
  * (see graph.h). Returns false when the activation is not one oneDNN runs;
@@ -235,6 +246,8 @@ extern const mcp_kernel_def mcp__dnnl_conv_kernel;
 extern const mcp_kernel_def mcp__dnnl_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_conv_kernel;
+extern const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel;
+extern const mcp_kernel_def mcp__dnnl_conv_integer_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_pool_kernel;

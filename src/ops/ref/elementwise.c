@@ -98,49 +98,6 @@ static const char *ew_str_at(const void *data, int64_t i)
 
 /* ---- unary ops ---- */
 
-typedef enum ew_unary_op {
-    EW_U_ABS,
-    EW_U_NEG,
-    EW_U_SIGN,
-    EW_U_RECIPROCAL,
-    EW_U_FLOOR,
-    EW_U_CEIL,
-    EW_U_ROUND,
-    EW_U_SQRT,
-    EW_U_EXP,
-    EW_U_LOG,
-    EW_U_ERF,
-    EW_U_SIN,
-    EW_U_COS,
-    EW_U_TAN,
-    EW_U_ASIN,
-    EW_U_ACOS,
-    EW_U_ATAN,
-    EW_U_SINH,
-    EW_U_COSH,
-    EW_U_ASINH,
-    EW_U_ACOSH,
-    EW_U_ATANH,
-    EW_U_TANH,
-    EW_U_RELU,
-    EW_U_LEAKYRELU,
-    EW_U_ELU,
-    EW_U_SELU,
-    EW_U_CELU,
-    EW_U_SIGMOID,
-    EW_U_HARDSIGMOID,
-    EW_U_HARDSWISH,
-    EW_U_SOFTPLUS,
-    EW_U_SOFTSIGN,
-    EW_U_THRESHOLDEDRELU,
-    EW_U_SHRINK,
-    EW_U_GELU,
-    EW_U_ISINF,
-    EW_U_ISNAN,
-    EW_U_NOT,
-    EW_U_BITWISENOT,
-} ew_unary_op;
-
 enum {
     EW_UF_FLOAT = 1 << 0,    /* float inputs */
     EW_UF_INT = 1 << 1,      /* integer inputs, exact integer path */
@@ -149,6 +106,60 @@ enum {
     EW_UF_BOOL_IN = 1 << 4,  /* input must be bool (and nothing else) */
 };
 
+/* The unary ops: X(id, op type, first opset, in-place inputs (see
+ * mcp_kernel_def), flags). Their enum, their table and their kernel entries
+ * are all made from this list. */
+#define EW_UNARY_OPS(X) \
+    X(ABS, "Abs", 1, 1u, EW_UF_FLOAT | EW_UF_INT) \
+    X(NEG, "Neg", 1, 1u, EW_UF_FLOAT | EW_UF_INT) \
+    X(SIGN, "Sign", 9, 0u, EW_UF_FLOAT | EW_UF_INT) \
+    X(RECIPROCAL, "Reciprocal", 1, 1u, EW_UF_FLOAT) \
+    X(FLOOR, "Floor", 1, 0u, EW_UF_FLOAT) \
+    X(CEIL, "Ceil", 1, 0u, EW_UF_FLOAT) \
+    X(ROUND, "Round", 11, 0u, EW_UF_FLOAT) \
+    X(SQRT, "Sqrt", 1, 1u, EW_UF_FLOAT) \
+    X(EXP, "Exp", 1, 1u, EW_UF_FLOAT) \
+    X(LOG, "Log", 1, 1u, EW_UF_FLOAT) \
+    X(ERF, "Erf", 9, 1u, EW_UF_FLOAT | EW_UF_INT_F64) \
+    X(SIN, "Sin", 7, 0u, EW_UF_FLOAT) \
+    X(COS, "Cos", 7, 0u, EW_UF_FLOAT) \
+    X(TAN, "Tan", 7, 0u, EW_UF_FLOAT) \
+    X(ASIN, "Asin", 7, 0u, EW_UF_FLOAT) \
+    X(ACOS, "Acos", 7, 0u, EW_UF_FLOAT) \
+    X(ATAN, "Atan", 7, 0u, EW_UF_FLOAT) \
+    X(SINH, "Sinh", 9, 0u, EW_UF_FLOAT) \
+    X(COSH, "Cosh", 9, 0u, EW_UF_FLOAT) \
+    X(ASINH, "Asinh", 9, 0u, EW_UF_FLOAT) \
+    X(ACOSH, "Acosh", 9, 0u, EW_UF_FLOAT) \
+    X(ATANH, "Atanh", 9, 0u, EW_UF_FLOAT) \
+    X(TANH, "Tanh", 1, 1u, EW_UF_FLOAT) \
+    X(RELU, "Relu", 1, 1u, EW_UF_FLOAT | EW_UF_INT) \
+    X(LEAKYRELU, "LeakyRelu", 1, 1u, EW_UF_FLOAT) \
+    X(ELU, "Elu", 1, 1u, EW_UF_FLOAT) \
+    X(SELU, "Selu", 1, 0u, EW_UF_FLOAT) \
+    X(CELU, "Celu", 12, 0u, EW_UF_FLOAT) \
+    X(SIGMOID, "Sigmoid", 1, 1u, EW_UF_FLOAT) \
+    X(HARDSIGMOID, "HardSigmoid", 1, 1u, EW_UF_FLOAT) \
+    X(HARDSWISH, "HardSwish", 14, 1u, EW_UF_FLOAT) \
+    X(SOFTPLUS, "Softplus", 1, 1u, EW_UF_FLOAT) \
+    X(SOFTSIGN, "Softsign", 1, 0u, EW_UF_FLOAT) \
+    X(THRESHOLDEDRELU, "ThresholdedRelu", 10, 0u, EW_UF_FLOAT) \
+    X(SHRINK, "Shrink", 9, 0u, EW_UF_FLOAT | EW_UF_INT_F64) \
+    X(GELU, "Gelu", 20, 1u, EW_UF_FLOAT) \
+    X(ISINF, "IsInf", 10, 0u, EW_UF_FLOAT | EW_UF_BOOL_OUT) \
+    X(ISNAN, "IsNaN", 9, 0u, EW_UF_FLOAT | EW_UF_BOOL_OUT) \
+    X(NOT, "Not", 1, 0u, EW_UF_BOOL_IN) \
+    X(BITWISENOT, "BitwiseNot", 18, 0u, EW_UF_INT)
+
+typedef enum ew_unary_op {
+#define EW_U_ENUM(id, name, since, inplace, flags) EW_U_##id,
+    EW_UNARY_OPS(EW_U_ENUM)
+#undef EW_U_ENUM
+} ew_unary_op;
+#define EW_U_ONE(...) +1
+enum { EW_U_COUNT = 0 EW_UNARY_OPS(EW_U_ONE) };
+#undef EW_U_ONE
+
 typedef struct ew_unary_info {
     const char *name;
     ew_unary_op op;
@@ -156,47 +167,11 @@ typedef struct ew_unary_info {
 } ew_unary_info;
 
 static const ew_unary_info ew_unary_ops[] = {
-    {"Abs", EW_U_ABS, EW_UF_FLOAT | EW_UF_INT},
-    {"Neg", EW_U_NEG, EW_UF_FLOAT | EW_UF_INT},
-    {"Sign", EW_U_SIGN, EW_UF_FLOAT | EW_UF_INT},
-    {"Reciprocal", EW_U_RECIPROCAL, EW_UF_FLOAT},
-    {"Floor", EW_U_FLOOR, EW_UF_FLOAT},
-    {"Ceil", EW_U_CEIL, EW_UF_FLOAT},
-    {"Round", EW_U_ROUND, EW_UF_FLOAT},
-    {"Sqrt", EW_U_SQRT, EW_UF_FLOAT},
-    {"Exp", EW_U_EXP, EW_UF_FLOAT},
-    {"Log", EW_U_LOG, EW_UF_FLOAT},
-    {"Erf", EW_U_ERF, EW_UF_FLOAT | EW_UF_INT_F64},
-    {"Sin", EW_U_SIN, EW_UF_FLOAT},
-    {"Cos", EW_U_COS, EW_UF_FLOAT},
-    {"Tan", EW_U_TAN, EW_UF_FLOAT},
-    {"Asin", EW_U_ASIN, EW_UF_FLOAT},
-    {"Acos", EW_U_ACOS, EW_UF_FLOAT},
-    {"Atan", EW_U_ATAN, EW_UF_FLOAT},
-    {"Sinh", EW_U_SINH, EW_UF_FLOAT},
-    {"Cosh", EW_U_COSH, EW_UF_FLOAT},
-    {"Asinh", EW_U_ASINH, EW_UF_FLOAT},
-    {"Acosh", EW_U_ACOSH, EW_UF_FLOAT},
-    {"Atanh", EW_U_ATANH, EW_UF_FLOAT},
-    {"Tanh", EW_U_TANH, EW_UF_FLOAT},
-    {"Relu", EW_U_RELU, EW_UF_FLOAT | EW_UF_INT},
-    {"LeakyRelu", EW_U_LEAKYRELU, EW_UF_FLOAT},
-    {"Elu", EW_U_ELU, EW_UF_FLOAT},
-    {"Selu", EW_U_SELU, EW_UF_FLOAT},
-    {"Celu", EW_U_CELU, EW_UF_FLOAT},
-    {"Sigmoid", EW_U_SIGMOID, EW_UF_FLOAT},
-    {"HardSigmoid", EW_U_HARDSIGMOID, EW_UF_FLOAT},
-    {"HardSwish", EW_U_HARDSWISH, EW_UF_FLOAT},
-    {"Softplus", EW_U_SOFTPLUS, EW_UF_FLOAT},
-    {"Softsign", EW_U_SOFTSIGN, EW_UF_FLOAT},
-    {"ThresholdedRelu", EW_U_THRESHOLDEDRELU, EW_UF_FLOAT},
-    {"Shrink", EW_U_SHRINK, EW_UF_FLOAT | EW_UF_INT_F64},
-    {"Gelu", EW_U_GELU, EW_UF_FLOAT},
-    {"IsInf", EW_U_ISINF, EW_UF_FLOAT | EW_UF_BOOL_OUT},
-    {"IsNaN", EW_U_ISNAN, EW_UF_FLOAT | EW_UF_BOOL_OUT},
-    {"Not", EW_U_NOT, EW_UF_BOOL_IN},
-    {"BitwiseNot", EW_U_BITWISENOT, EW_UF_INT},
+#define EW_U_ROW(id, nm, since, inplace, fl) {nm, EW_U_##id, fl},
+    EW_UNARY_OPS(EW_U_ROW)
+#undef EW_U_ROW
 };
+_Static_assert(sizeof ew_unary_ops / sizeof ew_unary_ops[0] == EW_U_COUNT, "one row per unary op");
 
 /* Attribute values of the parametrized activations (all default to the
  * spec's defaults; attributes are float32 in ONNX). */
@@ -682,26 +657,34 @@ typedef struct ew_binary_info {
 
 #define EW_BF_NUM (EW_BF_FLOAT | EW_BF_INT)
 
+/* The binary ops with a table row: X(id, op type, first opset, in-place
+ * inputs, flags, input names). Their table and kernel entries are made from
+ * this list. */
+#define EW_BINARY_OPS(X) \
+    X(ADD, "Add", 1, 3u, EW_BF_NUM | EW_BF_LEGACY, "A", "B") \
+    X(SUB, "Sub", 1, 3u, EW_BF_NUM | EW_BF_LEGACY, "A", "B") \
+    X(MUL, "Mul", 1, 3u, EW_BF_NUM | EW_BF_LEGACY, "A", "B") \
+    X(DIV, "Div", 1, 3u, EW_BF_NUM | EW_BF_LEGACY, "A", "B") \
+    X(MOD, "Mod", 10, 0u, EW_BF_NUM, "A", "B") \
+    X(POW, "Pow", 1, 0u, EW_BF_NUM | EW_BF_MIXED | EW_BF_LEGACY, "X", "Y") \
+    X(PRELU, "PRelu", 1, 0u, EW_BF_NUM, "X", "slope") \
+    X(SHL, "BitShift", 11, 0u, EW_BF_UINT, "X", "Y") \
+    X(BITAND, "BitwiseAnd", 18, 0u, EW_BF_INT, "A", "B") \
+    X(BITOR, "BitwiseOr", 18, 0u, EW_BF_INT, "A", "B") \
+    X(BITXOR, "BitwiseXor", 18, 0u, EW_BF_INT, "A", "B") \
+    X(AND, "And", 1, 0u, EW_BF_BOOL | EW_BF_LEGACY, "A", "B") \
+    X(OR, "Or", 1, 0u, EW_BF_BOOL | EW_BF_LEGACY, "A", "B") \
+    X(XOR, "Xor", 1, 0u, EW_BF_BOOL | EW_BF_LEGACY, "A", "B") \
+    X(EQ, "Equal", 1, 0u, EW_BF_NUM | EW_BF_BOOL | EW_BF_STRING | EW_BF_LEGACY, "A", "B") \
+    X(LT, "Less", 1, 0u, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B") \
+    X(LE, "LessOrEqual", 12, 0u, EW_BF_NUM | EW_BF_BOOL, "A", "B") \
+    X(GT, "Greater", 1, 0u, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B") \
+    X(GE, "GreaterOrEqual", 12, 0u, EW_BF_NUM | EW_BF_BOOL, "A", "B")
+
 static const ew_binary_info ew_binary_ops[] = {
-    {"Add", EW_B_ADD, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
-    {"Sub", EW_B_SUB, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
-    {"Mul", EW_B_MUL, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
-    {"Div", EW_B_DIV, EW_BF_NUM | EW_BF_LEGACY, "A", "B"},
-    {"Mod", EW_B_MOD, EW_BF_NUM, "A", "B"},
-    {"Pow", EW_B_POW, EW_BF_NUM | EW_BF_MIXED | EW_BF_LEGACY, "X", "Y"},
-    {"PRelu", EW_B_PRELU, EW_BF_NUM, "X", "slope"},
-    {"BitShift", EW_B_SHL, EW_BF_UINT, "X", "Y"},
-    {"BitwiseAnd", EW_B_BITAND, EW_BF_INT, "A", "B"},
-    {"BitwiseOr", EW_B_BITOR, EW_BF_INT, "A", "B"},
-    {"BitwiseXor", EW_B_BITXOR, EW_BF_INT, "A", "B"},
-    {"And", EW_B_AND, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
-    {"Or", EW_B_OR, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
-    {"Xor", EW_B_XOR, EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
-    {"Equal", EW_B_EQ, EW_BF_NUM | EW_BF_BOOL | EW_BF_STRING | EW_BF_LEGACY, "A", "B"},
-    {"Less", EW_B_LT, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
-    {"LessOrEqual", EW_B_LE, EW_BF_NUM | EW_BF_BOOL, "A", "B"},
-    {"Greater", EW_B_GT, EW_BF_NUM | EW_BF_BOOL | EW_BF_LEGACY, "A", "B"},
-    {"GreaterOrEqual", EW_B_GE, EW_BF_NUM | EW_BF_BOOL, "A", "B"},
+#define EW_B_ROW(id, nm, since, inplace, fl, a, b) {nm, EW_B_##id, fl, a, b},
+    EW_BINARY_OPS(EW_B_ROW)
+#undef EW_B_ROW
 };
 
 static bool ew_binary_bool_out(ew_binary_op op) { return op >= EW_B_AND; }
@@ -1518,78 +1501,30 @@ static mcp_status ew_run_where(mcp_kernel_ctx *ctx)
         .domain = "", .op_type = op, .since_version = since, .until_version = 0, \
         .run = fn                                                             \
     }
+/* A pointwise kernel whose output element i depends only on input element
+ * i (and on broadcast operands, which are never the aliased one: the
+ * executor aliases only inputs of the output's byte size): output 0 may
+ * take the storage of the inputs in `mask`. */
+#define EW_KI(op, since, fn, mask)                                              \
+    {                                                                         \
+        .domain = "", .op_type = op, .since_version = since, .until_version = 0, \
+        .run = fn, .inplace_inputs = mask                                     \
+    }
 
 const mcp_kernel_def mcp__ref_elementwise_kernels[] = {
-    /* unary math */
-    EW_K("Abs", 1, ew_run_unary),
-    EW_K("Neg", 1, ew_run_unary),
-    EW_K("Sign", 9, ew_run_unary),
-    EW_K("Reciprocal", 1, ew_run_unary),
-    EW_K("Floor", 1, ew_run_unary),
-    EW_K("Ceil", 1, ew_run_unary),
-    EW_K("Round", 11, ew_run_unary),
-    EW_K("Sqrt", 1, ew_run_unary),
-    EW_K("Exp", 1, ew_run_unary),
-    EW_K("Log", 1, ew_run_unary),
-    EW_K("Erf", 9, ew_run_unary),
-    EW_K("Sin", 7, ew_run_unary),
-    EW_K("Cos", 7, ew_run_unary),
-    EW_K("Tan", 7, ew_run_unary),
-    EW_K("Asin", 7, ew_run_unary),
-    EW_K("Acos", 7, ew_run_unary),
-    EW_K("Atan", 7, ew_run_unary),
-    EW_K("Sinh", 9, ew_run_unary),
-    EW_K("Cosh", 9, ew_run_unary),
-    EW_K("Asinh", 9, ew_run_unary),
-    EW_K("Acosh", 9, ew_run_unary),
-    EW_K("Atanh", 9, ew_run_unary),
-    EW_K("Tanh", 1, ew_run_unary),
-    /* activations */
-    EW_K("Relu", 1, ew_run_unary),
-    EW_K("LeakyRelu", 1, ew_run_unary),
-    EW_K("Elu", 1, ew_run_unary),
-    EW_K("Selu", 1, ew_run_unary),
-    EW_K("Celu", 12, ew_run_unary),
-    EW_K("Sigmoid", 1, ew_run_unary),
-    EW_K("HardSigmoid", 1, ew_run_unary),
-    EW_K("HardSwish", 14, ew_run_unary),
-    EW_K("Softplus", 1, ew_run_unary),
-    EW_K("Softsign", 1, ew_run_unary),
-    EW_K("ThresholdedRelu", 10, ew_run_unary),
-    EW_K("Shrink", 9, ew_run_unary),
-    EW_K("Gelu", 20, ew_run_unary),
-    EW_K("PRelu", 1, ew_run_binary),
-    /* predicates and logic */
-    EW_K("IsInf", 10, ew_run_unary),
-    EW_K("IsNaN", 9, ew_run_unary),
-    EW_K("Not", 1, ew_run_unary),
-    EW_K("BitwiseNot", 18, ew_run_unary),
-    /* binary */
-    EW_K("Add", 1, ew_run_binary),
-    EW_K("Sub", 1, ew_run_binary),
-    EW_K("Mul", 1, ew_run_binary),
-    EW_K("Div", 1, ew_run_binary),
-    EW_K("Pow", 1, ew_run_binary),
-    EW_K("Mod", 10, ew_run_binary),
-    EW_K("BitShift", 11, ew_run_binary),
-    EW_K("BitwiseAnd", 18, ew_run_binary),
-    EW_K("BitwiseOr", 18, ew_run_binary),
-    EW_K("BitwiseXor", 18, ew_run_binary),
-    EW_K("And", 1, ew_run_binary),
-    EW_K("Or", 1, ew_run_binary),
-    EW_K("Xor", 1, ew_run_binary),
-    EW_K("Equal", 1, ew_run_binary),
-    EW_K("Less", 1, ew_run_binary),
-    EW_K("LessOrEqual", 12, ew_run_binary),
-    EW_K("Greater", 1, ew_run_binary),
-    EW_K("GreaterOrEqual", 12, ew_run_binary),
+#define EW_U_KERNEL(id, nm, since, inplace, fl) EW_KI(nm, since, ew_run_unary, inplace),
+#define EW_B_KERNEL(id, nm, since, inplace, fl, a, b) EW_KI(nm, since, ew_run_binary, inplace),
+    EW_UNARY_OPS(EW_U_KERNEL)
+    EW_BINARY_OPS(EW_B_KERNEL)
+#undef EW_U_KERNEL
+#undef EW_B_KERNEL
     /* variadic */
     EW_K("Max", 1, ew_run_variadic),
     EW_K("Min", 1, ew_run_variadic),
     EW_K("Sum", 1, ew_run_variadic),
     EW_K("Mean", 1, ew_run_variadic),
     /* others */
-    EW_K("Clip", 1, ew_run_clip),
+    EW_KI("Clip", 1, ew_run_clip, 1u),
     EW_K("Where", 9, ew_run_where),
     EW_K("Cast", 1, mcp__ew_run_cast),
     EW_K("CastLike", 15, mcp__ew_run_castlike),

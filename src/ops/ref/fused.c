@@ -19,64 +19,6 @@
 
 /* ---- activations ---- */
 
-typedef enum fused_act_kind {
-    FUSED_ACT_NONE,
-    FUSED_ACT_RELU,
-    FUSED_ACT_LEAKYRELU,
-    FUSED_ACT_CLIP,
-    FUSED_ACT_SIGMOID,
-    FUSED_ACT_TANH,
-    FUSED_ACT_HARDSIGMOID,
-    FUSED_ACT_SILU,
-    FUSED_ACT_GELU,
-} fused_act_kind;
-
-typedef struct fused_act {
-    fused_act_kind kind;
-    double p0, p1; /* alpha | min | alpha; 0 | max | beta */
-} fused_act;
-
-static const struct {
-    const char *name;
-    fused_act_kind kind;
-    int n_params;
-} FUSED_ACTS[] = {
-    {"Relu", FUSED_ACT_RELU, 0},       {"LeakyRelu", FUSED_ACT_LEAKYRELU, 1},
-    {"Clip", FUSED_ACT_CLIP, 2},       {"Sigmoid", FUSED_ACT_SIGMOID, 0},
-    {"Tanh", FUSED_ACT_TANH, 0},       {"HardSigmoid", FUSED_ACT_HARDSIGMOID, 2},
-    {"Silu", FUSED_ACT_SILU, 0},       {"Gelu", FUSED_ACT_GELU, 0},
-};
-
-/* Reads the node's `activation` and `activation_params`; the parameter
- * count must be the one the contract gives for the activation. */
-static mcp_status fused_act_parse(const mcp_node *n, fused_act *out, mcp_err *err)
-{
-    memset(out, 0, sizeof *out);
-    const char *name = mcp_node_attr_string(n, "activation", NULL);
-    int64_t np = 0;
-    const float *p = mcp_node_attr_floats(n, "activation_params", &np);
-    if (!name) {
-        if (np != 0)
-            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
-                               "node '%s' (%s): attribute 'activation_params' without 'activation'",
-                               n->name, n->op_type);
-        return MCP_STATUS_OK;
-    }
-    for (size_t i = 0; i < sizeof FUSED_ACTS / sizeof FUSED_ACTS[0]; i++) {
-        if (strcmp(FUSED_ACTS[i].name, name) != 0) continue;
-        if (np != FUSED_ACTS[i].n_params)
-            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
-                               "node '%s' (%s): activation %s takes %d parameters, 'activation_params' has %lld",
-                               n->name, n->op_type, name, FUSED_ACTS[i].n_params, (long long)np);
-        out->kind = FUSED_ACTS[i].kind;
-        if (np > 0) out->p0 = p[0];
-        if (np > 1) out->p1 = p[1];
-        return MCP_STATUS_OK;
-    }
-    return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "node '%s' (%s): unknown activation '%s'", n->name,
-                       n->op_type, name);
-}
-
 /* The formulas of the reference elementwise kernels, in double. */
 static double sigmoid(double x)
 {
@@ -87,30 +29,31 @@ static double sigmoid(double x)
 
 static double gelu(double x) { return 0.5 * x * (1.0 + erf(x * M_SQRT1_2)); }
 
-static float fused_act_apply(const fused_act *a, float xf)
+static float fused_act_apply(const mcp_act *a, float xf)
 {
-    double x = xf;
+    double x = xf, p0 = a->params[0], p1 = a->params[1];
     switch (a->kind) {
-    case FUSED_ACT_NONE: return xf;
-    case FUSED_ACT_RELU: return (float)(x > 0 ? x : (x == x ? 0.0 : x));
-    case FUSED_ACT_LEAKYRELU: return (float)(x < 0 ? a->p0 * x : x);
-    case FUSED_ACT_CLIP:
+    case MCP_ACTIVATION_NONE: return xf;
+    case MCP_ACTIVATION_RELU: return (float)(x > 0 ? x : (x == x ? 0.0 : x));
+    case MCP_ACTIVATION_LEAKYRELU: return (float)(x < 0 ? p0 * x : x);
+    case MCP_ACTIVATION_CLIP:
         /* min(max(x, lo), hi) as Clip computes it; NaN passes through. */
-        if (x < a->p0) x = a->p0;
-        if (x > a->p1) x = a->p1;
+        if (x < p0) x = p0;
+        if (x > p1) x = p1;
         return (float)x;
-    case FUSED_ACT_SIGMOID: return (float)sigmoid(x);
-    case FUSED_ACT_TANH: return (float)tanh(x);
-    case FUSED_ACT_HARDSIGMOID: {
-        double h = a->p0 * x + a->p1;
+    case MCP_ACTIVATION_SIGMOID: return (float)sigmoid(x);
+    case MCP_ACTIVATION_TANH: return (float)tanh(x);
+    case MCP_ACTIVATION_HARDSIGMOID: {
+        double h = p0 * x + p1;
         return (float)(h < 0 ? 0.0 : h > 1 ? 1.0 : h);
     }
-    case FUSED_ACT_SILU: {
+    case MCP_ACTIVATION_SILU: {
         /* Sigmoid's float result times x, as Sigmoid then Mul round it. */
         float s = (float)sigmoid(x);
         return (float)(x * (double)s);
     }
-    case FUSED_ACT_GELU: return (float)gelu(x);
+    case MCP_ACTIVATION_GELU: return (float)gelu(x);
+    case MCP_ACTIVATION_COUNT: break;
     }
     return xf;
 }
@@ -119,8 +62,8 @@ static float fused_act_apply(const fused_act *a, float xf)
  * activation and a float input where the type is known. */
 static mcp_status fused_check(const mcp_node *node, const mcp_graph *graph, mcp_err *err)
 {
-    fused_act a;
-    mcp_status st = fused_act_parse(node, &a, err);
+    mcp_act a;
+    mcp_status st = mcp_node_activation(node, &a, err);
     if (st != MCP_STATUS_OK) return st;
     if (graph && node->n_inputs > 0 && node->inputs[0] >= 0 && node->inputs[0] < graph->n_values) {
         mcp_dtype dt = graph->values[node->inputs[0]].type.dtype;
@@ -164,8 +107,8 @@ static mcp_status run_base(mcp_kernel_ctx *ctx, const mcp_kernel_def *k, const c
  */
 static mcp_status finish(mcp_kernel_ctx *ctx, const mcp_tensor *sum, const mcp_tensor *bias)
 {
-    fused_act a;
-    mcp_status st = fused_act_parse(ctx->node, &a, ctx->err);
+    mcp_act a;
+    mcp_status st = mcp_node_activation(ctx->node, &a, ctx->err);
     if (st != MCP_STATUS_OK) return st;
     mcp_tensor *y = &ctx->outputs[0]->tensor;
     if (y->dtype != MCP_DTYPE_FLOAT)

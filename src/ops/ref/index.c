@@ -774,18 +774,18 @@ done:
 /* ---- table ---- */
 
 const mcp_kernel_def mcp__ref_index_kernels[] = {
-    {"", "Gather", 1, 0, gather_run, NULL, NULL, NULL},
-    {"", "GatherElements", 11, 0, gather_elements_run, NULL, NULL, NULL},
-    {"", "GatherND", 11, 0, gather_nd_run, NULL, NULL, NULL},
-    {"", "Scatter", 9, 0, scatter_elements_run, NULL, NULL, NULL},
-    {"", "ScatterElements", 11, 0, scatter_elements_run, NULL, NULL, NULL},
-    {"", "ScatterND", 11, 0, scatter_nd_run, NULL, NULL, NULL},
-    {"", "NonZero", 9, 0, nonzero_run, NULL, NULL, NULL},
-    {"", "Compress", 9, 0, compress_run, NULL, NULL, NULL},
-    {"", "Unique", 11, 0, unique_run, NULL, NULL, NULL},
-    {"", "Resize", 10, 0, mcp__ref_index_resize_run, NULL, NULL, NULL},
-    {"", "Upsample", 7, 0, mcp__ref_index_upsample_run, NULL, NULL, NULL},
-    {"", "NonMaxSuppression", 10, 0, mcp__ref_index_nms_run, NULL, NULL, NULL},
+    MCP_KERNEL_ENTRY("", "Gather", 1, 0, gather_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "GatherElements", 11, 0, gather_elements_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "GatherND", 11, 0, gather_nd_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "Scatter", 9, 0, scatter_elements_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "ScatterElements", 11, 0, scatter_elements_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "ScatterND", 11, 0, scatter_nd_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "NonZero", 9, 0, nonzero_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "Compress", 9, 0, compress_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "Unique", 11, 0, unique_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "Resize", 10, 0, mcp__ref_index_resize_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "Upsample", 7, 0, mcp__ref_index_upsample_run, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "NonMaxSuppression", 10, 0, mcp__ref_index_nms_run, NULL, NULL, NULL),
 };
 const int mcp__ref_index_kernel_count =
     (int)(sizeof(mcp__ref_index_kernels) / sizeof(mcp__ref_index_kernels[0]));

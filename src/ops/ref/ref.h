@@ -22,8 +22,4 @@
 MCP__REF_FAMILIES(MCP__REF_DECLARE)
 #undef MCP__REF_DECLARE
 
-/* Which inputs output 0 may share storage with (see
- * mcp_kernel_inplace_inputs), for a kernel of these tables. */
-unsigned mcp__ref_inplace_inputs(const mcp_kernel_def *k);
-
 #endif

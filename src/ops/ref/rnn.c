@@ -471,9 +471,9 @@ static mcp_status rnn_run_gru(mcp_kernel_ctx *ctx) { return rnn_run_common(ctx, 
 static mcp_status rnn_run_lstm(mcp_kernel_ctx *ctx) { return rnn_run_common(ctx, RNN_KIND_LSTM); }
 
 const mcp_kernel_def mcp__ref_rnn_kernels[] = {
-    {"", "RNN", 1, 0, rnn_run_rnn, NULL, NULL, NULL},
-    {"", "GRU", 1, 0, rnn_run_gru, NULL, NULL, NULL},
-    {"", "LSTM", 1, 0, rnn_run_lstm, NULL, NULL, NULL},
+    MCP_KERNEL_ENTRY("", "RNN", 1, 0, rnn_run_rnn, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "GRU", 1, 0, rnn_run_gru, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "LSTM", 1, 0, rnn_run_lstm, NULL, NULL, NULL),
 };
 const int mcp__ref_rnn_kernel_count = (int)(sizeof(mcp__ref_rnn_kernels) /
                                             sizeof(mcp__ref_rnn_kernels[0]));

@@ -457,17 +457,17 @@ static mcp_status sig_run_mel(mcp_kernel_ctx *ctx)
 #define SIG_TRAINING "ai.onnx.preview.training"
 
 const mcp_kernel_def mcp__ref_signal_kernels[] = {
-    {"", "DFT", 17, 0, sig_run_dft, NULL, NULL, NULL},
-    {"", "STFT", 17, 0, sig_run_stft, NULL, NULL, NULL},
-    {"", "HannWindow", 17, 0, sig_run_hann, NULL, NULL, NULL},
-    {"", "HammingWindow", 17, 0, sig_run_hamming, NULL, NULL, NULL},
-    {"", "BlackmanWindow", 17, 0, sig_run_blackman, NULL, NULL, NULL},
-    {"", "MelWeightMatrix", 17, 0, sig_run_mel, NULL, NULL, NULL},
-    {"", "StringNormalizer", 10, 0, mcp__signal_run_string_normalizer, NULL, NULL, NULL},
-    {"", "TfIdfVectorizer", 9, 0, mcp__signal_run_tfidf_vectorizer, NULL, NULL, NULL},
-    {SIG_TRAINING, "Adagrad", 1, 0, mcp__signal_run_adagrad, NULL, NULL, NULL},
-    {SIG_TRAINING, "Adam", 1, 0, mcp__signal_run_adam, NULL, NULL, NULL},
-    {SIG_TRAINING, "Momentum", 1, 0, mcp__signal_run_momentum, NULL, NULL, NULL},
+    MCP_KERNEL_ENTRY("", "DFT", 17, 0, sig_run_dft, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "STFT", 17, 0, sig_run_stft, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "HannWindow", 17, 0, sig_run_hann, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "HammingWindow", 17, 0, sig_run_hamming, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "BlackmanWindow", 17, 0, sig_run_blackman, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "MelWeightMatrix", 17, 0, sig_run_mel, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "StringNormalizer", 10, 0, mcp__signal_run_string_normalizer, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "TfIdfVectorizer", 9, 0, mcp__signal_run_tfidf_vectorizer, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY(SIG_TRAINING, "Adagrad", 1, 0, mcp__signal_run_adagrad, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY(SIG_TRAINING, "Adam", 1, 0, mcp__signal_run_adam, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY(SIG_TRAINING, "Momentum", 1, 0, mcp__signal_run_momentum, NULL, NULL, NULL),
 };
 const int mcp__ref_signal_kernel_count = (int)(sizeof(mcp__ref_signal_kernels) /
                                                sizeof(mcp__ref_signal_kernels[0]));

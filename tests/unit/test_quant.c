@@ -1,0 +1,235 @@
+/*
+ * The quantized operator families on the default backend (oneDNN's int8
+ * kernels where the CPU has VNNI) against the reference kernels, on random
+ * data: integer outputs (ConvInteger, MatMulInteger) bit for bit,
+ * requantized ones (QLinearConv, QLinearMatMul) within one quantization
+ * step. Each case also says which backend ran the node, so a CPU with VNNI
+ * that silently falls back to the reference kernels fails here.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "engine/engine.h"
+#include "mcp/mcp.h"
+#include "model_builder.h"
+#include "tensor/tensor.h"
+#include "test_util.h"
+
+static uint32_t rng_state;
+
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return rng_state >> 8;
+}
+
+/* Fills n int8 or uint8 values uniformly over the type's range. */
+static void fill_q(void *p, int64_t n, mcp_dtype dt)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int v = (int)(rnd() % 256);
+        if (dt == MCP_DTYPE_INT8) ((int8_t *)p)[i] = (int8_t)(v - 128);
+        else ((uint8_t *)p)[i] = (uint8_t)v;
+    }
+}
+
+/* Whether the CPU has VNNI (avx512_vnni or avx_vnni), where the int8
+ * kernels are expected to be oneDNN's. */
+static bool cpu_has_vnni(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char line[8192];
+    bool yes = false;
+    while (!yes && fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0) yes = strstr(line, " avx512_vnni") || strstr(line, " avx_vnni");
+    fclose(f);
+    return yes;
+}
+
+static mcp_session *open_session(const uint8_t *buf, size_t len, const char *backend)
+{
+    char msg[1024] = "";
+    mcp_session_options o = mcp_session_options_default();
+    o.backend = backend;
+    o.threads = 2;
+    mcp_session *s = NULL;
+    if (mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg) != MCP_STATUS_OK)
+        fprintf(stderr, "%s session: %s\n", backend, msg);
+    return s;
+}
+
+/* The backend that runs the node named `name`. */
+static const char *backend_of(const mcp_session *s, const char *name)
+{
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if (strcmp(s->graph->nodes[i].name, name) == 0) return s->graph->nodes[i].kernel_backend;
+    return "(none)";
+}
+
+/* Runs both sessions on input x and compares output 0: the largest
+ * difference must be at most `tol` (0: bit-exact). */
+static void compare(int line, const char *what, mcp_session *fast, mcp_session *ref, const mcp_value *x,
+                    int64_t tol)
+{
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_value *outs_f[1] = {mcp_value_new()}, *outs_r[1] = {mcp_value_new()};
+    mcp_value *ins[1] = {(mcp_value *)x};
+    mcp_status a = mcp__session_run(fast, ins, outs_f, &err);
+    mcp_status b = a == MCP_STATUS_OK ? mcp__session_run(ref, ins, outs_r, &err) : a;
+    tu_checks++;
+    if (a != MCP_STATUS_OK || b != MCP_STATUS_OK) {
+        TU_FAIL_AT(__FILE__, line, "%s: run failed: %s", what, msg);
+    } else {
+        const mcp_tensor *f = &outs_f[0]->tensor, *r = &outs_r[0]->tensor;
+        int64_t n = mcp_tensor_numel(r), worst = 0, off = 0;
+        bool same_shape = f->dtype == r->dtype && f->rank == r->rank &&
+                          memcmp(f->dims, r->dims, sizeof *f->dims * (size_t)r->rank) == 0;
+        for (int64_t i = 0; same_shape && i < n; i++) {
+            int64_t fv, rv;
+            if (r->dtype == MCP_DTYPE_INT32) fv = ((const int32_t *)f->data)[i], rv = ((const int32_t *)r->data)[i];
+            else if (r->dtype == MCP_DTYPE_UINT8) fv = ((const uint8_t *)f->data)[i], rv = ((const uint8_t *)r->data)[i];
+            else fv = ((const int8_t *)f->data)[i], rv = ((const int8_t *)r->data)[i];
+            int64_t d = fv > rv ? fv - rv : rv - fv;
+            if (d > worst) worst = d;
+            off += d != 0;
+        }
+        if (!same_shape) TU_FAIL_AT(__FILE__, line, "%s: outputs differ in type or shape", what);
+        else if (worst > tol || off * 100 > n)
+            TU_FAIL_AT(__FILE__, line, "%s: %lld of %lld elements differ, by up to %lld (allowed %lld, in 1%% at most)",
+                       what, (long long)off, (long long)n, (long long)worst, (long long)tol);
+        /* Outputs that use the range: a test whose outputs all saturate or
+         * sit at the zero point would prove nothing. */
+        int64_t distinct = 0;
+        bool seen[512] = {false};
+        for (int64_t i = 0; r->dtype != MCP_DTYPE_INT32 && i < n; i++) {
+            int v = r->dtype == MCP_DTYPE_UINT8 ? ((const uint8_t *)r->data)[i] : ((const int8_t *)r->data)[i] + 256;
+            distinct += !seen[v];
+            seen[v] = true;
+        }
+        if (r->dtype != MCP_DTYPE_INT32 && distinct < 40)
+            TU_FAIL_AT(__FILE__, line, "%s: the reference output takes only %lld values", what, (long long)distinct);
+    }
+    mcp_value_free(outs_f[0]);
+    mcp_value_free(outs_r[0]);
+}
+
+typedef struct conv_case {
+    const char *label;
+    bool qlinear;        /* QLinearConv, else ConvInteger */
+    mcp_dtype x_dt, w_dt, y_dt;
+    int64_t n, c, hw, m, k, group, stride, pad;
+    bool per_channel, bias;
+} conv_case;
+
+static void run_conv_case(int line, const conv_case *cc, bool vnni)
+{
+    mb_model *m = mb_model_new(13);
+    int64_t icg = cc->c / cc->group;
+    const int64_t xd[] = {cc->n, cc->c, cc->hw, cc->hw}, wd[] = {cc->m, icg, cc->k, cc->k};
+    int64_t wn = cc->m * icg * cc->k * cc->k;
+    void *w = malloc((size_t)wn);
+    fill_q(w, wn, cc->w_dt);
+    const int64_t one[] = {1}, md[] = {cc->m};
+    /* Scales that spread y over its type's range: the accumulator's spread
+     * is about 74 * 74 * sqrt(K) for uniform 8-bit data, K products each. */
+    float xs = 0.02f, wbase = 0.004f;
+    float ys = xs * wbase * 74.0f * 74.0f * sqrtf((float)(icg * cc->k * cc->k)) / 40.0f;
+    float *ws = malloc(sizeof *ws * (size_t)cc->m);
+    for (int64_t i = 0; i < cc->m; i++) ws[i] = wbase * (0.5f + 0.01f * (float)(rnd() % 100));
+    uint8_t xz_u = (uint8_t)(rnd() % 256), yz_u = (uint8_t)(100 + rnd() % 50);
+    int8_t xz_s = (int8_t)(rnd() % 40) - 20, yz_s = (int8_t)(rnd() % 20) - 10;
+    uint8_t *wz = malloc((size_t)cc->m);
+    memset(wz, cc->w_dt == MCP_DTYPE_UINT8 ? 128 : 0, (size_t)cc->m);
+    int32_t *b = malloc(sizeof *b * (size_t)cc->m);
+    for (int64_t i = 0; i < cc->m; i++) b[i] = (int32_t)(rnd() % 20001) - 10000;
+    const void *xz = cc->x_dt == MCP_DTYPE_UINT8 ? (const void *)&xz_u : (const void *)&xz_s;
+    const void *yz = cc->y_dt == MCP_DTYPE_UINT8 ? (const void *)&yz_u : (const void *)&yz_s;
+    int64_t wsn = cc->per_channel ? cc->m : 1;
+
+    mb_add_input(m, NULL, "X", cc->x_dt, 4, xd, NULL);
+    mb_add_initializer(m, NULL, "W", cc->w_dt, 4, wd, w, (size_t)wn);
+    mb_add_initializer(m, NULL, "XZ", cc->x_dt, 0, one, xz, 1);
+    mb_add_initializer(m, NULL, "WZ", cc->w_dt, cc->per_channel ? 1 : 0, cc->per_channel ? md : one, wz,
+                       (size_t)wsn);
+    Onnx__NodeProto *node;
+    if (cc->qlinear) {
+        mb_add_initializer(m, NULL, "XS", MCP_DTYPE_FLOAT, 0, one, &xs, sizeof xs);
+        mb_add_initializer(m, NULL, "WS", MCP_DTYPE_FLOAT, cc->per_channel ? 1 : 0, cc->per_channel ? md : one, ws,
+                           sizeof *ws * (size_t)wsn);
+        mb_add_initializer(m, NULL, "YS", MCP_DTYPE_FLOAT, 0, one, &ys, sizeof ys);
+        mb_add_initializer(m, NULL, "YZ", cc->y_dt, 0, one, yz, 1);
+        if (cc->bias) mb_add_initializer(m, NULL, "B", MCP_DTYPE_INT32, 1, md, b, sizeof *b * (size_t)cc->m);
+        node = mb_add_node(m, NULL, "QLinearConv", "qconv", cc->bias ? "X,XS,XZ,W,WS,WZ,YS,YZ,B" : "X,XS,XZ,W,WS,WZ,YS,YZ",
+                           "Y");
+    } else {
+        node = mb_add_node(m, NULL, "ConvInteger", "qconv", "X,W,XZ,WZ", "Y");
+    }
+    mb_attr_int(m, node, "group", cc->group);
+    const int64_t strides[] = {cc->stride, cc->stride}, pads[] = {cc->pad, cc->pad, cc->pad, cc->pad};
+    mb_attr_ints(m, node, "strides", strides, 2);
+    mb_attr_ints(m, node, "pads", pads, 4);
+    mb_add_output(m, NULL, "Y", cc->qlinear ? cc->y_dt : MCP_DTYPE_INT32, -1, NULL, NULL);
+
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *fast = open_session(buf, len, "auto"), *ref = open_session(buf, len, "ref");
+    free(buf);
+    TU_CHECK(fast && ref);
+    if (fast && ref) {
+        /* With VNNI, oneDNN must take the node (weights u8 with zero point
+         * 128 or s8 with 0 are what it runs). */
+        if (vnni) TU_CHECK_STR(backend_of(fast, "qconv"), "dnnl");
+        mcp_value x = {0};
+        x.kind = MCP_VALUE_TENSOR;
+        char msg[256];
+        mcp_err err = {msg, sizeof msg};
+        if (mcp_tensor_alloc(&x.tensor, cc->x_dt, 4, xd, &err) == MCP_STATUS_OK) {
+            for (int rep = 0; rep < 2; rep++) {
+                fill_q(x.tensor.data, mcp_tensor_numel(&x.tensor), cc->x_dt);
+                compare(line, cc->label, fast, ref, &x, cc->qlinear ? 1 : 0);
+            }
+            mcp_value_clear(&x);
+        }
+    }
+    mcp_session_destroy(fast);
+    mcp_session_destroy(ref);
+    free(w);
+    free(ws);
+    free(wz);
+    free(b);
+}
+
+static void test_conv_families(void)
+{
+    bool vnni = cpu_has_vnni();
+    const mcp_dtype U8 = MCP_DTYPE_UINT8, S8 = MCP_DTYPE_INT8;
+    const conv_case cases[] = {
+        {"QLinearConv u8 x, s8 w, per-channel, bias, 3x3", true, U8, S8, U8, 1, 16, 10, 24, 3, 1, 1, 1, true, true},
+        {"QLinearConv u8 x, u8 w (zp 128), per-tensor", true, U8, U8, U8, 2, 8, 9, 16, 3, 1, 1, 0, false, false},
+        {"QLinearConv s8 x, s8 w, s8 y, stride 2", true, S8, S8, S8, 1, 32, 12, 32, 3, 1, 2, 1, true, true},
+        {"QLinearConv depthwise 3x3", true, U8, S8, U8, 1, 32, 14, 32, 3, 32, 1, 1, true, true},
+        {"QLinearConv 1x1, batch 3, 64 channels", true, U8, S8, U8, 3, 64, 7, 48, 1, 1, 1, 0, true, true},
+        {"QLinearConv grouped (2 groups of 16)", true, U8, S8, U8, 1, 32, 8, 32, 3, 2, 1, 1, false, true},
+        {"ConvInteger u8 x, u8 w (zp 128)", false, U8, U8, U8, 1, 16, 10, 24, 3, 1, 1, 1, false, false},
+        {"ConvInteger u8 x, s8 w, stride 2", false, U8, S8, U8, 2, 8, 11, 16, 3, 1, 2, 1, false, false},
+        {"ConvInteger s8 x, s8 w, 1x1", false, S8, S8, S8, 1, 64, 6, 32, 1, 1, 1, 0, false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rng_state = 1234u + (uint32_t)i * 7919u;
+        run_conv_case(__LINE__, &cases[i], vnni);
+    }
+}
+
+int main(void)
+{
+    int64_t start = mcp_alloc_live_count();
+    TU_RUN(test_conv_families);
+    TU_CHECK_INT(mcp_alloc_live_count(), start);
+    return tu_finish("test_quant");
+}
