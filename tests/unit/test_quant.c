@@ -70,15 +70,15 @@ static const char *backend_of(const mcp_session *s, const char *name)
     return "(none)";
 }
 
-/* Runs both sessions on input x and compares output 0: the largest
- * difference must be at most `tol` (0: bit-exact). */
-static void compare(int line, const char *what, mcp_session *fast, mcp_session *ref, const mcp_value *x,
+/* Runs both sessions on the graph inputs `ins` and compares output 0: the
+ * largest difference must be at most `tol` (0: bit-exact), in 1% of the
+ * elements at most. */
+static void compare(int line, const char *what, mcp_session *fast, mcp_session *ref, mcp_value *const *ins,
                     int64_t tol)
 {
     char msg[1024] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_value *outs_f[1] = {mcp_value_new()}, *outs_r[1] = {mcp_value_new()};
-    mcp_value *ins[1] = {(mcp_value *)x};
     mcp_status a = mcp__session_run(fast, ins, outs_f, &err);
     mcp_status b = a == MCP_STATUS_OK ? mcp__session_run(ref, ins, outs_r, &err) : a;
     tu_checks++;
@@ -192,7 +192,8 @@ static void run_conv_case(int line, const conv_case *cc, bool vnni)
         if (mcp_tensor_alloc(&x.tensor, cc->x_dt, 4, xd, &err) == MCP_STATUS_OK) {
             for (int rep = 0; rep < 2; rep++) {
                 fill_q(x.tensor.data, mcp_tensor_numel(&x.tensor), cc->x_dt);
-                compare(line, cc->label, fast, ref, &x, cc->qlinear ? 1 : 0);
+                mcp_value *ins[1] = {&x};
+                compare(line, cc->label, fast, ref, ins, cc->qlinear ? 1 : 0);
             }
             mcp_value_clear(&x);
         }
@@ -226,10 +227,111 @@ static void test_conv_families(void)
     }
 }
 
+typedef struct mm_case {
+    const char *label;
+    bool qlinear;       /* QLinearMatMul, else MatMulInteger */
+    mcp_dtype a_dt, b_dt, y_dt;
+    int ra, rb;         /* ranks: B 2-D or of A's rank */
+    int64_t batch[2], m, k, n;
+    int b_zp;           /* B's zero point */
+    bool b_runtime;     /* B a graph input, else an initializer */
+    bool per_column;    /* QLinearMatMul: one B scale per column */
+} mm_case;
+
+static void run_mm_case(int line, const mm_case *mc, bool vnni)
+{
+    mb_model *m = mb_model_new(13);
+    int64_t ad[4], bd[4], nb = mc->ra - 2;
+    for (int d = 0; d < nb; d++) ad[d] = bd[d] = mc->batch[d];
+    ad[nb] = mc->m, ad[nb + 1] = mc->k;
+    bd[nb] = mc->k, bd[nb + 1] = mc->n;
+    int64_t bn = 1;
+    for (int d = 0; d < mc->rb; d++) bn *= (mc->rb == 2 ? bd + nb : bd)[d];
+    void *bw = malloc((size_t)bn);
+    fill_q(bw, bn, mc->b_dt);
+    const int64_t one[] = {1}, nd[] = {mc->n};
+    uint8_t az_u = (uint8_t)(rnd() % 256), yz_u = (uint8_t)(100 + rnd() % 50), bz_u = (uint8_t)mc->b_zp;
+    int8_t az_s = (int8_t)((int)(rnd() % 40) - 20), yz_s = (int8_t)((int)(rnd() % 20) - 10), bz_s = (int8_t)mc->b_zp;
+    const void *az = mc->a_dt == MCP_DTYPE_UINT8 ? (const void *)&az_u : (const void *)&az_s;
+    const void *bz = mc->b_dt == MCP_DTYPE_UINT8 ? (const void *)&bz_u : (const void *)&bz_s;
+    const void *yz = mc->y_dt == MCP_DTYPE_UINT8 ? (const void *)&yz_u : (const void *)&yz_s;
+    float as = 0.02f, wbase = 0.004f;
+    float ys = as * wbase * 74.0f * 74.0f * sqrtf((float)mc->k) / 40.0f;
+    float *bs = malloc(sizeof *bs * (size_t)mc->n);
+    for (int64_t i = 0; i < mc->n; i++) bs[i] = wbase * (0.5f + 0.01f * (float)(rnd() % 100));
+
+    mb_add_input(m, NULL, "A", mc->a_dt, mc->ra, ad, NULL);
+    if (mc->b_runtime) mb_add_input(m, NULL, "B", mc->b_dt, mc->rb, mc->rb == 2 ? bd + nb : bd, NULL);
+    else mb_add_initializer(m, NULL, "B", mc->b_dt, mc->rb, mc->rb == 2 ? bd + nb : bd, bw, (size_t)bn);
+    mb_add_initializer(m, NULL, "AZ", mc->a_dt, 0, one, az, 1);
+    mb_add_initializer(m, NULL, "BZ", mc->b_dt, 0, one, bz, 1);
+    if (mc->qlinear) {
+        mb_add_initializer(m, NULL, "AS", MCP_DTYPE_FLOAT, 0, one, &as, sizeof as);
+        mb_add_initializer(m, NULL, "BS", MCP_DTYPE_FLOAT, mc->per_column ? 1 : 0, mc->per_column ? nd : one, bs,
+                           sizeof *bs * (size_t)(mc->per_column ? mc->n : 1));
+        mb_add_initializer(m, NULL, "YS", MCP_DTYPE_FLOAT, 0, one, &ys, sizeof ys);
+        mb_add_initializer(m, NULL, "YZ", mc->y_dt, 0, one, yz, 1);
+        mb_add_node(m, NULL, "QLinearMatMul", "qmm", "A,AS,AZ,B,BS,BZ,YS,YZ", "Y");
+    } else {
+        mb_add_node(m, NULL, "MatMulInteger", "qmm", "A,B,AZ,BZ", "Y");
+    }
+    mb_add_output(m, NULL, "Y", mc->qlinear ? mc->y_dt : MCP_DTYPE_INT32, -1, NULL, NULL);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session *fast = open_session(buf, len, "auto"), *ref = open_session(buf, len, "ref");
+    free(buf);
+    TU_CHECK(fast && ref);
+    if (fast && ref) {
+        if (vnni) TU_CHECK_STR(backend_of(fast, "qmm"), "dnnl");
+        mcp_value a = {0}, b = {0};
+        a.kind = b.kind = MCP_VALUE_TENSOR;
+        char msg[256];
+        mcp_err err = {msg, sizeof msg};
+        bool ok = mcp_tensor_alloc(&a.tensor, mc->a_dt, mc->ra, ad, &err) == MCP_STATUS_OK;
+        if (ok && mc->b_runtime) {
+            ok = mcp_tensor_alloc(&b.tensor, mc->b_dt, mc->rb, mc->rb == 2 ? bd + nb : bd, &err) == MCP_STATUS_OK;
+            if (ok) memcpy(b.tensor.data, bw, (size_t)bn);
+        }
+        for (int rep = 0; ok && rep < 2; rep++) {
+            fill_q(a.tensor.data, mcp_tensor_numel(&a.tensor), mc->a_dt);
+            mcp_value *ins[2] = {&a, &b};
+            compare(line, mc->label, fast, ref, ins, mc->qlinear ? 1 : 0);
+        }
+        mcp_value_clear(&a);
+        mcp_value_clear(&b);
+    }
+    mcp_session_destroy(fast);
+    mcp_session_destroy(ref);
+    free(bw);
+    free(bs);
+}
+
+static void test_matmul_families(void)
+{
+    bool vnni = cpu_has_vnni();
+    const mcp_dtype U8 = MCP_DTYPE_UINT8, S8 = MCP_DTYPE_INT8;
+    const mm_case cases[] = {
+        {"QLinearMatMul u8 A [2,5,64], s8 B [64,48], per-column", true, U8, S8, U8, 3, 2, {2, 0}, 5, 64, 48, 0, false, true},
+        {"QLinearMatMul u8 A, u8 B (zp 120), s8 y", true, U8, U8, S8, 2, 2, {0, 0}, 9, 96, 40, 120, false, false},
+        {"QLinearMatMul s8 A, s8 B", true, S8, S8, S8, 2, 2, {0, 0}, 16, 128, 64, 0, false, false},
+        {"QLinearMatMul batched [2,3,8,32] x [2,3,32,16], B at run time", true, U8, U8, U8, 4, 4, {2, 3}, 8, 32, 16, 131, true, false},
+        {"MatMulInteger u8 A [7,96], s8 B", false, U8, S8, U8, 2, 2, {0, 0}, 7, 96, 40, 0, false, false},
+        {"MatMulInteger u8 A, u8 B (zp 77)", false, U8, U8, U8, 2, 2, {0, 0}, 33, 256, 72, 77, false, false},
+        {"MatMulInteger s8 A [1,12,768], s8 B [768,64] at run time", false, S8, S8, U8, 3, 2, {1, 0}, 12, 768, 64, 0, true, false},
+        {"MatMulInteger batched u8 x u8 (zp 128), B at run time", false, U8, U8, U8, 3, 3, {4, 0}, 6, 20, 10, 128, true, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rng_state = 4321u + (uint32_t)i * 7919u;
+        run_mm_case(__LINE__, &cases[i], vnni);
+    }
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_conv_families);
+    TU_RUN(test_matmul_families);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_quant");
 }

@@ -689,6 +689,10 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
         return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_qlinear_conv_kernel : NULL;
     if (strcmp(node->op_type, "ConvInteger") == 0)
         return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_conv_integer_kernel : NULL;
+    if (strcmp(node->op_type, "QLinearMatMul") == 0)
+        return mcp__dnnl_qmatmul_supported(node, graph) ? &mcp__dnnl_qlinear_matmul_kernel : NULL;
+    if (strcmp(node->op_type, "MatMulInteger") == 0)
+        return mcp__dnnl_qmatmul_supported(node, graph) ? &mcp__dnnl_matmul_integer_kernel : NULL;
     if (strcmp(node->op_type, "Gemm") == 0)
         return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_gemm_kernel : NULL;
     if (strcmp(node->op_type, "MatMul") == 0)

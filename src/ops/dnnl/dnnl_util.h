@@ -248,6 +248,8 @@ extern const mcp_kernel_def mcp__dnnl_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_conv_kernel;
 extern const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel;
 extern const mcp_kernel_def mcp__dnnl_conv_integer_kernel;
+extern const mcp_kernel_def mcp__dnnl_qlinear_matmul_kernel;
+extern const mcp_kernel_def mcp__dnnl_matmul_integer_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_pool_kernel;
@@ -267,6 +269,7 @@ bool mcp__dnnl_layernorm_supported(const mcp_node *node, const mcp_graph *graph)
 bool mcp__dnnl_softmax_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_transpose_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph);
+bool mcp__dnnl_qmatmul_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_gemm_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_matmul_supported(const mcp_node *node, const mcp_graph *graph);
 
