@@ -29,6 +29,10 @@ typedef struct mcp_graph mcp_graph;
  *   Gelu(X) -> Y                       Y = 0.5 X (1 + erf(X / sqrt 2))
  *   LayerNormalization(X, Scale, [B]) -> Y
  *       ONNX LayerNormalization over the last axis (`axis` -1, `epsilon`).
+ *   QLinearAdd(A, A_scale, A_zp, B, B_scale, B_zp, Y_scale, Y_zp) -> Y
+ *       8-bit A and B of one shape, one scale and zero point each; int
+ *       `relu` (0/1). Y = QuantizeLinear([Relu](DequantizeLinear(A) +
+ *       DequantizeLinear(B)), Y_scale, Y_zp), computed as those ops do.
  *
  * Activations and their params (MCP_ACTIVATIONS): Relu; LeakyRelu [alpha];
  * Clip [min, max]; Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu
@@ -210,6 +214,12 @@ void mcp_attr_release(mcp_attr *a);
  * mcp_graph_infer_shapes (the fusions read static types) and before
  * kernels are resolved. */
 mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
+/* QDQ graphs to quantized operators (src/graph/passes.c): DequantizeLinear
+ * -> Conv / MatMul -> [Relu] -> QuantizeLinear, with 8-bit weight
+ * initializers, becomes QLinearConv / QLinearMatMul on the quantized
+ * values. Call after mcp_graph_infer_shapes and before constant folding
+ * (which would fold the weights' DequantizeLinear into float). */
+mcp_status mcp_graph_fuse_quantized(mcp_graph *g, mcp_err *err);
 /* Releases the nodes with drop[i] set (their subgraphs included), closes
  * the gaps and relinks every value's producer. */
 void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop);

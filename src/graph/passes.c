@@ -1115,6 +1115,230 @@ static void pass_dead_nodes(pass_ctx *c)
     }
 }
 
+/* ---- QDQ: DequantizeLinear -> Conv / MatMul -> [Relu] -> QuantizeLinear ---- */
+
+/* A one-element constant of type dt (u8 / s8 zero points, f32 scales) or,
+ * with `n` > 1, of n elements; NULL otherwise. */
+static const mcp_tensor *qconst(const pass_ctx *c, int v, mcp_dtype dt, int64_t n)
+{
+    const mcp_tensor *t = init_of(c->g, v);
+    if (!t || t->dtype != dt || t->format || t->rank > 1 || !t->data) return NULL;
+    int64_t k = mcp_tensor_numel(t);
+    return k == 1 || (n > 1 && k == n) ? t : NULL;
+}
+
+/* A DequantizeLinear (opset 10+) of an 8-bit value with one scale and zero
+ * point, whose output is v: fills *q (the quantized value), *scale, *zp. */
+static bool dq_of(const pass_ctx *c, int v, int *q, int *scale, int *zp)
+{
+    int p = producer_of(c, v);
+    if (p < 0) return false;
+    const mcp_node *n = &c->g->nodes[p];
+    if (!is_op(n, "DequantizeLinear") || n->n_inputs != 3 || n->n_outputs != 1 || n->opset < 10) return false;
+    mcp_dtype dt = type_of(c, n->inputs[0])->dtype;
+    if (dt != MCP_DTYPE_UINT8 && dt != MCP_DTYPE_INT8) return false;
+    if (!qconst(c, n->inputs[1], MCP_DTYPE_FLOAT, 0) || !qconst(c, n->inputs[2], dt, 0)) return false;
+    *q = n->inputs[0], *scale = n->inputs[1], *zp = n->inputs[2];
+    return true;
+}
+
+/* Weights as DequantizeLinear(w_q, scale, zero point) of an 8-bit
+ * initializer, per tensor or per output channel (axis 0 of rank-r W). */
+static bool dq_weights(const pass_ctx *c, int v, int *q, int *scale, int *zp)
+{
+    int p = producer_of(c, v);
+    if (p < 0) return false;
+    const mcp_node *n = &c->g->nodes[p];
+    if (!is_op(n, "DequantizeLinear") || n->n_inputs != 3 || n->n_outputs != 1 || n->opset < 10) return false;
+    const mcp_tensor *w = init_of(c->g, n->inputs[0]);
+    if (!w || (w->dtype != MCP_DTYPE_UINT8 && w->dtype != MCP_DTYPE_INT8) || w->rank < 1) return false;
+    const mcp_tensor *s = qconst(c, n->inputs[1], MCP_DTYPE_FLOAT, w->dims[0]);
+    const mcp_tensor *z = qconst(c, n->inputs[2], w->dtype, w->dims[0]);
+    if (!s || !z || mcp_tensor_numel(s) != mcp_tensor_numel(z)) return false;
+    if (mcp_tensor_numel(s) > 1 && mcp_node_attr_int(n, "axis", 1) != 0) return false;
+    *q = n->inputs[0], *scale = n->inputs[1], *zp = n->inputs[2];
+    return true;
+}
+
+/* The bias of a quantized Conv as int32 in the accumulator's scale
+ * x_scale * w_scale[c]: DequantizeLinear of an int32 initializer whose
+ * scale is that (within float rounding) and zero point 0, used as is;
+ * otherwise a float32 initializer, rounded into a new one. -1 when
+ * neither. */
+static int q_bias(pass_ctx *c, int v, const mcp_tensor *xs, const mcp_tensor *ws, int64_t m)
+{
+    float x_scale = ((const float *)xs->data)[0];
+    int64_t nws = mcp_tensor_numel(ws);
+    int p = producer_of(c, v);
+    if (p >= 0) {
+        const mcp_node *n = &c->g->nodes[p];
+        if (!is_op(n, "DequantizeLinear") || n->n_inputs < 2 || n->n_outputs != 1) return -1;
+        const mcp_tensor *b = init_of(c->g, n->inputs[0]);
+        const mcp_tensor *bs = init_of(c->g, n->inputs[1]);
+        const mcp_tensor *bz = n->n_inputs > 2 ? init_of(c->g, n->inputs[2]) : NULL;
+        if (!b || b->dtype != MCP_DTYPE_INT32 || b->rank != 1 || b->dims[0] != m) return -1;
+        if (!bs || bs->dtype != MCP_DTYPE_FLOAT || (mcp_tensor_numel(bs) != 1 && mcp_tensor_numel(bs) != m)) return -1;
+        if (n->n_inputs > 2 && n->inputs[2] >= 0) {
+            if (!bz || bz->dtype != MCP_DTYPE_INT32) return -1;
+            for (int64_t k = 0; k < mcp_tensor_numel(bz); k++)
+                if (((const int32_t *)bz->data)[k] != 0) return -1;
+        }
+        for (int64_t k = 0; k < m; k++) {
+            double want = (double)x_scale * ((const float *)ws->data)[nws > 1 ? k : 0];
+            double got = ((const float *)bs->data)[mcp_tensor_numel(bs) > 1 ? k : 0];
+            if (fabs(got - want) > 1e-6 * fabs(want)) return -1;
+        }
+        return n->inputs[0];
+    }
+    const mcp_tensor *b = init_of(c->g, v);
+    if (!b || b->dtype != MCP_DTYPE_FLOAT || b->rank != 1 || b->dims[0] != m) return -1;
+    mcp_tensor t = {0};
+    const int64_t dims[1] = {m};
+    if (mcp_tensor_alloc(&t, MCP_DTYPE_INT32, 1, dims, NULL) != MCP_STATUS_OK) return -1;
+    for (int64_t k = 0; k < m; k++) {
+        double q = nearbyint((double)((const float *)b->data)[k] /
+                             ((double)x_scale * ((const float *)ws->data)[nws > 1 ? k : 0]));
+        if (!(q >= INT32_MIN && q <= INT32_MAX)) {
+            mcp_tensor_release(&t);
+            return -1;
+        }
+        ((int32_t *)t.data)[k] = (int32_t)q;
+    }
+    return add_initializer(c, "quantized_bias", &t);
+}
+
+/* Installs form f into node h (at `opset`), now writing `out`; drops the
+ * nodes in tail. */
+static mcp_status q_commit(pass_ctx *c, int h, node_form *f, int opset, const int *tail, int n_tail, int out)
+{
+    mcp_graph *g = c->g;
+    for (int k = 0; k < n_tail; k++) drop_node(c, tail[k]);
+    form_commit(c, h, f);
+    mcp_node *n = &g->nodes[h];
+    n->opset = opset;
+    g->values[n->outputs[0]].producer = -1;
+    n->outputs[0] = out;
+    g->values[out].producer = h;
+    return MCP_STATUS_OK;
+}
+
+/* Rewrites node h in place into `op_type` (default domain, the quantize
+ * node's opset) reading `inputs` and writing `out`; drops the nodes in
+ * tail (the Relu, the QuantizeLinear). */
+static mcp_status q_rewrite(pass_ctx *c, int h, const char *op_type, int opset, const int *inputs, int n_inputs,
+                            const int *tail, int n_tail, int out)
+{
+    mcp_graph *g = c->g;
+    node_form f;
+    mcp_status st = form_begin(c, &g->nodes[h], op_type, n_inputs, inputs, true, 0, &f);
+    if (st != MCP_STATUS_OK) return st;
+    char *domain = mcp_strdup("");
+    if (!domain) {
+        form_abort(&f, &g->nodes[h]);
+        return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    mcp_free(f.domain);
+    f.domain = domain;
+    return q_commit(c, h, &f, opset, tail, n_tail, out);
+}
+
+/* QLinearAdd (internal) with `relu` set when a Relu is folded in. */
+static mcp_status q_rewrite_add(pass_ctx *c, int h, const int *inputs, bool relu, const int *tail, int n_tail, int out)
+{
+    mcp_graph *g = c->g;
+    node_form f;
+    mcp_status st = form_begin(c, &g->nodes[h], "QLinearAdd", 8, inputs, false, 1, &f);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_attr *a = form_attr(&f, "relu", MCP_ATTR_INT);
+    if (!a) {
+        form_abort(&f, &g->nodes[h]);
+        return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    a->i = relu;
+    return q_commit(c, h, &f, 1, tail, n_tail, out);
+}
+
+
+/*
+ * Quantized operators from QDQ graphs: a Conv or MatMul whose float
+ * operands come from DequantizeLinear (weights an 8-bit initializer) and
+ * whose result goes only to a QuantizeLinear (through a Relu when y's zero
+ * point is the type's lowest value, where Relu changes nothing after
+ * saturation) becomes QLinearConv / QLinearMatMul reading the quantized
+ * values directly, so activations stay 8-bit between such operators.
+ */
+static mcp_status pass_qdq(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *q = &g->nodes[i];
+        if (!is_op(q, "QuantizeLinear") || q->n_inputs != 3 || q->n_outputs != 1 || q->opset < 10) continue;
+        int out = q->outputs[0], v = q->inputs[0];
+        if (out < 0 || v < 0 || !only_node_uses(c, v, 1)) continue;
+        mcp_dtype ydt = type_of(c, out)->dtype;
+        const mcp_tensor *ys = qconst(c, q->inputs[1], MCP_DTYPE_FLOAT, 0);
+        const mcp_tensor *yz = qconst(c, q->inputs[2], ydt, 0);
+        if (!ys || !yz || (ydt != MCP_DTYPE_UINT8 && ydt != MCP_DTYPE_INT8)) continue;
+        int tail[2] = {i, -1}, n_tail = 1;
+        int h = producer_of(c, v);
+        bool relu = false, relu_free = true;
+        if (h >= 0 && node_is(&g->nodes[h], "Relu", 1)) {
+            int lowest = ydt == MCP_DTYPE_UINT8 ? 0 : -128;
+            int zp = ydt == MCP_DTYPE_UINT8 ? ((const uint8_t *)yz->data)[0] : ((const int8_t *)yz->data)[0];
+            int r = g->nodes[h].inputs[0];
+            if (!only_node_uses(c, r, 1)) continue;
+            relu = true;
+            relu_free = zp == lowest;
+            tail[n_tail++] = h;
+            h = producer_of(c, r);
+        }
+        if (h < 0) continue;
+        const mcp_node *n = &g->nodes[h];
+        if (n->n_outputs != 1) continue;
+        int xq, xs, xz, wq, ws, wz;
+        if (node_is(n, "Add", 2)) {
+            int bq, bs, bz;
+            if (!dq_of(c, n->inputs[0], &xq, &xs, &xz) || !dq_of(c, n->inputs[1], &bq, &bs, &bz)) continue;
+            const mcp_type *ta = type_of(c, xq), *tb = type_of(c, bq);
+            /* One shape (dims equal, or named alike): no broadcasting. */
+            if (!same_shape(ta, tb)) continue;
+            int ins[8] = {xq, xs, xz, bq, bs, bz, q->inputs[1], q->inputs[2]};
+            mcp_status st = q_rewrite_add(c, h, ins, relu, tail, n_tail, out);
+            if (st != MCP_STATUS_OK) return st;
+            continue;
+        }
+        if (!relu_free) continue;
+        if (is_op(n, "Conv") && n->n_inputs >= 2 && n->n_inputs <= 3) {
+            if (!dq_of(c, n->inputs[0], &xq, &xs, &xz) || !dq_weights(c, n->inputs[1], &wq, &ws, &wz)) continue;
+            const mcp_tensor *w = init_of(g, wq);
+            if (w->rank < 3) continue;
+            int b = -1;
+            if (node_input(n, 2) >= 0) {
+                b = q_bias(c, n->inputs[2], init_of(g, xs), init_of(g, ws), w->dims[0]);
+                if (b < 0) continue;
+                /* A new initializer value: the per-value counts grow. */
+                if (b >= c->cap_values) {
+                    mcp_status st = count_uses(c);
+                    if (st != MCP_STATUS_OK) return st;
+                }
+            }
+            int ins[9] = {xq, xs, xz, wq, ws, wz, q->inputs[1], q->inputs[2], b};
+            mcp_status st = q_rewrite(c, h, "QLinearConv", q->opset, ins, b >= 0 ? 9 : 8, tail, n_tail, out);
+            if (st != MCP_STATUS_OK) return st;
+        } else if (is_op(n, "MatMul") && n->n_inputs == 2) {
+            if (!dq_of(c, n->inputs[0], &xq, &xs, &xz) || !dq_weights(c, n->inputs[1], &wq, &ws, &wz)) continue;
+            const mcp_tensor *w = init_of(g, wq);
+            /* Per-column scales of a 2-D B only (axis 1 of B [K, N]). */
+            if (w->rank != 2 || mcp_tensor_numel(init_of(g, ws)) != 1) continue;
+            int ins[8] = {xq, xs, xz, wq, ws, wz, q->inputs[1], q->inputs[2]};
+            mcp_status st = q_rewrite(c, h, "QLinearMatMul", q->opset, ins, 8, tail, n_tail, out);
+            if (st != MCP_STATUS_OK) return st;
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
 /* ---- unused initializers ---- */
 
 static void pass_unused_initializers(pass_ctx *c)
@@ -1154,6 +1378,38 @@ void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop)
     for (int i = 0; i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i].n_outputs; k++)
             if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
+}
+
+/* Sets up c for g; on failure nothing is left to free but c->removed. */
+static mcp_status pass_begin(pass_ctx *c, mcp_graph *g, mcp_err *err)
+{
+    memset(c, 0, sizeof *c);
+    c->g = g;
+    c->err = err;
+    c->removed = mcp_calloc((size_t)g->n_nodes, sizeof *c->removed);
+    if (!c->removed) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    return count_uses(c);
+}
+
+static void pass_end(pass_ctx *c)
+{
+    mcp_graph_remove_nodes(c->g, c->removed);
+    mcp_free(c->removed);
+    mcp_free(c->uses);
+    mcp_free(c->is_output);
+    mcp_free(c->captured);
+}
+
+mcp_status mcp_graph_fuse_quantized(mcp_graph *g, mcp_err *err)
+{
+    if (!g || g->n_nodes == 0) return MCP_STATUS_OK;
+    pass_ctx c;
+    mcp_status st = pass_begin(&c, g, err);
+    if (st == MCP_STATUS_OK) st = pass_qdq(&c);
+    if (st == MCP_STATUS_OK) pass_dead_nodes(&c);
+    if (st == MCP_STATUS_OK) pass_unused_initializers(&c);
+    pass_end(&c);
+    return st;
 }
 
 mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err)

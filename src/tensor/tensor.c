@@ -37,6 +37,13 @@ mcp_dtype mcp_dtype_from_name(const char *name)
     return MCP_DTYPE_UNDEFINED;
 }
 
+bool mcp_format_same(const mcp_format *a, const mcp_format *b)
+{
+    if (a == b) return true;
+    if (!a || !b || a->to_plain != b->to_plain || a->nbytes != b->nbytes) return false;
+    return a->same_layout && a->same_layout(a, b);
+}
+
 bool mcp_dtype_is_float(mcp_dtype d)
 {
     return d == MCP_DTYPE_FLOAT || d == MCP_DTYPE_DOUBLE || d == MCP_DTYPE_FLOAT16 ||

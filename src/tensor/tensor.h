@@ -27,7 +27,15 @@ struct mcp_format {
     size_t nbytes; /* bytes of data in this format (padding included) */
     /* Writes the plain row-major form of src (in this format) into dst. */
     mcp_status (*to_plain)(const mcp_format *f, const void *src, void *dst, mcp_err *err);
+    /* Whether `other` lays out the same logical tensor the same way, byte
+     * for byte (formats are owned by the kernels that write them, so two
+     * alike layouts are usually two objects). NULL: only the same object. */
+    bool (*same_layout)(const mcp_format *f, const mcp_format *other);
 };
+
+/* Whether tensors in formats a and b (NULL: plain) have their bytes in the
+ * same places. */
+bool mcp_format_same(const mcp_format *a, const mcp_format *b);
 
 /*
  * A dense tensor. `data` holds numel() elements of dtype, row-major. For

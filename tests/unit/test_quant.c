@@ -124,6 +124,7 @@ typedef struct conv_case {
     mcp_dtype x_dt, w_dt, y_dt;
     int64_t n, c, hw, m, k, group, stride, pad;
     bool per_channel, bias;
+    bool zero_zps; /* x's and y's zero points 0 (oneDNN then takes none) */
 } conv_case;
 
 static void run_conv_case(int line, const conv_case *cc, bool vnni)
@@ -143,6 +144,7 @@ static void run_conv_case(int line, const conv_case *cc, bool vnni)
     for (int64_t i = 0; i < cc->m; i++) ws[i] = wbase * (0.5f + 0.01f * (float)(rnd() % 100));
     uint8_t xz_u = (uint8_t)(rnd() % 256), yz_u = (uint8_t)(100 + rnd() % 50);
     int8_t xz_s = (int8_t)(rnd() % 40) - 20, yz_s = (int8_t)(rnd() % 20) - 10;
+    if (cc->zero_zps) xz_u = yz_u = 0, xz_s = yz_s = 0;
     uint8_t *wz = malloc((size_t)cc->m);
     memset(wz, cc->w_dt == MCP_DTYPE_UINT8 ? 128 : 0, (size_t)cc->m);
     int32_t *b = malloc(sizeof *b * (size_t)cc->m);
@@ -211,15 +213,17 @@ static void test_conv_families(void)
     bool vnni = cpu_has_vnni();
     const mcp_dtype U8 = MCP_DTYPE_UINT8, S8 = MCP_DTYPE_INT8;
     const conv_case cases[] = {
-        {"QLinearConv u8 x, s8 w, per-channel, bias, 3x3", true, U8, S8, U8, 1, 16, 10, 24, 3, 1, 1, 1, true, true},
-        {"QLinearConv u8 x, u8 w (zp 128), per-tensor", true, U8, U8, U8, 2, 8, 9, 16, 3, 1, 1, 0, false, false},
-        {"QLinearConv s8 x, s8 w, s8 y, stride 2", true, S8, S8, S8, 1, 32, 12, 32, 3, 1, 2, 1, true, true},
-        {"QLinearConv depthwise 3x3", true, U8, S8, U8, 1, 32, 14, 32, 3, 32, 1, 1, true, true},
-        {"QLinearConv 1x1, batch 3, 64 channels", true, U8, S8, U8, 3, 64, 7, 48, 1, 1, 1, 0, true, true},
-        {"QLinearConv grouped (2 groups of 16)", true, U8, S8, U8, 1, 32, 8, 32, 3, 2, 1, 1, false, true},
-        {"ConvInteger u8 x, u8 w (zp 128)", false, U8, U8, U8, 1, 16, 10, 24, 3, 1, 1, 1, false, false},
-        {"ConvInteger u8 x, s8 w, stride 2", false, U8, S8, U8, 2, 8, 11, 16, 3, 1, 2, 1, false, false},
-        {"ConvInteger s8 x, s8 w, 1x1", false, S8, S8, S8, 1, 64, 6, 32, 1, 1, 1, 0, false, false},
+        {"QLinearConv u8 x, s8 w, per-channel, bias, 3x3", true, U8, S8, U8, 1, 16, 10, 24, 3, 1, 1, 1, true, true, false},
+        {"QLinearConv u8 x, u8 w (zp 128), per-tensor", true, U8, U8, U8, 2, 8, 9, 16, 3, 1, 1, 0, false, false, false},
+        {"QLinearConv s8 x, s8 w, s8 y, stride 2", true, S8, S8, S8, 1, 32, 12, 32, 3, 1, 2, 1, true, true, false},
+        {"QLinearConv depthwise 3x3", true, U8, S8, U8, 1, 32, 14, 32, 3, 32, 1, 1, true, true, false},
+        {"QLinearConv 1x1, batch 3, 64 channels", true, U8, S8, U8, 3, 64, 7, 48, 1, 1, 1, 0, true, true, false},
+        {"QLinearConv grouped (2 groups of 16)", true, U8, S8, U8, 1, 32, 8, 32, 3, 2, 1, 1, false, true, false},
+        {"QLinearConv zero points 0, 3x3", true, U8, S8, U8, 1, 64, 14, 64, 3, 1, 1, 1, true, true, true},
+        {"QLinearConv zero points 0, 1x1, batch 2", true, U8, S8, U8, 2, 64, 7, 128, 1, 1, 1, 0, true, true, true},
+        {"ConvInteger u8 x, u8 w (zp 128)", false, U8, U8, U8, 1, 16, 10, 24, 3, 1, 1, 1, false, false, false},
+        {"ConvInteger u8 x, s8 w, stride 2", false, U8, S8, U8, 2, 8, 11, 16, 3, 1, 2, 1, false, false, false},
+        {"ConvInteger s8 x, s8 w, 1x1", false, S8, S8, S8, 1, 64, 6, 32, 1, 1, 1, 0, false, false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rng_state = 1234u + (uint32_t)i * 7919u;
@@ -327,11 +331,106 @@ static void test_matmul_families(void)
     }
 }
 
+static bool has_op(const mcp_session *s, const char *op)
+{
+    for (int i = 0; i < s->graph->n_nodes; i++)
+        if (strcmp(s->graph->nodes[i].op_type, op) == 0) return true;
+    return false;
+}
+
+/*
+ * A QDQ graph: X -> Q -> DQ -> Conv (weights DQ of s8 per channel, float
+ * bias) -> Relu -> Q -> DQ, plus DQ(Q(X)) -> Add -> Relu -> Q -> DQ -> Y.
+ * With the graph passes it runs as QLinearConv and QLinearAdd on 8-bit
+ * values; without them as written, in float. The two agree within one
+ * quantization step of Y.
+ */
+static void test_qdq_fusion(void)
+{
+    enum { C = 16, HW = 10 };
+    rng_state = 99;
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {1, C, HW, HW}, wd[] = {C, C, 3, 3}, cd[] = {C}, one[] = {1};
+    static int8_t w[C * C * 9];
+    static float ws[C], b[C];
+    fill_q(w, C * C * 9, MCP_DTYPE_INT8);
+    for (int i = 0; i < C; i++) ws[i] = 0.002f + 0.0001f * (float)i, b[i] = 0.05f * (float)(i - C / 2);
+    int8_t wz[C] = {0};
+    float xs = 0.02f, hs = 0.05f, ys = 0.06f;
+    uint8_t xz = 128, hz = 0, yz = 0;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, NULL);
+    mb_add_initializer(m, NULL, "W", MCP_DTYPE_INT8, 4, wd, w, sizeof w);
+    mb_add_initializer(m, NULL, "WS", MCP_DTYPE_FLOAT, 1, cd, ws, sizeof ws);
+    mb_add_initializer(m, NULL, "WZ", MCP_DTYPE_INT8, 1, cd, wz, sizeof wz);
+    mb_add_initializer(m, NULL, "B", MCP_DTYPE_FLOAT, 1, cd, b, sizeof b);
+    mb_add_initializer(m, NULL, "XS", MCP_DTYPE_FLOAT, 0, one, &xs, sizeof xs);
+    mb_add_initializer(m, NULL, "XZ", MCP_DTYPE_UINT8, 0, one, &xz, 1);
+    mb_add_initializer(m, NULL, "HS", MCP_DTYPE_FLOAT, 0, one, &hs, sizeof hs);
+    mb_add_initializer(m, NULL, "HZ", MCP_DTYPE_UINT8, 0, one, &hz, 1);
+    mb_add_initializer(m, NULL, "YS", MCP_DTYPE_FLOAT, 0, one, &ys, sizeof ys);
+    mb_add_initializer(m, NULL, "YZ", MCP_DTYPE_UINT8, 0, one, &yz, 1);
+    mb_add_node(m, NULL, "QuantizeLinear", "qx", "X,XS,XZ", "Xq");
+    mb_add_node(m, NULL, "DequantizeLinear", "dqx", "Xq,XS,XZ", "Xd");
+    Onnx__NodeProto *dw = mb_add_node(m, NULL, "DequantizeLinear", "dqw", "W,WS,WZ", "Wd");
+    mb_attr_int(m, dw, "axis", 0);
+    Onnx__NodeProto *conv = mb_add_node(m, NULL, "Conv", "conv", "Xd,Wd,B", "H");
+    const int64_t pads[] = {1, 1, 1, 1};
+    mb_attr_ints(m, conv, "pads", pads, 4);
+    mb_add_node(m, NULL, "Relu", "relu", "H", "Hr");
+    mb_add_node(m, NULL, "QuantizeLinear", "qh", "Hr,HS,HZ", "Hq");
+    mb_add_node(m, NULL, "DequantizeLinear", "dqh", "Hq,HS,HZ", "Hd");
+    mb_add_node(m, NULL, "Add", "add", "Hd,Xd", "S");
+    mb_add_node(m, NULL, "Relu", "relu2", "S", "Sr");
+    mb_add_node(m, NULL, "QuantizeLinear", "qy", "Sr,YS,YZ", "Yq");
+    mb_add_node(m, NULL, "DequantizeLinear", "dqy", "Yq,YS,YZ", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, xd, NULL);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    char msg[1024] = "";
+    mcp_session_options o = mcp_session_options_default();
+    o.threads = 2;
+    mcp_session *fused = NULL, *plain = NULL;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &fused, msg, sizeof msg), msg);
+    o.no_graph_passes = 1;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &plain, msg, sizeof msg), msg);
+    free(buf);
+    TU_CHECK(has_op(fused, "QLinearConv") && has_op(fused, "QLinearAdd"));
+    TU_CHECK(!has_op(fused, "Conv") && !has_op(fused, "Add") && !has_op(fused, "Relu"));
+    TU_CHECK(has_op(plain, "Conv") && !has_op(plain, "QLinearConv"));
+    mcp_value x = {0};
+    x.kind = MCP_VALUE_TENSOR;
+    mcp_err err = {msg, sizeof msg};
+    TU_REQUIRE_OK(mcp_tensor_alloc(&x.tensor, MCP_DTYPE_FLOAT, 4, xd, &err), msg);
+    float *xv = x.tensor.data;
+    for (int i = 0; i < C * HW * HW; i++) xv[i] = (float)((int)(rnd() % 256) - 128) * 0.02f;
+    mcp_value *ins[1] = {&x}, *of[1] = {mcp_value_new()}, *op[1] = {mcp_value_new()};
+    TU_REQUIRE_OK(mcp__session_run(fused, ins, of, &err), msg);
+    TU_REQUIRE_OK(mcp__session_run(plain, ins, op, &err), msg);
+    const float *a = of[0]->tensor.data, *r = op[0]->tensor.data;
+    int off = 0, bad = 0, nonzero = 0;
+    for (int i = 0; i < C * HW * HW; i++) {
+        float d = fabsf(a[i] - r[i]);
+        off += d > 0.0f;
+        bad += d > ys * 1.001f;
+        nonzero += r[i] != 0.0f;
+    }
+    TU_CHECK_INT(bad, 0);
+    TU_CHECK(off * 100 <= C * HW * HW);
+    TU_CHECK(nonzero > C * HW * HW / 4);
+    mcp_value_clear(&x);
+    mcp_value_free(of[0]);
+    mcp_value_free(op[0]);
+    mcp_session_destroy(fused);
+    mcp_session_destroy(plain);
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_conv_families);
     TU_RUN(test_matmul_families);
+    TU_RUN(test_qdq_fusion);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_quant");
 }

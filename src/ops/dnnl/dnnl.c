@@ -268,6 +268,12 @@ static mcp_status format_to_plain(const mcp_format *base, const void *src, void 
     return st;
 }
 
+static bool format_same_layout(const mcp_format *a, const mcp_format *b)
+{
+    /* mcp_format_same has checked that both are oneDNN formats. */
+    return dnnl_memory_desc_equal(&((const mcp_dnnl_format *)a)->md, &((const mcp_dnnl_format *)b)->md);
+}
+
 mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *md, int rank,
                                  const int64_t *dims, mcp_err *err)
 {
@@ -282,6 +288,7 @@ mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *m
     f->base.name = "onednn";
     f->base.nbytes = dnnl_memory_desc_get_size(md);
     f->base.to_plain = format_to_plain;
+    f->base.same_layout = format_same_layout;
     return MCP_STATUS_OK;
 }
 

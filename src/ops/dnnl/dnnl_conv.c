@@ -413,6 +413,14 @@ static bool concatenates_convs(const mcp_graph *graph)
     return false;
 }
 
+/* Input i is an initializer holding the single value 0. */
+static bool zero_constant(const mcp_node *node, const mcp_graph *graph, int i)
+{
+    const mcp_tensor *t = mcp__dnnl_initializer(node, graph, i);
+    int32_t v;
+    return t && mcp__dnnl_zp_value(t, mcp__dnnl_dt(t->dtype), &v) && v == 0;
+}
+
 /* The int8 convolutions' part of the state (see qconv_supported). */
 static mcp_status qconv_prepare(conv_state *st, const mcp_node *node, const mcp_graph *graph, mcp_err *err)
 {
@@ -425,10 +433,12 @@ static mcp_status qconv_prepare(conv_state *st, const mcp_node *node, const mcp_
     const mcp_tensor *w = mcp__dnnl_initializer(node, graph, st->w_in);
     const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
     q->src_dt = mcp__dnnl_dt(x->type.dtype);
-    q->x_zp_in = mcp__dnnl_input(node, graph, 2) ? 2 : -1;
+    /* A zero point that is a constant 0 is left out of the primitive:
+     * oneDNN's fastest int8 kernels (brgconv) take none. */
+    q->x_zp_in = mcp__dnnl_input(node, graph, 2) && !zero_constant(node, graph, 2) ? 2 : -1;
     if (ql) {
         const mcp_graph_value *yz = mcp__dnnl_input(node, graph, 7);
-        q->y_zp_in = yz ? 7 : -1;
+        q->y_zp_in = yz && !zero_constant(node, graph, 7) ? 7 : -1;
         q->dst_dt = yz ? mcp__dnnl_dt(yz->type.dtype) : dnnl_u8;
         const mcp_tensor *xs = mcp__dnnl_initializer(node, graph, 1), *ws = mcp__dnnl_initializer(node, graph, 4),
                          *ys = mcp__dnnl_initializer(node, graph, 6);

@@ -809,6 +809,9 @@ const mcp_kernel_def mcp__ref_nn_kernels[] = {
     MCP_KERNEL_ENTRY("", "MatMulInteger", 10, 0, mcp__nn_run_matmul_integer, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "QLinearMatMul", 10, 0, mcp__nn_run_qlinear_matmul, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "QuantizeLinear", 10, 0, mcp__nn_run_quantize_linear, NULL, NULL, NULL),
+    /* Reads blocked layouts: pointwise, it keeps the one both operands share. */
+    {MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearAdd", 1, 0, mcp__nn_run_qlinear_add, NULL, NULL, NULL),
+     .reads_formats = true},
     MCP_KERNEL_ENTRY("", "DequantizeLinear", 10, 0, mcp__nn_run_dequantize_linear, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "DynamicQuantizeLinear", 11, 0, mcp__nn_run_dynamic_quantize_linear, NULL, NULL, NULL),
 };

@@ -67,6 +67,171 @@ static int64_t qaxis_at(const qaxis *q, int64_t i) {
     return q->per_axis ? (i / q->inner) % q->axis_dim : 0;
 }
 
+/*
+ * Fast paths: float32 <-> 8-bit with one scale and zero point, the form
+ * every QDQ graph uses between its quantized operators. Same results as
+ * the general loops: x / scale rounded half to even in float (adding and
+ * subtracting 1.5 * 2^23 rounds in the default mode, exactly, for the
+ * |v| < 2^22 that the clamp below leaves), saturation, NaN to zero.
+ */
+static bool q8_per_tensor(const mcp_tensor *scale, const mcp_tensor *zp, mcp_dtype q)
+{
+    return scale->dtype == MCP_DTYPE_FLOAT && mcp_tensor_numel(scale) == 1 && (q == MCP_DTYPE_UINT8 || q == MCP_DTYPE_INT8) &&
+           (!zp || (zp->dtype == q && mcp_tensor_numel(zp) == 1));
+}
+
+static int q8_zero_point(const mcp_tensor *zp)
+{
+    if (!zp) return 0;
+    return zp->dtype == MCP_DTYPE_UINT8 ? ((const uint8_t *)zp->data)[0] : ((const int8_t *)zp->data)[0];
+}
+
+/* The loops below are compiled for AVX-512, AVX2 and the baseline and
+ * picked at load by the CPU; no-trapping-math lets the clamps become
+ * vector selects (it changes no result: nothing here runs with
+ * floating-point traps enabled). */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+quantize_chunk(const float *x, float scale, float zf, bool is_u8, void *y, int64_t begin, int64_t end)
+{
+    const float lo = is_u8 ? 0.0f : -128.0f, hi = is_u8 ? 255.0f : 127.0f, magic = 12582912.0f;
+    if (is_u8) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; i++) {
+            float v = x[i] / scale;
+            v = v < -4194304.0f ? -4194304.0f : v > 4194304.0f ? 4194304.0f : v;
+            float r = (v + magic) - magic + zf;
+            r = r < lo ? lo : r > hi ? hi : r;
+            ((uint8_t *)y)[i] = (uint8_t)(x[i] == x[i] ? r : 0.0f);
+        }
+    } else {
+#pragma omp simd
+        for (int64_t i = begin; i < end; i++) {
+            float v = x[i] / scale;
+            v = v < -4194304.0f ? -4194304.0f : v > 4194304.0f ? 4194304.0f : v;
+            float r = (v + magic) - magic + zf;
+            r = r < lo ? lo : r > hi ? hi : r;
+            ((int8_t *)y)[i] = (int8_t)(x[i] == x[i] ? r : 0.0f);
+        }
+    }
+}
+
+static void quantize_f32_q8(mcp_kernel_ctx *ctx, const float *x, float scale, int zp, bool is_u8, void *y, int64_t n)
+{
+    int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+    int nt = mcp_kthreads(ctx, n * 4);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nchunks; c++)
+        quantize_chunk(x, scale, (float)zp, is_u8, y, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+dequantize_chunk(const void *x, float scale, int zp, bool is_u8, float *y, int64_t begin, int64_t end)
+{
+    if (is_u8) {
+#pragma omp simd
+        for (int64_t i = begin; i < end; i++) y[i] = (float)((int)((const uint8_t *)x)[i] - zp) * scale;
+    } else {
+#pragma omp simd
+        for (int64_t i = begin; i < end; i++) y[i] = (float)((int)((const int8_t *)x)[i] - zp) * scale;
+    }
+}
+
+static void dequantize_q8_f32(mcp_kernel_ctx *ctx, const void *x, float scale, int zp, bool is_u8, float *y, int64_t n)
+{
+    int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+    int nt = mcp_kthreads(ctx, n * 2);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nchunks; c++)
+        dequantize_chunk(x, scale, zp, is_u8, y, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+}
+
+typedef struct qadd_params {
+    float sa, sb, sy, za, zb, zy, lo, hi;
+} qadd_params;
+
+/* One chunk of QLinearAdd; inlined per combination of operand types and
+ * relu, so each loop is straight-line and vectorizes. */
+static inline __attribute__((always_inline, optimize("no-trapping-math"))) void qadd_loop(const void *a, const void *b, void *y, int64_t begin,
+                                                             int64_t end, const qadd_params *p, bool au, bool bu,
+                                                             bool yu, bool relu)
+{
+    const float magic = 12582912.0f, sa = p->sa, sb = p->sb, sy = p->sy, za = p->za, zb = p->zb, zy = p->zy;
+    const float lo = p->lo, hi = p->hi;
+#pragma omp simd
+    for (int64_t i = begin; i < end; i++) {
+        float fa = au ? (float)((const uint8_t *)a)[i] : (float)((const int8_t *)a)[i];
+        float fb = bu ? (float)((const uint8_t *)b)[i] : (float)((const int8_t *)b)[i];
+        float v = (fa - za) * sa + (fb - zb) * sb;
+        if (relu) v = v > 0.0f ? v : 0.0f;
+        v = v / sy;
+        v = v < -4194304.0f ? -4194304.0f : v > 4194304.0f ? 4194304.0f : v;
+        float r = (v + magic) - magic + zy;
+        r = r < lo ? lo : r > hi ? hi : r;
+        if (yu) ((uint8_t *)y)[i] = (uint8_t)r;
+        else ((int8_t *)y)[i] = (int8_t)r;
+    }
+}
+
+/* One chunk, compiled for AVX-512, AVX2 and the baseline, picked at load
+ * by the CPU (the distributed binary targets baseline x86-64). */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+qadd_chunk(int kind, const void *a, const void *b, void *y, int64_t lo_i, int64_t hi_i, const qadd_params *p)
+{
+    switch (kind) {
+#define QADD_CASE(k) \
+    case k: qadd_loop(a, b, y, lo_i, hi_i, p, (k) & 1, (k) & 2, (k) & 4, (k) & 8); break;
+        QADD_CASE(0) QADD_CASE(1) QADD_CASE(2) QADD_CASE(3) QADD_CASE(4) QADD_CASE(5) QADD_CASE(6) QADD_CASE(7)
+        QADD_CASE(8) QADD_CASE(9) QADD_CASE(10) QADD_CASE(11) QADD_CASE(12) QADD_CASE(13) QADD_CASE(14) QADD_CASE(15)
+#undef QADD_CASE
+    }
+}
+
+mcp_status mcp__nn_run_qlinear_add(mcp_kernel_ctx *ctx) {
+    const mcp_tensor *a = mcp_kin(ctx, 0), *as = mcp_kin(ctx, 1), *az = mcp_kin(ctx, 2);
+    const mcp_tensor *b = mcp_kin(ctx, 3), *bs = mcp_kin(ctx, 4), *bz = mcp_kin(ctx, 5);
+    const mcp_tensor *ys = mcp_kin(ctx, 6), *yz = mcp_kin(ctx, 7);
+    if (!a || !as || !b || !bs || !ys || !yz)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs a, a_scale, b, b_scale, y_scale and y_zero_point are required");
+    if (!q8_per_tensor(as, az, a->dtype) || !q8_per_tensor(bs, bz, b->dtype) || !q8_per_tensor(ys, yz, yz->dtype))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "operands must be 8-bit with one float scale and zero point each");
+    if (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof *a->dims * (size_t)a->rank) != 0)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'a' and 'b' must have the same shape");
+    mcp_dtype ydt = yz->dtype;
+    /* Pointwise, so any layout serves when both operands share it (the
+     * layout an int8 convolution wrote them in): Y keeps it, padding
+     * included. Otherwise both become plain. */
+    const mcp_format *fmt = NULL;
+    if (a->format || b->format) {
+        if (mcp_format_same(a->format, b->format) && a->dtype == ydt && b->dtype == ydt) {
+            fmt = a->format;
+        } else {
+            for (int k = 0; k <= 3; k += 3) {
+                mcp_status st = mcp_tensor_make_plain(&ctx->inputs[k]->tensor, ctx->err);
+                if (st != MCP_STATUS_OK) return st;
+            }
+        }
+    }
+    mcp_tensor *y = fmt ? mcp_kout_format(ctx, 0, ydt, a->rank, a->dims, fmt)
+                        : mcp_kout_uninit(ctx, 0, ydt, a->rank, a->dims);
+    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+    bool relu = mcp_kattr_int(ctx, "relu", 0) != 0;
+    float sa = ((const float *)as->data)[0], sb = ((const float *)bs->data)[0], sy = ((const float *)ys->data)[0];
+    int za = q8_zero_point(az), zb = q8_zero_point(bz);
+    float zy = (float)q8_zero_point(yz);
+    const float lo = ydt == MCP_DTYPE_UINT8 ? 0.0f : -128.0f, hi = ydt == MCP_DTYPE_UINT8 ? 255.0f : 127.0f;
+    qadd_params p = {sa, sb, sy, (float)za, (float)zb, zy, lo, hi};
+    int kind = (a->dtype == MCP_DTYPE_UINT8) | (b->dtype == MCP_DTYPE_UINT8) << 1 | (ydt == MCP_DTYPE_UINT8) << 2 |
+               relu << 3;
+    int64_t n = fmt ? (int64_t)fmt->nbytes : mcp_tensor_numel(a), chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+    int nt = mcp_kthreads(ctx, n * 4);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nchunks; c++) {
+        int64_t lo_i = c * chunk, hi_i = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        qadd_chunk(kind, a->data, b->data, y->data, lo_i, hi_i, &p);
+    }
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp__nn_run_quantize_linear(mcp_kernel_ctx *ctx) {
     const mcp_tensor *x = mcp_kin(ctx, 0), *ys = mcp_kin(ctx, 1), *yzp = mcp_kin(ctx, 2);
     if (!x || !ys)
@@ -84,6 +249,13 @@ mcp_status mcp__nn_run_quantize_linear(mcp_kernel_ctx *ctx) {
     qaxis q;
     mcp_status st = qaxis_init(ctx, x, ys, yzp, "y_scale", "y_zero_point", &q);
     if (st != MCP_STATUS_OK) return st;
+    if (x->dtype == MCP_DTYPE_FLOAT && q8_per_tensor(ys, yzp, ydt)) {
+        mcp_tensor *y = mcp_kout_uninit(ctx, 0, ydt, x->rank, x->dims);
+        if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+        quantize_f32_q8(ctx, x->data, ((const float *)ys->data)[0], q8_zero_point(yzp), ydt == MCP_DTYPE_UINT8, y->data,
+                        mcp_tensor_numel(x));
+        return MCP_STATUS_OK;
+    }
     mcp_tensor *y = mcp_kout(ctx, 0, ydt, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
@@ -117,6 +289,13 @@ mcp_status mcp__nn_run_dequantize_linear(mcp_kernel_ctx *ctx) {
     qaxis q;
     mcp_status st = qaxis_init(ctx, x, xs, xzp, "x_scale", "x_zero_point", &q);
     if (st != MCP_STATUS_OK) return st;
+    if (q8_per_tensor(xs, xzp, x->dtype)) {
+        mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
+        if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+        dequantize_q8_f32(ctx, x->data, ((const float *)xs->data)[0], q8_zero_point(xzp), x->dtype == MCP_DTYPE_UINT8,
+                          y->data, mcp_tensor_numel(x));
+        return MCP_STATUS_OK;
+    }
     mcp_tensor *y = mcp_kout(ctx, 0, xs->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
