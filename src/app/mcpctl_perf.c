@@ -2,7 +2,7 @@
  * mcpctl perf: load time, latency and peak memory of one model.
  *
  *   mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N]
- *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--json]
+ *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--json]
  *
  * Inputs are random, generated once with a fixed seed: a dynamic first
  * dimension becomes the batch size, other dynamic dimensions 1 (an input of
@@ -20,6 +20,9 @@
  * option) and prints the time per op type and backend and the slowest
  * nodes, per run; with --json they are the "ops" array and the "nodes"
  * array (every node, slowest first).
+ *
+ * --fuse-quantized-sums sets the session option of that name (QDQ models:
+ * residual sums inside the int8 convolutions; see mcp.h).
  *
  * --json prints exactly one JSON object on stdout. Every failure prints one
  * line on stderr and exits non-zero.
@@ -45,11 +48,12 @@ typedef struct perf_args {
     const char *backend; /* NULL: session default (MCP_BACKEND or auto) */
     bool json;
     bool profile;
+    bool fuse_sums;
 } perf_args;
 
 static const char perf_usage[] =
     "usage: mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] "
-    "[--backend auto|ref|dnnl] [--profile] [--json]";
+    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--json]";
 
 static int perf_fail(const char *what, const char *detail)
 {
@@ -92,6 +96,10 @@ static int parse_args(int argc, char **argv, perf_args *a)
         }
         if (strcmp(arg, "--profile") == 0) {
             a->profile = true;
+            continue;
+        }
+        if (strcmp(arg, "--fuse-quantized-sums") == 0) {
+            a->fuse_sums = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -367,6 +375,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     o.threads = a.threads;
     o.backend = a.backend;
     o.profile = a.profile;
+    o.fuse_quantized_sums = a.fuse_sums;
     mcp_session *s = NULL;
     double t0 = now_ms();
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);

@@ -154,7 +154,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
      * an op we cannot run fails at load whatever the passes remove. */
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, false, err);
     if (st == MCP_STATUS_OK && !o.no_graph_passes) {
-        st = mcp_graph_fuse_quantized(s->graph, err);
+        st = mcp_graph_fuse_quantized(s->graph, o.fuse_quantized_sums != 0, err);
         if (st == MCP_STATUS_OK) st = mcp__fold_constants(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);

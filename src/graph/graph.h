@@ -33,6 +33,13 @@ typedef struct mcp_graph mcp_graph;
  *       8-bit A and B of one shape, one scale and zero point each; int
  *       `relu` (0/1). Y = QuantizeLinear([Relu](DequantizeLinear(A) +
  *       DequantizeLinear(B)), Y_scale, Y_zp), computed as those ops do.
+ *   QLinearConvAdd(X, X_scale, X_zp, W, W_scale, W_zp, Y_scale, Y_zp, [B],
+ *                  S, S_scale, S_zp) -> Y
+ *       QLinearConv's inputs and attributes, plus an 8-bit S of Y's shape
+ *       and int `relu`: Y = QuantizeLinear([Relu](X_scale * W_scale[c] *
+ *       (sum + B) + DequantizeLinear(S)), Y_scale, Y_zp), the convolution
+ *       not rounded to 8 bits before the sum (a residual join after a
+ *       QLinearConv whose output only the join reads).
  *
  * Activations and their params (MCP_ACTIVATIONS): Relu; LeakyRelu [alpha];
  * Clip [min, max]; Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu
@@ -217,9 +224,12 @@ mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
 /* QDQ graphs to quantized operators (src/graph/passes.c): DequantizeLinear
  * -> Conv / MatMul -> [Relu] -> QuantizeLinear, with 8-bit weight
  * initializers, becomes QLinearConv / QLinearMatMul on the quantized
- * values. Call after mcp_graph_infer_shapes and before constant folding
- * (which would fold the weights' DequantizeLinear into float). */
-mcp_status mcp_graph_fuse_quantized(mcp_graph *g, mcp_err *err);
+ * values; residual DequantizeLinear + Add + [Relu] + QuantizeLinear
+ * becomes QLinearAdd, or with fuse_sums (when one operand comes from such
+ * a QLinearConv alone) QLinearConvAdd. Call after mcp_graph_infer_shapes
+ * and before constant folding (which would fold the weights'
+ * DequantizeLinear into float). */
+mcp_status mcp_graph_fuse_quantized(mcp_graph *g, bool fuse_sums, mcp_err *err);
 /* Releases the nodes with drop[i] set (their subgraphs included), closes
  * the gaps and relinks every value's producer. */
 void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop);

@@ -233,6 +233,39 @@ static int add_initializer(pass_ctx *c, const char *base, mcp_tensor *t)
     return idx;
 }
 
+/* Adds a new value computed by a node (no producer yet): named after
+ * `base` (made unique), of tensor type dtype with like's shape. Returns its
+ * index, or -1 on allocation failure. The per-value counts must then grow
+ * (count_uses). */
+static int add_value(pass_ctx *c, const char *base, mcp_dtype dtype, const mcp_type *like)
+{
+    mcp_graph *g = c->g;
+    char name[256];
+    snprintf(name, sizeof name, "%s", base);
+    for (int k = 1; mcp_graph_find_value(g, name) >= 0; k++) snprintf(name, sizeof name, "%s_%d", base, k);
+    if (g->n_values == g->cap_values) {
+        int cap = g->cap_values ? g->cap_values * 2 : 16;
+        mcp_graph_value *v = mcp_realloc(g->values, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        g->values = v;
+        g->cap_values = cap;
+    }
+    char *dup = mcp_strdup(name);
+    if (!dup) return -1;
+    int idx = g->n_values++;
+    mcp_graph_value *v = &g->values[idx];
+    memset(v, 0, sizeof *v);
+    v->name = dup;
+    v->outer = -1;
+    v->producer = -1;
+    v->initializer = -1;
+    v->type.kind = MCP_VALUE_TENSOR;
+    v->type.dtype = dtype;
+    v->type.rank = like->rank;
+    memcpy(v->type.dims, like->dims, sizeof v->type.dims);
+    return idx;
+}
+
 /* ---- Identity and inference Dropout ---- */
 
 /* True when Dropout node n is the identity on its first input. */
@@ -1259,6 +1292,67 @@ static mcp_status q_rewrite_add(pass_ctx *c, int h, const int *inputs, bool relu
 }
 
 
+/* The QLinearConv node producing v (read only by the DequantizeLinear
+ * whose output dq is, in turn, read only once), or -1. Fusing skips the
+ * rounding and saturation of v; a zero point at the type's lowest value
+ * says that saturation is a Relu (one the rewrite above may have dropped),
+ * so such a convolution is left alone. */
+static int qconv_feeding(const pass_ctx *c, int v, int dq)
+{
+    if (!only_node_uses(c, v, 1) || !only_node_uses(c, dq, 1)) return -1;
+    int p = producer_of(c, v);
+    if (p < 0) return -1;
+    const mcp_node *n = &c->g->nodes[p];
+    if (!is_op(n, "QLinearConv") || n->n_outputs != 1) return -1;
+    const mcp_tensor *z = init_of(c->g, node_input(n, 7));
+    if (!z || mcp_tensor_numel(z) != 1) return -1;
+    int zp = z->dtype == MCP_DTYPE_UINT8 ? ((const uint8_t *)z->data)[0]
+           : z->dtype == MCP_DTYPE_INT8  ? ((const int8_t *)z->data)[0]
+                                          : -1000;
+    int lowest = z->dtype == MCP_DTYPE_UINT8 ? 0 : -128;
+    return zp != -1000 && zp != lowest ? p : -1;
+}
+
+/* QLinearConv h + (its output's DequantizeLinear dq_node) + Add (+ Relu) +
+ * QuantizeLinear => QLinearConvAdd (internal) with S = the Add's other
+ * operand. The fused node takes the QuantizeLinear's slot (the last), so S
+ * is computed before it whatever the order of the graph. */
+static mcp_status q_rewrite_conv_add(pass_ctx *c, int h, int dq_node, int s_q, int s_scale, int s_zp, int y_scale,
+                                     int y_zp, bool relu, const int *tail, int n_tail, int out)
+{
+    mcp_graph *g = c->g;
+    const mcp_node *conv = &g->nodes[h];
+    int ins[12];
+    for (int k = 0; k < 9; k++) ins[k] = node_input(conv, k);
+    ins[6] = y_scale, ins[7] = y_zp, ins[9] = s_q, ins[10] = s_scale, ins[11] = s_zp;
+    node_form f;
+    mcp_status st = form_begin(c, conv, "QLinearConvAdd", 12, ins, true, 1, &f);
+    if (st != MCP_STATUS_OK) return st;
+    mcp_attr *a = form_attr(&f, "relu", MCP_ATTR_INT);
+    if (!a) {
+        form_abort(&f, conv);
+        return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    a->i = relu;
+    int last = tail[0];
+    for (int k = 0; k < n_tail; k++) {
+        if (tail[k] > last) last = tail[k];
+        drop_node(c, tail[k]);
+    }
+    drop_node(c, dq_node);
+    form_commit(c, h, &f);
+    mcp_node *fused = &g->nodes[h];
+    g->values[fused->outputs[0]].producer = -1;
+    fused->outputs[0] = out;
+    mcp_node tmp = g->nodes[last];
+    g->nodes[last] = g->nodes[h];
+    g->nodes[h] = tmp;
+    c->removed[last] = false;
+    c->removed[h] = true;
+    g->values[out].producer = last;
+    return MCP_STATUS_OK;
+}
+
 /*
  * Quantized operators from QDQ graphs: a Conv or MatMul whose float
  * operands come from DequantizeLinear (weights an 8-bit initializer) and
@@ -1267,7 +1361,7 @@ static mcp_status q_rewrite_add(pass_ctx *c, int h, const int *inputs, bool relu
  * saturation) becomes QLinearConv / QLinearMatMul reading the quantized
  * values directly, so activations stay 8-bit between such operators.
  */
-static mcp_status pass_qdq(pass_ctx *c)
+static mcp_status pass_qdq(pass_ctx *c, bool fuse_sums)
 {
     mcp_graph *g = c->g;
     for (int i = 0; i < g->n_nodes; i++) {
@@ -1282,6 +1376,14 @@ static mcp_status pass_qdq(pass_ctx *c)
         if (!ys || !yz || (ydt != MCP_DTYPE_UINT8 && ydt != MCP_DTYPE_INT8)) continue;
         int tail[2] = {i, -1}, n_tail = 1;
         int h = producer_of(c, v);
+        /* A MaxPool between: Q(MaxPool(t)) = MaxPool(Q(t)), Q being
+         * monotonic, so the pooling runs on the 8-bit values. */
+        int pool = -1;
+        if (h >= 0 && is_op(&g->nodes[h], "MaxPool") && g->nodes[h].n_inputs == 1 && extra_outputs_unused(c, &g->nodes[h]) &&
+            g->nodes[h].opset >= 12 && only_node_uses(c, g->nodes[h].inputs[0], 1)) {
+            pool = h;
+            h = producer_of(c, g->nodes[h].inputs[0]);
+        }
         bool relu = false, relu_free = true;
         if (h >= 0 && node_is(&g->nodes[h], "Relu", 1)) {
             int lowest = ydt == MCP_DTYPE_UINT8 ? 0 : -128;
@@ -1297,12 +1399,27 @@ static mcp_status pass_qdq(pass_ctx *c)
         const mcp_node *n = &g->nodes[h];
         if (n->n_outputs != 1) continue;
         int xq, xs, xz, wq, ws, wz;
-        if (node_is(n, "Add", 2)) {
+        if (node_is(n, "Add", 2) && pool < 0) {
             int bq, bs, bz;
             if (!dq_of(c, n->inputs[0], &xq, &xs, &xz) || !dq_of(c, n->inputs[1], &bq, &bs, &bz)) continue;
             const mcp_type *ta = type_of(c, xq), *tb = type_of(c, bq);
             /* One shape (dims equal, or named alike): no broadcasting. */
             if (!same_shape(ta, tb)) continue;
+            /* A QLinearConv feeding one operand takes the sum in. */
+            for (int side = 0; fuse_sums && side < 2; side++) {
+                int cq = side ? bq : xq, dq = n->inputs[side];
+                int ch = qconv_feeding(c, cq, dq);
+                if (ch < 0) continue;
+                int sq = side ? xq : bq, ss = side ? xs : bs, sz = side ? xz : bz;
+                mcp_status st = q_rewrite_conv_add(c, ch, producer_of(c, dq), sq, ss, sz, q->inputs[1], q->inputs[2],
+                                                   relu, tail, n_tail, out);
+                if (st != MCP_STATUS_OK) return st;
+                /* The Add itself goes too. */
+                drop_node(c, h);
+                h = -1;
+                break;
+            }
+            if (h < 0) continue;
             int ins[8] = {xq, xs, xz, bq, bs, bz, q->inputs[1], q->inputs[2]};
             mcp_status st = q_rewrite_add(c, h, ins, relu, tail, n_tail, out);
             if (st != MCP_STATUS_OK) return st;
@@ -1324,9 +1441,27 @@ static mcp_status pass_qdq(pass_ctx *c)
                 }
             }
             int ins[9] = {xq, xs, xz, wq, ws, wz, q->inputs[1], q->inputs[2], b};
-            mcp_status st = q_rewrite(c, h, "QLinearConv", q->opset, ins, b >= 0 ? 9 : 8, tail, n_tail, out);
+            int conv_out = out;
+            if (pool >= 0) {
+                /* The convolution writes a new 8-bit value the MaxPool
+                 * reads; the MaxPool writes the QuantizeLinear's output. */
+                conv_out = add_value(c, "quantized_conv", ydt, type_of(c, n->outputs[0]));
+                if (conv_out < 0) return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+                mcp_status st = count_uses(c);
+                if (st != MCP_STATUS_OK) return st;
+            }
+            mcp_status st = q_rewrite(c, h, "QLinearConv", q->opset, ins, b >= 0 ? 9 : 8, tail, n_tail, conv_out);
             if (st != MCP_STATUS_OK) return st;
-        } else if (is_op(n, "MatMul") && n->n_inputs == 2) {
+            if (pool >= 0) {
+                mcp_node *p = &g->nodes[pool];
+                c->uses[p->inputs[0]]--;
+                p->inputs[0] = conv_out;
+                c->uses[conv_out]++;
+                g->values[p->outputs[0]].producer = -1;
+                p->outputs[0] = out;
+                g->values[out].producer = pool;
+            }
+        } else if (is_op(n, "MatMul") && n->n_inputs == 2 && pool < 0) {
             if (!dq_of(c, n->inputs[0], &xq, &xs, &xz) || !dq_weights(c, n->inputs[1], &wq, &ws, &wz)) continue;
             const mcp_tensor *w = init_of(g, wq);
             /* Per-column scales of a 2-D B only (axis 1 of B [K, N]). */
@@ -1400,12 +1535,12 @@ static void pass_end(pass_ctx *c)
     mcp_free(c->captured);
 }
 
-mcp_status mcp_graph_fuse_quantized(mcp_graph *g, mcp_err *err)
+mcp_status mcp_graph_fuse_quantized(mcp_graph *g, bool fuse_sums, mcp_err *err)
 {
     if (!g || g->n_nodes == 0) return MCP_STATUS_OK;
     pass_ctx c;
     mcp_status st = pass_begin(&c, g, err);
-    if (st == MCP_STATUS_OK) st = pass_qdq(&c);
+    if (st == MCP_STATUS_OK) st = pass_qdq(&c, fuse_sums);
     if (st == MCP_STATUS_OK) pass_dead_nodes(&c);
     if (st == MCP_STATUS_OK) pass_unused_initializers(&c);
     pass_end(&c);

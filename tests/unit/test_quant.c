@@ -340,12 +340,15 @@ static bool has_op(const mcp_session *s, const char *op)
 
 /*
  * A QDQ graph: X -> Q -> DQ -> Conv (weights DQ of s8 per channel, float
- * bias) -> Relu -> Q -> DQ, plus DQ(Q(X)) -> Add -> Relu -> Q -> DQ -> Y.
- * With the graph passes it runs as QLinearConv and QLinearAdd on 8-bit
- * values; without them as written, in float. The two agree within one
- * quantization step of Y.
+ * bias) -> [Relu] -> Q -> DQ, plus DQ(Q(X)) -> Add -> Relu -> Q -> DQ -> Y.
+ * With the graph passes it runs on 8-bit values: with the Relu (H's zero
+ * point 0) as QLinearConv and QLinearAdd; without it (zero point 128) and
+ * with fuse_quantized_sums as one QLinearConvAdd, the convolution added to
+ * X before any rounding.
+ * Without the passes it runs as written, in float. Both agree within one
+ * quantization step of Y, on the default backend and on the reference one.
  */
-static void test_qdq_fusion(void)
+static void run_qdq_case(bool conv_relu, const char *backend)
 {
     enum { C = 16, HW = 10 };
     rng_state = 99;
@@ -356,8 +359,11 @@ static void test_qdq_fusion(void)
     fill_q(w, C * C * 9, MCP_DTYPE_INT8);
     for (int i = 0; i < C; i++) ws[i] = 0.002f + 0.0001f * (float)i, b[i] = 0.05f * (float)(i - C / 2);
     int8_t wz[C] = {0};
-    float xs = 0.02f, hs = 0.05f, ys = 0.06f;
-    uint8_t xz = 128, hz = 0, yz = 0;
+    /* Without the Relu, H's range covers the convolution's (no clipping),
+     * so the only difference fusing makes is H's rounding: half a step of
+     * H at most. */
+    float xs = 0.02f, hs = conv_relu ? 0.05f : 0.15f, ys = 0.06f;
+    uint8_t xz = 128, hz = conv_relu ? 0 : 128, yz = 0;
     mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, NULL);
     mb_add_initializer(m, NULL, "W", MCP_DTYPE_INT8, 4, wd, w, sizeof w);
     mb_add_initializer(m, NULL, "WS", MCP_DTYPE_FLOAT, 1, cd, ws, sizeof ws);
@@ -376,8 +382,8 @@ static void test_qdq_fusion(void)
     Onnx__NodeProto *conv = mb_add_node(m, NULL, "Conv", "conv", "Xd,Wd,B", "H");
     const int64_t pads[] = {1, 1, 1, 1};
     mb_attr_ints(m, conv, "pads", pads, 4);
-    mb_add_node(m, NULL, "Relu", "relu", "H", "Hr");
-    mb_add_node(m, NULL, "QuantizeLinear", "qh", "Hr,HS,HZ", "Hq");
+    if (conv_relu) mb_add_node(m, NULL, "Relu", "relu", "H", "Hr");
+    mb_add_node(m, NULL, "QuantizeLinear", "qh", conv_relu ? "Hr,HS,HZ" : "H,HS,HZ", "Hq");
     mb_add_node(m, NULL, "DequantizeLinear", "dqh", "Hq,HS,HZ", "Hd");
     mb_add_node(m, NULL, "Add", "add", "Hd,Xd", "S");
     mb_add_node(m, NULL, "Relu", "relu2", "S", "Sr");
@@ -390,12 +396,15 @@ static void test_qdq_fusion(void)
     char msg[1024] = "";
     mcp_session_options o = mcp_session_options_default();
     o.threads = 2;
+    o.backend = backend;
+    o.fuse_quantized_sums = !conv_relu;
     mcp_session *fused = NULL, *plain = NULL;
     TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &fused, msg, sizeof msg), msg);
     o.no_graph_passes = 1;
     TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &plain, msg, sizeof msg), msg);
     free(buf);
-    TU_CHECK(has_op(fused, "QLinearConv") && has_op(fused, "QLinearAdd"));
+    if (conv_relu) TU_CHECK(has_op(fused, "QLinearConv") && has_op(fused, "QLinearAdd"));
+    else TU_CHECK(has_op(fused, "QLinearConvAdd") && !has_op(fused, "QLinearConv") && !has_op(fused, "QLinearAdd"));
     TU_CHECK(!has_op(fused, "Conv") && !has_op(fused, "Add") && !has_op(fused, "Relu"));
     TU_CHECK(has_op(plain, "Conv") && !has_op(plain, "QLinearConv"));
     mcp_value x = {0};
@@ -412,17 +421,25 @@ static void test_qdq_fusion(void)
     for (int i = 0; i < C * HW * HW; i++) {
         float d = fabsf(a[i] - r[i]);
         off += d > 0.0f;
-        bad += d > ys * 1.001f;
+        bad += d > (ys + (conv_relu ? 0.0f : hs / 2)) * 1.001f;
         nonzero += r[i] != 0.0f;
     }
     TU_CHECK_INT(bad, 0);
-    TU_CHECK(off * 100 <= C * HW * HW);
+    TU_CHECK(off * (conv_relu ? 100 : 3) <= C * HW * HW);
     TU_CHECK(nonzero > C * HW * HW / 4);
     mcp_value_clear(&x);
     mcp_value_free(of[0]);
     mcp_value_free(op[0]);
     mcp_session_destroy(fused);
     mcp_session_destroy(plain);
+}
+
+static void test_qdq_fusion(void)
+{
+    run_qdq_case(true, "auto");
+    run_qdq_case(false, "auto");
+    run_qdq_case(true, "ref");
+    run_qdq_case(false, "ref");
 }
 
 int main(void)

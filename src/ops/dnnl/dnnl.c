@@ -522,7 +522,12 @@ mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp
 {
     MCP_ASSERT(n > 0 && n <= MCP_DNNL_KEYS);
     const dnnl_memory_desc_t *plain = &e->dst.plain_md;
-    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, plain->ndims, plain->dims, mcp__dnnl_format_of(&e->dst));
+    /* Y has the type of the primitive's destination (f32, or u8 / s8 for
+     * int8 max pooling). */
+    mcp_dtype ydt = e->dst.md.data_type == dnnl_u8 ? MCP_DTYPE_UINT8
+                    : e->dst.md.data_type == dnnl_s8 ? MCP_DTYPE_INT8
+                                                     : MCP_DTYPE_FLOAT;
+    mcp_tensor *y = mcp_kout_format(ctx, 0, ydt, plain->ndims, plain->dims, mcp__dnnl_format_of(&e->dst));
     if (!y) {
         if (e == local) mcp__dnnl_entry_release(local);
         return MCP_STATUS_OUT_OF_MEMORY;
@@ -681,6 +686,8 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     if (strcmp(node->domain, MCP_DOMAIN_INTERNAL) == 0) {
         if (strcmp(node->op_type, "FusedConv") == 0)
             return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_fused_conv_kernel : NULL;
+        if (strcmp(node->op_type, "QLinearConvAdd") == 0)
+            return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_qlinear_conv_add_kernel : NULL;
         if (strcmp(node->op_type, "FusedGemm") == 0)
             return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_fused_gemm_kernel : NULL;
         if (strcmp(node->op_type, "FusedMatMul") == 0)

@@ -35,6 +35,8 @@
 
 static const char *const conv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
                                          "pads", "strides", NULL};
+static const char *const qconv_add_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
+                                              "pads", "strides", "relu", NULL};
 static const char *const fused_conv_attrs[] = {"auto_pad", "dilations", "group", "kernel_shape",
                                                "pads", "strides", "activation",
                                                "activation_params", NULL};
@@ -48,6 +50,12 @@ typedef struct conv_quant {
     int n_scales;                    /* 1, or one per output channel */
     float *scales;                   /* x_scale * w_scale[c] / y_scale */
     mcp_tensor w8;                   /* s8 weights shifted from u8, owned; else unset */
+    /* QLinearConvAdd: S dequantized and added before y's quantization
+     * (a sum post-op over Y pre-filled with S), then Relu. */
+    float s_scale; /* S_scale / y_scale */
+    int32_t s_zp;
+    dnnl_data_type_t s_dt;
+    bool relu;
 } conv_quant;
 
 /* Attributes of one Conv node, parsed once. */
@@ -73,7 +81,7 @@ typedef struct conv_state {
     const mcp_node *node; /* for the post-ops; the graph outlives the state */
     conv_params p;
     const mcp_tensor *w;
-    int w_in, b_in; /* inputs holding the weights and the bias */
+    int w_in, b_in, sum_in; /* inputs holding the weights, the bias and the sum */
     conv_quant q;
     bool has_bias, has_sum;
     bool blocked_batch1; /* the graph concatenates convolutions' channels */
@@ -115,6 +123,8 @@ bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph)
 {
     if (strcmp(node->op_type, "QLinearConv") == 0 || strcmp(node->op_type, "ConvInteger") == 0)
         return node->domain[0] == '\0' && qconv_supported(node, graph);
+    if (strcmp(node->op_type, "QLinearConvAdd") == 0)
+        return strcmp(node->domain, MCP_DOMAIN_INTERNAL) == 0 && qconv_supported(node, graph);
     bool fused = strcmp(node->op_type, "FusedConv") == 0;
     if (node->n_inputs < 2 || node->n_inputs > (fused ? 4 : 3) || node->n_outputs != 1) return false;
     if (!mcp__dnnl_attrs_within(node, fused ? fused_conv_attrs : conv_attrs)) return false;
@@ -154,10 +164,26 @@ static bool weight_zp_ok(const mcp_node *node, const mcp_graph *graph, int zi, c
 
 static bool qconv_supported(const mcp_node *node, const mcp_graph *graph)
 {
-    bool ql = strcmp(node->op_type, "QLinearConv") == 0;
-    if (node->n_outputs != 1 || (ql ? node->n_inputs < 8 || node->n_inputs > 9 : node->n_inputs < 2 || node->n_inputs > 4))
+    bool add = strcmp(node->op_type, "QLinearConvAdd") == 0;
+    bool ql = add || strcmp(node->op_type, "QLinearConv") == 0;
+    if (node->n_outputs != 1 || (add ? node->n_inputs != 12
+                                     : ql ? node->n_inputs < 8 || node->n_inputs > 9
+                                          : node->n_inputs < 2 || node->n_inputs > 4))
         return false;
-    if (!mcp__dnnl_attrs_within(node, conv_attrs) || !mcp__dnnl_has_vnni()) return false;
+    if (!mcp__dnnl_attrs_within(node, add ? qconv_add_attrs : conv_attrs) || !mcp__dnnl_has_vnni()) return false;
+    if (add) {
+        /* S: 8-bit, 4-D, with a constant scale and zero point (the sum
+         * post-op takes them when the primitive is built). */
+        const mcp_graph_value *sv = mcp__dnnl_input(node, graph, 9);
+        const mcp_tensor *sz = mcp__dnnl_initializer(node, graph, 11);
+        if (!sv || sv->type.kind != MCP_VALUE_TENSOR || !mcp__dnnl_is_int8(sv->type.dtype) || sv->type.rank != 4)
+            return false;
+        if (!mcp__dnnl_scale_ok(mcp__dnnl_initializer(node, graph, 10), 1) || !sz || sz->dtype != sv->type.dtype ||
+            mcp_tensor_numel(sz) != 1)
+            return false;
+        const mcp_graph_value *yz = mcp__dnnl_input(node, graph, 7);
+        if (!yz) return false;
+    }
     int wi = ql ? 3 : 1;
     const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
     const mcp_tensor *w = mcp__dnnl_initializer(node, graph, wi);
@@ -250,6 +276,15 @@ static dnnl_status_t conv_attr(const conv_state *st, dnnl_primitive_attr_t *attr
             s = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_SRC, 1, 0, &rt);
         if (s == dnnl_success && st->q.y_zp_in >= 0)
             s = dnnl_primitive_attr_set_zero_points(*attr, DNNL_ARG_DST, 1, 0, &rt);
+        if (s == dnnl_success && st->has_sum) {
+            dnnl_post_ops_t po = NULL;
+            s = dnnl_post_ops_create(&po);
+            if (s == dnnl_success) s = dnnl_post_ops_append_sum_v3(po, st->q.s_scale, st->q.s_zp, st->q.s_dt);
+            if (s == dnnl_success && st->q.relu)
+                s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+            if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+            if (po) dnnl_post_ops_destroy(po);
+        }
         if (s != dnnl_success) {
             dnnl_primitive_attr_destroy(*attr);
             *attr = NULL;
@@ -424,7 +459,8 @@ static bool zero_constant(const mcp_node *node, const mcp_graph *graph, int i)
 /* The int8 convolutions' part of the state (see qconv_supported). */
 static mcp_status qconv_prepare(conv_state *st, const mcp_node *node, const mcp_graph *graph, mcp_err *err)
 {
-    bool ql = strcmp(node->op_type, "QLinearConv") == 0;
+    bool add = strcmp(node->op_type, "QLinearConvAdd") == 0;
+    bool ql = add || strcmp(node->op_type, "QLinearConv") == 0;
     conv_quant *q = &st->q;
     q->on = true;
     q->requant = ql;
@@ -448,6 +484,15 @@ static mcp_status qconv_prepare(conv_state *st, const mcp_node *node, const mcp_
         /* As the reference kernel forms it: (x_scale * w_scale) / y_scale in float. */
         for (int c = 0; c < q->n_scales; c++)
             q->scales[c] = ((const float *)xs->data)[0] * ((const float *)ws->data)[c] / ((const float *)ys->data)[0];
+        if (add) {
+            const mcp_tensor *ss = mcp__dnnl_initializer(node, graph, 10), *sz = mcp__dnnl_initializer(node, graph, 11);
+            st->has_sum = true;
+            st->sum_in = 9;
+            q->s_scale = ((const float *)ss->data)[0] / ((const float *)ys->data)[0];
+            q->s_dt = mcp__dnnl_dt(sz->dtype);
+            mcp__dnnl_zp_value(sz, q->s_dt, &q->s_zp);
+            q->relu = mcp_node_attr_int(node, "relu", 0) != 0;
+        }
     } else {
         q->dst_dt = dnnl_s32;
     }
@@ -474,8 +519,10 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     st->node = node;
     st->w_in = 1;
     st->b_in = 2;
+    st->sum_in = 3;
     st->q.x_zp_in = st->q.y_zp_in = -1;
-    if (strcmp(node->op_type, "QLinearConv") == 0 || strcmp(node->op_type, "ConvInteger") == 0) {
+    if (strcmp(node->op_type, "QLinearConv") == 0 || strcmp(node->op_type, "ConvInteger") == 0 ||
+        strcmp(node->op_type, "QLinearConvAdd") == 0) {
         mcp_status qs = qconv_prepare(st, node, graph, err);
         if (qs != MCP_STATUS_OK) {
             conv_release(st);
@@ -535,7 +582,7 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
     conv_state *st = ctx->state;
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     const mcp_tensor *x = mcp_kin(ctx, 0), *b = st->has_bias ? mcp_kin(ctx, st->b_in) : NULL;
-    const mcp_tensor *sum = st->has_sum ? mcp_kin(ctx, 3) : NULL;
+    const mcp_tensor *sum = st->has_sum ? mcp_kin(ctx, st->sum_in) : NULL;
     const conv_quant *q = &st->q;
     mcp_dtype in_dt = MCP_DTYPE_FLOAT, out_dt = MCP_DTYPE_FLOAT, bias_dt = MCP_DTYPE_FLOAT;
     int32_t zp[2] = {0, 0}; /* x's, y's */
@@ -564,10 +611,10 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'X' spatial size is smaller than the kernel window");
     out[1] = st->w->dims[0];
-    if (st->has_sum && (!sum || sum->dtype != MCP_DTYPE_FLOAT || sum->rank != 4 ||
-                        memcmp(sum->dims, out, sizeof out) != 0))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                         "input 'Sum' must be a float tensor of the output's shape");
+    mcp_dtype sum_dt = q->on ? (q->s_dt == dnnl_u8 ? MCP_DTYPE_UINT8 : MCP_DTYPE_INT8) : MCP_DTYPE_FLOAT;
+    if (st->has_sum && (!sum || sum->dtype != sum_dt || sum->rank != 4 || memcmp(sum->dims, out, sizeof out) != 0))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' must be a %s tensor of the output's shape",
+                         q->on ? "S" : "Sum", mcp_dtype_name(sum_dt));
     if (mcp_shape_numel(4, out) == 0) return mcp_kout(ctx, 0, out_dt, 4, out) ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
 
     conv_prim local;
@@ -580,7 +627,13 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
     }
     mcp_tensor *y = mcp_kout_format(ctx, 0, out_dt, 4, out, mcp__dnnl_format_of(&cp->dst));
     if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
-    if (rs == MCP_STATUS_OK && st->has_sum) rs = mcp__dnnl_reorder_into(ctx, sum, &cp->dst.md, y->data);
+    if (rs == MCP_STATUS_OK && st->has_sum) {
+        /* S goes into Y in Y's layout; as s8 / u8 bytes when its type
+         * differs from Y's (the sum post-op reads them as S's type). */
+        dnnl_memory_desc_t to = cp->dst.md;
+        to.data_type = mcp__dnnl_dt(sum->dtype);
+        rs = mcp__dnnl_reorder_into(ctx, sum, &to, y->data);
+    }
 
     /* X as the primitive reads it: in place, or reordered into sbuf. */
     const void *src = x->data;
@@ -656,5 +709,9 @@ const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel = {
 };
 const mcp_kernel_def mcp__dnnl_conv_integer_kernel = {
     MCP_KERNEL_FIELDS("", "ConvInteger", 10, 0, conv_run, NULL, conv_prepare, conv_release),
+    .reads_formats = true, .release_plain_input = conv_release_plain,
+};
+const mcp_kernel_def mcp__dnnl_qlinear_conv_add_kernel = {
+    MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearConvAdd", 1, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain,
 };

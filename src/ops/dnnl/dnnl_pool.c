@@ -1,6 +1,7 @@
 /*
  * oneDNN pooling: MaxPool (one output), AveragePool, GlobalAveragePool and
- * GlobalMaxPool on 4-D fp32 tensors, reading X in whatever layout it
+ * GlobalMaxPool on 4-D fp32 tensors (MaxPool also on u8 / s8 ones, which
+ * a maximum leaves exact: quantized CNNs), reading X in whatever layout it
  * arrives in and writing Y in the layout oneDNN picks for it (the blocked
  * layout of the producing convolution, typically), so pooling between
  * convolutions costs no reorders.
@@ -73,7 +74,11 @@ bool mcp__dnnl_pool_supported(const mcp_node *node, const mcp_graph *graph)
     for (int i = 1; i < node->n_outputs; i++)
         if (node->outputs[i] >= 0) return false;
     pool_params p;
-    return parse_params(node, &p) && mcp__dnnl_f32_rank(node, graph, 0) == 4;
+    if (!parse_params(node, &p)) return false;
+    const mcp_graph_value *x = mcp__dnnl_input(node, graph, 0);
+    if (p.max && !p.global && x && x->type.kind == MCP_VALUE_TENSOR && mcp__dnnl_is_int8(x->type.dtype))
+        return x->type.rank == 4;
+    return mcp__dnnl_f32_rank(node, graph, 0) == 4;
 }
 
 static bool pool_geometry(const pool_params *p, const int64_t *in, pool_geom *g)
@@ -134,7 +139,7 @@ static mcp_status pool_build(const void *state, mcp_dnnl_entry *e, mcp_err *err)
     dnnl_alg_kind_t alg = st->p.max           ? dnnl_pooling_max
                           : st->p.include_pad ? dnnl_pooling_avg_include_padding
                                               : dnnl_pooling_avg_exclude_padding;
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, od, dnnl_f32, dnnl_format_tag_any);
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, od, xmd->data_type, dnnl_format_tag_any);
     dnnl_pooling_v2_desc_t pdesc;
     if (s == dnnl_success)
         s = dnnl_pooling_v2_forward_desc_init(&pdesc, dnnl_forward_inference, alg, xmd, &dst_any, strides, kernel,
@@ -165,7 +170,8 @@ static mcp_status pool_run(mcp_kernel_ctx *ctx)
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     const mcp_tensor *x = mcp_kin(ctx, 0);
     pool_geom g;
-    if (!x || x->dtype != MCP_DTYPE_FLOAT || x->rank != 4 || mcp_tensor_numel(x) == 0 ||
+    bool int8_max = x && st->p.max && !st->p.global && mcp__dnnl_is_int8(x->dtype);
+    if (!x || (x->dtype != MCP_DTYPE_FLOAT && !int8_max) || x->rank != 4 || mcp_tensor_numel(x) == 0 ||
         !pool_geometry(&st->p, x->dims, &g) || (g.extra_pad && st->p.include_pad && !st->p.max))
         return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     dnnl_memory_desc_t xmd;

@@ -284,7 +284,9 @@ static int64_t saturate_q(mcp_dtype d, double v) {
     return (int64_t)v;
 }
 
-mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) {
+/* QLinearConv, and with `sum` the internal QLinearConvAdd (graph.h): the
+ * unrounded convolution plus S dequantized, [Relu], quantized to y. */
+static mcp_status qlinear_conv(mcp_kernel_ctx *ctx, bool sum) {
     const mcp_tensor *x = mcp_kin(ctx, 0), *xs = mcp_kin(ctx, 1), *xzp = mcp_kin(ctx, 2);
     const mcp_tensor *w = mcp_kin(ctx, 3), *ws = mcp_kin(ctx, 4), *wzp = mcp_kin(ctx, 5);
     const mcp_tensor *ys = mcp_kin(ctx, 6), *yzp = mcp_kin(ctx, 7), *b = mcp_kin(ctx, 8);
@@ -335,14 +337,31 @@ mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) {
         mcp_free(buf);
         return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
-    st = qconv_accumulate(ctx, x, w, x_zp, w_zp, group, &g, bias, acc);
+    const mcp_tensor *sv = sum ? mcp_kin(ctx, 9) : NULL, *ss = sum ? mcp_kin(ctx, 10) : NULL;
+    const mcp_tensor *szp = sum ? mcp_kin(ctx, 11) : NULL;
+    double s_scale = 0.0, s_zp = 0.0;
+    if (sum && (!sv || !ss || !is_q8(sv->dtype) || (szp && szp->dtype != sv->dtype) || sv->rank != y->rank ||
+                memcmp(sv->dims, y->dims, sizeof *y->dims * (size_t)y->rank) != 0))
+        st = mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'S' must be an 8-bit tensor of the output's shape");
+    if (st == MCP_STATUS_OK && sum) st = per_channel(ctx, ss, "S_scale", 1, false, 0.0, &s_scale);
+    if (st == MCP_STATUS_OK && sum) st = per_channel(ctx, szp, "S_zero_point", 1, false, 0.0, &s_zp);
+    bool relu = sum && mcp_kattr_int(ctx, "relu", 0) != 0;
+    if (st == MCP_STATUS_OK) st = qconv_accumulate(ctx, x, w, x_zp, w_zp, group, &g, bias, acc);
     if (st == MCP_STATUS_OK) {
         int64_t per_m = ny / (N * M);
         for (int64_t i = 0; i < ny; i++) {
             int64_t m = (i / per_m) % M;
-            /* Requantize in float, the way the reference runtimes do. */
-            float scale = (float)x_scale * (float)w_scale[m] / (float)y_scale;
-            float v = (float)acc[i] * scale;
+            float v;
+            if (sum) {
+                float f = (float)acc[i] * ((float)x_scale * (float)w_scale[m]) +
+                          (float)(mcp__nn_get_f64(sv, i) - s_zp) * (float)s_scale;
+                if (relu && !(f > 0.0f)) f = 0.0f;
+                v = f / (float)y_scale;
+            } else {
+                /* Requantize in float, the way the reference runtimes do. */
+                float scale = (float)x_scale * (float)w_scale[m] / (float)y_scale;
+                v = (float)acc[i] * scale;
+            }
             mcp__nn_set_i64(y, i, saturate_q(ydt, (double)nearbyintf(v) + y_zp));
         }
     }
@@ -350,6 +369,9 @@ mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) {
     mcp_free(buf);
     return st;
 }
+
+mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx) { return qlinear_conv(ctx, false); }
+mcp_status mcp__nn_run_qlinear_conv_add(mcp_kernel_ctx *ctx) { return qlinear_conv(ctx, true); }
 
 /* ---- ConvTranspose ---- */
 
