@@ -29,6 +29,15 @@ static bool is_skipped_op(const mcp_node *n)
     return false;
 }
 
+/* DequantizeLinear of constants folds whatever its size: quantized
+ * weights that no quantized operator took (mcp_graph_fuse_quantized runs
+ * first) are needed in float by a float operator, and computing them on
+ * every run would cost that memory anyway, and the time. */
+static bool is_dequantize(const mcp_node *n)
+{
+    return n->domain[0] == '\0' && strcmp(n->op_type, "DequantizeLinear") == 0;
+}
+
 static bool has_subgraph(const mcp_node *n)
 {
     for (int a = 0; a < n->n_attrs; a++)
@@ -305,6 +314,8 @@ mcp_status mcp__fold_constants(mcp_graph *g, mcp_err *err)
             if (st != MCP_STATUS_OK || folded[i]) continue;
             /* value_float, value_ints, ...: the kernel builds the tensor
              * from the attribute, which goes with the node. */
+            free_bytes = SIZE_MAX;
+        } else if (is_dequantize(n)) {
             free_bytes = SIZE_MAX;
         } else if (known && out_bytes > FOLD_SMALL_BYTES && out_bytes > free_bytes) {
             continue;

@@ -28,7 +28,8 @@
  * (Transpose, Cast, Reshape, a scale) folds when the original weight then
  * becomes unused, and ops that expand small constants into large ones
  * (Expand, Tile, ConstantOfShape, Range) fold only while the result is
- * small. Shape arithmetic is always small.
+ * small. Shape arithmetic is always small. DequantizeLinear folds at any
+ * size: weights no quantized operator took are needed in float anyway.
  *
  * Call after mcp_graph_infer_shapes (static output sizes let oversized
  * nodes be skipped before they run) and before mcp_graph_optimize, whose

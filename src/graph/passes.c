@@ -1292,6 +1292,24 @@ static mcp_status q_rewrite_add(pass_ctx *c, int h, const int *inputs, bool relu
 }
 
 
+/* Node n as a clamp [lo, hi]: Relu, or Clip with constant bounds (its
+ * attributes before opset 11); false for anything else. */
+static bool activation_bounds(const pass_ctx *c, const mcp_node *n, float *lo, float *hi)
+{
+    if (node_is(n, "Relu", 1)) {
+        *lo = 0.0f, *hi = INFINITY;
+        return true;
+    }
+    if (!is_op(n, "Clip") || n->n_outputs != 1 || n->n_inputs < 1 || n->inputs[0] < 0) return false;
+    if (n->opset < 11) {
+        if (n->n_inputs != 1) return false;
+        *lo = mcp_node_attr_float(n, "min", -FLT_MAX);
+        *hi = mcp_node_attr_float(n, "max", FLT_MAX);
+        return true;
+    }
+    return n->n_inputs <= 3 && clip_bound(c, n, 1, -INFINITY, lo) && clip_bound(c, n, 2, INFINITY, hi);
+}
+
 /* The QLinearConv node producing v (read only by the DequantizeLinear
  * whose output dq is, in turn, read only once), or -1. Fusing skips the
  * rounding and saturation of v; a zero point at the type's lowest value
@@ -1384,14 +1402,21 @@ static mcp_status pass_qdq(pass_ctx *c, bool fuse_sums)
             pool = h;
             h = producer_of(c, g->nodes[h].inputs[0]);
         }
+        /* A Relu or Clip in between is free when y's quantized range lies
+         * within its bounds: saturation then does all it did. The margin
+         * of a quarter step keeps x / y_scale away from a rounding tie. */
         bool relu = false, relu_free = true;
-        if (h >= 0 && node_is(&g->nodes[h], "Relu", 1)) {
-            int lowest = ydt == MCP_DTYPE_UINT8 ? 0 : -128;
+        float lo, hi;
+        if (h >= 0 && activation_bounds(c, &g->nodes[h], &lo, &hi)) {
             int zp = ydt == MCP_DTYPE_UINT8 ? ((const uint8_t *)yz->data)[0] : ((const int8_t *)yz->data)[0];
+            double qmin = ydt == MCP_DTYPE_UINT8 ? 0 : -128, qmax = ydt == MCP_DTYPE_UINT8 ? 255 : 127;
+            double sc = ((const float *)ys->data)[0];
             int r = g->nodes[h].inputs[0];
             if (!only_node_uses(c, r, 1)) continue;
-            relu = true;
-            relu_free = zp == lowest;
+            relu = is_op(&g->nodes[h], "Relu");
+            relu_free = lo <= sc * (qmin - zp + 0.25) && hi >= sc * (qmax - zp - 0.25);
+            /* QLinearAdd applies a Relu itself; a Clip it does not. */
+            if (!relu && !relu_free) continue;
             tail[n_tail++] = h;
             h = producer_of(c, r);
         }
