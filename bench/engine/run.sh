@@ -4,6 +4,7 @@
 #
 #   make build && bench/engine/run.sh
 #   MODELS="mlp squeezenet1_1" ITERATIONS=20 bench/engine/run.sh
+#   MODELS="resnet50 resnet50_int8 mobilenet_v2 mobilenet_v2_int8" bench/engine/run.sh
 #
 # For each model (tools/export_bench_models.py: torch, random weights, fixed
 # seed) at batch 1 and 8 with 1 and 2 threads it prints load time, median and
@@ -32,6 +33,8 @@ ROUNDS=${ROUNDS:-1}
 # pinned to core 0 (a neighbour; bounded by `timeout`, stopped after each
 # run) and prints both engines' slowdown factors side by side.
 CONTEND=${CONTEND:-0}
+# Inputs of the int8 models' output check against ONNX Runtime.
+INT8_CHECK=${INT8_CHECK:-200}
 mkdir -p "$CACHE"
 
 [ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
@@ -47,12 +50,26 @@ if [ ! -f "$CACHE/node_modules/onnxruntime-node/package.json" ]; then
 fi
 cp "$ROOT/bench/engine/ort_perf.js" "$CACHE/ort_perf.js"
 
+cp "$ROOT/bench/engine/ort_run.js" "$CACHE/ort_run.js"
+
+# NAME_int8 is NAME quantized to a static QDQ model (tools/quantize_qdq.py,
+# calibrated on this engine); both engines run that same file.
 for m in $MODELS; do
-  [ -f "$CACHE/$m.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$m" >&2
+  base=${m%_int8}
+  [ -f "$CACHE/$base.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$base" >&2
+  if [ "$m" != "$base" ] && [ ! -f "$CACHE/$m.onnx" ]; then
+    /usr/bin/python3 tools/quantize_qdq.py "$CACHE/$base.onnx" "$CACHE/$m.onnx" --mcpctl "$MCPCTL" \
+      --input "$CACHE/$base.input.npy" >&2
+  fi
 done
 
-echo "== correctness: our outputs vs torch's (batch 2, rtol 1e-3)"
+echo "== correctness: our outputs vs torch's (batch 2, rtol 1e-3); int8 models: ours vs ORT on $INT8_CHECK inputs"
 for m in $MODELS; do
+  if [ "$m" != "${m%_int8}" ]; then
+    /usr/bin/python3 bench/engine/int8_check.py "$CACHE/${m%_int8}.onnx" "$CACHE/$m.onnx" --mcpctl "$MCPCTL" \
+      --node-dir "$CACHE" --count "$INT8_CHECK" --batch 50 | sed 's/^/  /'
+    continue
+  fi
   rm -rf "$CACHE/out-$m"
   "$MCPCTL" run "$CACHE/$m.onnx" "$CACHE/out-$m" "input=$CACHE/$m.input.npy" >/dev/null
   /usr/bin/python3 - "$CACHE" "$m" <<'PY'

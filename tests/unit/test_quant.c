@@ -434,8 +434,99 @@ static void run_qdq_case(bool conv_relu, const char *backend)
     mcp_session_destroy(plain);
 }
 
+/*
+ * X -> Q -> DQ -> Conv -> Clip(0, 6) -> MaxPool -> Q -> DQ -> Y. When Y's
+ * quantized range lies within [0, 6] the Clip changes nothing after
+ * saturation and the MaxPool commutes with quantization, so the passes
+ * make it QLinearConv -> int8 MaxPool; when the range reaches past 6 the
+ * Clip stays, and so does the float convolution (a FusedConv with it). Either way the results
+ * are the graph's as written, within one step.
+ */
+static void run_qdq_pool_case(float ys, bool expect_fused)
+{
+    enum { C = 8, HW = 12 };
+    rng_state = 7;
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {1, C, HW, HW}, wd[] = {C, C, 3, 3}, cd[] = {C}, one[] = {1};
+    const int64_t yd[] = {1, C, HW / 2, HW / 2};
+    static int8_t w[C * C * 9];
+    fill_q(w, C * C * 9, MCP_DTYPE_INT8);
+    float ws[C], xs = 0.02f, lo = 0.0f, hi = 6.0f;
+    int8_t wz[C] = {0};
+    uint8_t xz = 128, yz = 0;
+    for (int i = 0; i < C; i++) ws[i] = 0.004f + 0.0002f * (float)i;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, NULL);
+    mb_add_initializer(m, NULL, "W", MCP_DTYPE_INT8, 4, wd, w, sizeof w);
+    mb_add_initializer(m, NULL, "WS", MCP_DTYPE_FLOAT, 1, cd, ws, sizeof ws);
+    mb_add_initializer(m, NULL, "WZ", MCP_DTYPE_INT8, 1, cd, wz, sizeof wz);
+    mb_add_initializer(m, NULL, "XS", MCP_DTYPE_FLOAT, 0, one, &xs, sizeof xs);
+    mb_add_initializer(m, NULL, "XZ", MCP_DTYPE_UINT8, 0, one, &xz, 1);
+    mb_add_initializer(m, NULL, "YS", MCP_DTYPE_FLOAT, 0, one, &ys, sizeof ys);
+    mb_add_initializer(m, NULL, "YZ", MCP_DTYPE_UINT8, 0, one, &yz, 1);
+    mb_add_initializer(m, NULL, "LO", MCP_DTYPE_FLOAT, 0, one, &lo, sizeof lo);
+    mb_add_initializer(m, NULL, "HI", MCP_DTYPE_FLOAT, 0, one, &hi, sizeof hi);
+    mb_add_node(m, NULL, "QuantizeLinear", "qx", "X,XS,XZ", "Xq");
+    mb_add_node(m, NULL, "DequantizeLinear", "dqx", "Xq,XS,XZ", "Xd");
+    Onnx__NodeProto *dw = mb_add_node(m, NULL, "DequantizeLinear", "dqw", "W,WS,WZ", "Wd");
+    mb_attr_int(m, dw, "axis", 0);
+    Onnx__NodeProto *conv = mb_add_node(m, NULL, "Conv", "conv", "Xd,Wd", "H");
+    const int64_t pads[] = {1, 1, 1, 1}, k2[] = {2, 2};
+    mb_attr_ints(m, conv, "pads", pads, 4);
+    mb_add_node(m, NULL, "Clip", "clip", "H,LO,HI", "Hc");
+    Onnx__NodeProto *pool = mb_add_node(m, NULL, "MaxPool", "pool", "Hc", "P");
+    mb_attr_ints(m, pool, "kernel_shape", k2, 2);
+    mb_attr_ints(m, pool, "strides", k2, 2);
+    mb_add_node(m, NULL, "QuantizeLinear", "qy", "P,YS,YZ", "Yq");
+    mb_add_node(m, NULL, "DequantizeLinear", "dqy", "Yq,YS,YZ", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, yd, NULL);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+    char msg[1024] = "";
+    mcp_session_options o = mcp_session_options_default();
+    o.threads = 2;
+    mcp_session *fused = NULL, *plain = NULL;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &fused, msg, sizeof msg), msg);
+    o.no_graph_passes = 1;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(buf, len, NULL, &o, &plain, msg, sizeof msg), msg);
+    free(buf);
+    TU_CHECK(has_op(fused, "QLinearConv") == expect_fused);
+    /* Kept, the Clip joins the float convolution as its activation. */
+    TU_CHECK(has_op(fused, "FusedConv") == !expect_fused);
+    TU_CHECK(has_op(fused, "MaxPool"));
+    mcp_value x = {0};
+    x.kind = MCP_VALUE_TENSOR;
+    mcp_err err = {msg, sizeof msg};
+    TU_REQUIRE_OK(mcp_tensor_alloc(&x.tensor, MCP_DTYPE_FLOAT, 4, xd, &err), msg);
+    float *xv = x.tensor.data;
+    for (int i = 0; i < C * HW * HW; i++) xv[i] = (float)((int)(rnd() % 256) - 128) * 0.02f;
+    mcp_value *ins[1] = {&x}, *of[1] = {mcp_value_new()}, *op[1] = {mcp_value_new()};
+    TU_REQUIRE_OK(mcp__session_run(fused, ins, of, &err), msg);
+    TU_REQUIRE_OK(mcp__session_run(plain, ins, op, &err), msg);
+    const float *a = of[0]->tensor.data, *r = op[0]->tensor.data;
+    int n = C * (HW / 2) * (HW / 2), bad = 0, off = 0, top = 0, mid = 0;
+    for (int i = 0; i < n; i++) {
+        float d = fabsf(a[i] - r[i]);
+        bad += d > ys * 1.001f;
+        off += d > 0.0f;
+        top += r[i] >= 5.99f;
+        mid += r[i] > 0.0f && r[i] < 5.9f;
+    }
+    TU_CHECK_INT(bad, 0);
+    TU_CHECK(off * 100 <= n);
+    /* The data reach the Clip's top and spread below it. */
+    TU_CHECK(top > 0 && mid > n / 4);
+    mcp_value_clear(&x);
+    mcp_value_free(of[0]);
+    mcp_value_free(op[0]);
+    mcp_session_destroy(fused);
+    mcp_session_destroy(plain);
+}
+
 static void test_qdq_fusion(void)
 {
+    run_qdq_pool_case(6.0f / 255.0f, true);
+    run_qdq_pool_case(0.05f, false);
     run_qdq_case(true, "auto");
     run_qdq_case(false, "auto");
     run_qdq_case(true, "ref");
