@@ -11,7 +11,7 @@ PACKAGES=(
   libfyaml-dev libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libdnnl-dev
   libgrpc-dev protobuf-compiler python3-grpcio python3-protobuf python3-grpc-tools zlib1g-dev
   libssl-dev libsqlite3-dev libseccomp-dev libgnutls28-dev
-  python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml python3-torch
+  python3 python3-numpy python3-onnx python3-jsonschema python3-requests python3-yaml python3-torch python3-sklearn
   prometheus git libopenblas0-pthread curl
   chromium chromium-driver python3-selenium python3-jwt python3-cryptography
 )

@@ -52,14 +52,24 @@ cp "$ROOT/bench/engine/ort_perf.js" "$CACHE/ort_perf.js"
 
 cp "$ROOT/bench/engine/ort_run.js" "$CACHE/ort_run.js"
 
-# NAME_int8 is NAME quantized to a static QDQ model (tools/quantize_qdq.py,
-# calibrated on this engine); both engines run that same file.
+# NAME_int8 is NAME quantized to a static QDQ model by `mcpctl quantize`,
+# calibrated on the bench input and four random normal ones; both engines
+# run that same file.
 for m in $MODELS; do
   base=${m%_int8}
   [ -f "$CACHE/$base.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$base" >&2
   if [ "$m" != "$base" ] && [ ! -f "$CACHE/$m.onnx" ]; then
-    /usr/bin/python3 tools/quantize_qdq.py "$CACHE/$base.onnx" "$CACHE/$m.onnx" --mcpctl "$MCPCTL" \
-      --input "$CACHE/$base.input.npy" >&2
+    calib="$CACHE/calibration-$base"
+    rm -rf "$calib" && mkdir -p "$calib"
+    cp "$CACHE/$base.input.npy" "$calib/input.npy"
+    /usr/bin/python3 - "$calib" <<'PY'
+import sys, numpy as np
+x = np.load(f"{sys.argv[1]}/input.npy")
+rng = np.random.default_rng(0)
+for i in range(4):
+    np.save(f"{sys.argv[1]}/random{i}.npy", rng.standard_normal((1,) + x.shape[1:]).astype(np.float32))
+PY
+    "$MCPCTL" quantize "$CACHE/$base.onnx" --calibration "$calib" -o "$CACHE/$m.onnx" >&2
   fi
 done
 

@@ -271,6 +271,9 @@ static void usage(FILE *f)
             "                [--fuse-quantized-sums] [--json]\n"
             "                                       load time, median/p90 latency and peak RSS on random inputs;\n"
             "                                       --profile adds time per op type and the slowest nodes\n"
+            "  quantize MODEL.onnx --calibration DIR -o OUT.onnx [--threads N]\n"
+            "                                       static int8 quantization into a QDQ model, calibrated on\n"
+            "                                       DIR's .npy samples; prints the error against fp32\n"
             "  generate MODEL.gguf --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--top-p P]\n"
             "           [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--greedy] [--json]\n"
             "                                       generate text with a language model, streamed as it comes\n"
@@ -328,7 +331,7 @@ int main(int argc, char **argv)
     }
     argv = args;
     const char *cmd = argv[1];
-    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "quantize") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
                       !strcmp(cmd, "push") || !strcmp(cmd, "pull") || !strcmp(cmd, "diff"))) {
         fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
         return 2;
@@ -338,6 +341,7 @@ int main(int argc, char **argv)
     if (llm) return llm_rc;
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "perf")) return mcpctl_cmd_perf(argc - 2, argv + 2);
+    if (!strcmp(cmd, "quantize")) return mcpctl_cmd_quantize(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "version")) {
         printf("mcpctl %s\n", MCP_VERSION_STRING);

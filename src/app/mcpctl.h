@@ -11,6 +11,7 @@ int mcpctl_client_main(const char *cmd, int argc, char **argv, bool *handled);
 /* Extra lines for `mcpctl --help`. */
 const char *mcpctl_client_usage(void);
 int mcpctl_cmd_perf(int argc, char **argv); /* mcpctl perf (mcpctl_perf.c) */
+int mcpctl_cmd_quantize(int argc, char **argv); /* mcpctl quantize (mcpctl_quantize.c) */
 /* store, push, pull, diff on a local model store (mcpctl_store.c); same
  * contract as mcpctl_client_main. */
 int mcpctl_store_main(const char *cmd, int argc, char **argv, bool *handled);

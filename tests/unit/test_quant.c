@@ -13,6 +13,7 @@
 
 #include "base/base.h"
 #include "engine/engine.h"
+#include "engine/quantize.h"
 #include "mcp/mcp.h"
 #include "model_builder.h"
 #include "tensor/tensor.h"
@@ -533,12 +534,111 @@ static void test_qdq_fusion(void)
     run_qdq_case(false, "ref");
 }
 
+/*
+ * mcp_quantize_static on a small fp32 CNN: X -> Conv -> Relu -> Conv -> Add
+ * (the Relu's output) -> Relu -> GlobalAveragePool -> Flatten -> MatMul.
+ * The QDQ model it writes loads, runs its convolutions as QLinearConv, and
+ * stays close to fp32 on the samples; bad calls fail with a message.
+ */
+static void test_quantize_static(void)
+{
+    enum { C = 8, HW = 10, K = 10, S = 6 };
+    rng_state = 2024;
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {-1, C, HW, HW}, wd[] = {C, C, 3, 3}, cd[] = {C}, md[] = {C, K}, yd[] = {-1, K};
+    const char *const params[] = {"batch", NULL, NULL, NULL};
+    static float w1[C * C * 9], w2[C * C * 9], b1[C], b2[C], w3[C * K];
+    for (int i = 0; i < C * C * 9; i++) {
+        w1[i] = (float)((int)(rnd() % 201) - 100) * 0.002f;
+        w2[i] = (float)((int)(rnd() % 201) - 100) * 0.002f;
+    }
+    for (int i = 0; i < C; i++) b1[i] = 0.01f * (float)(i - 3), b2[i] = -0.01f * (float)i;
+    for (int i = 0; i < C * K; i++) w3[i] = (float)((int)(rnd() % 201) - 100) * 0.01f;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
+    mb_add_initializer(m, NULL, "W1", MCP_DTYPE_FLOAT, 4, wd, w1, sizeof w1);
+    mb_add_initializer(m, NULL, "B1", MCP_DTYPE_FLOAT, 1, cd, b1, sizeof b1);
+    mb_add_initializer(m, NULL, "W2", MCP_DTYPE_FLOAT, 4, wd, w2, sizeof w2);
+    mb_add_initializer(m, NULL, "B2", MCP_DTYPE_FLOAT, 1, cd, b2, sizeof b2);
+    mb_add_initializer(m, NULL, "W3", MCP_DTYPE_FLOAT, 2, md, w3, sizeof w3);
+    const int64_t pads[] = {1, 1, 1, 1};
+    Onnx__NodeProto *c1 = mb_add_node(m, NULL, "Conv", "conv1", "X,W1,B1", "H1");
+    mb_attr_ints(m, c1, "pads", pads, 4);
+    mb_add_node(m, NULL, "Relu", "relu1", "H1", "R1");
+    Onnx__NodeProto *c2 = mb_add_node(m, NULL, "Conv", "conv2", "R1,W2,B2", "H2");
+    mb_attr_ints(m, c2, "pads", pads, 4);
+    mb_add_node(m, NULL, "Add", "join", "H2,R1", "S");
+    mb_add_node(m, NULL, "Relu", "relu2", "S", "R2");
+    mb_add_node(m, NULL, "GlobalAveragePool", "gap", "R2", "G");
+    mb_add_node(m, NULL, "Flatten", "flat", "G", "F");
+    mb_add_node(m, NULL, "MatMul", "fc", "F,W3", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, yd, params);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+
+    /* Samples of 4 images each. */
+    mcp_value *vals[S];
+    mcp_value *const *samples[S];
+    const int64_t sd[] = {4, C, HW, HW};
+    for (int k = 0; k < S; k++) {
+        vals[k] = mcp_value_new();
+        vals[k]->kind = MCP_VALUE_TENSOR;
+        TU_REQUIRE(mcp_tensor_alloc(&vals[k]->tensor, MCP_DTYPE_FLOAT, 4, sd, NULL) == MCP_STATUS_OK);
+        float *x = vals[k]->tensor.data;
+        for (int i = 0; i < 4 * C * HW * HW; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) * 0.002f;
+        samples[k] = &vals[k];
+    }
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_quant_result r;
+    TU_REQUIRE_OK(mcp_quantize_static(buf, len, NULL, 2, S, samples, &r, &err), msg);
+    TU_CHECK_INT(r.n_weights, 3); /* two convolutions and the MatMul */
+    TU_CHECK(r.n_activations >= 4);
+    TU_CHECK_INT(r.n_outputs, 1);
+    TU_CHECK_STR(r.outputs[0].name, "Y");
+    TU_CHECK(r.outputs[0].fp32_std > 0.0);
+    TU_CHECK(r.outputs[0].mean_abs < 0.05 * r.outputs[0].fp32_std);
+    TU_CHECK(r.outputs[0].max_abs < 0.5 * r.outputs[0].fp32_std);
+    TU_CHECK(r.outputs[0].rows == 4 * S && r.outputs[0].rows_same * 10 >= r.outputs[0].rows * 8);
+
+    /* The QDQ model runs quantized. */
+    mcp_session_options o = mcp_session_options_default();
+    mcp_session *q = NULL;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(r.model, r.len, NULL, &o, &q, msg, sizeof msg), msg);
+    int qconv = 0;
+    for (int i = 0; i < q->graph->n_nodes; i++) qconv += strcmp(q->graph->nodes[i].op_type, "QLinearConv") == 0;
+    TU_CHECK_INT(qconv, 2);
+    mcp_session_destroy(q);
+    mcp_quant_result_release(&r);
+
+    /* No samples; not a model. */
+    TU_CHECK_STATUS(mcp_quantize_static(buf, len, NULL, 1, 0, samples, &r, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
+    TU_CHECK_CONTAINS(msg, "calibration sample");
+    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x01, 0x02};
+    TU_CHECK_STATUS(mcp_quantize_static(junk, sizeof junk, NULL, 1, S, samples, &r, &err), MCP_STATUS_INVALID_MODEL,
+                    msg);
+    TU_CHECK_CONTAINS(msg, "not an ONNX model");
+    /* A sample of the wrong shape: the error names the sample. */
+    mcp_value *bad = mcp_value_new();
+    bad->kind = MCP_VALUE_TENSOR;
+    const int64_t bdims[] = {1, C + 1, HW, HW};
+    TU_REQUIRE(mcp_tensor_alloc(&bad->tensor, MCP_DTYPE_FLOAT, 4, bdims, NULL) == MCP_STATUS_OK);
+    mcp_value *const *bad_samples[2] = {&vals[0], &bad};
+    TU_CHECK(mcp_quantize_static(buf, len, NULL, 1, 2, bad_samples, &r, &err) != MCP_STATUS_OK);
+    TU_CHECK_CONTAINS(msg, "calibration sample 1");
+    TU_CHECK(r.model == NULL);
+    mcp_value_free(bad);
+    for (int k = 0; k < S; k++) mcp_value_free(vals[k]);
+    free(buf);
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
     TU_RUN(test_conv_families);
     TU_RUN(test_matmul_families);
     TU_RUN(test_qdq_fusion);
+    TU_RUN(test_quantize_static);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_quant");
 }

@@ -1,0 +1,49 @@
+/*
+ * Static int8 quantization of an fp32 ONNX model into a standard QDQ model
+ * (QuantizeLinear / DequantizeLinear pairs, the format ONNX Runtime's
+ * quantizer writes and runs), calibrated on sample inputs run through this
+ * engine (src/engine/quantize.c).
+ *
+ * What is quantized: every float activation read by a Conv or MatMul (its
+ * first input) or by an Add of two activations, to uint8 with the range the
+ * samples reach (widened to hold 0); Conv weights to int8 per output
+ * channel and MatMul weights (2-D initializers) to int8 per tensor, both
+ * symmetric; Conv biases to int32 in the scale x_scale * w_scale. The
+ * graph passes then run the quantized ops directly (mcp_graph_fuse_quantized).
+ */
+#ifndef MCP_ENGINE_QUANTIZE_H
+#define MCP_ENGINE_QUANTIZE_H
+
+#include "base/base.h"
+#include "mcp/mcp.h"
+
+#define MCP_QUANT_MAX_OUTPUTS 16
+
+/* How one graph output of the quantized model compares with the fp32
+ * model's on the calibration samples. */
+typedef struct mcp_quant_output_report {
+    char name[128];
+    double max_abs, mean_abs; /* |int8 - fp32| */
+    double fp32_std;          /* spread of the fp32 output */
+    long rows, rows_same;     /* 2-D float outputs: rows, and rows whose argmax agree */
+} mcp_quant_output_report;
+
+typedef struct mcp_quant_result {
+    void *model; /* the QDQ model (mcp_free) */
+    size_t len;
+    int n_activations, n_weights;
+    int n_outputs; /* reported outputs (the first MCP_QUANT_MAX_OUTPUTS float ones) */
+    mcp_quant_output_report outputs[MCP_QUANT_MAX_OUTPUTS];
+} mcp_quant_result;
+
+/*
+ * Quantizes the fp32 model in buf (external data relative to base_dir, or
+ * NULL). samples[k] holds one value per model input, in the model's input
+ * order (mcp_session_input_info); at least one sample is needed. On failure
+ * the message names the tensor, node or input at fault.
+ */
+mcp_status mcp_quantize_static(const void *buf, size_t len, const char *base_dir, int threads, int n_samples,
+                               mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err);
+void mcp_quant_result_release(mcp_quant_result *r);
+
+#endif

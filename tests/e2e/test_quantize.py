@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""mcpctl quantize (issue 15): static int8 QDQ models from the command line.
+
+The digits demo (models/demo/digits.onnx, trained on scikit-learn's digits)
+quantized with its training images as calibration keeps its accuracy on the
+held-out images within half a point; the refusals name what is wrong.
+
+Environment: MCPCTL_BIN (default build/bin/mcpctl) and MCP_SOURCE_DIR (the
+repository). Needs Debian's python3-sklearn for the digits.
+
+  MCPCTL_BIN=build/bin/mcpctl /usr/bin/python3 -m unittest -v test_quantize.QuantizeTests
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+SOURCE_DIR = os.environ.get("MCP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MCPCTL = os.environ.get("MCPCTL_BIN") or os.path.join(SOURCE_DIR, "build", "bin", "mcpctl")
+DIGITS = os.path.join(SOURCE_DIR, "models", "demo", "digits.onnx")
+
+
+def digits_split():
+    """The split tools/make_demo_model.py trained on."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    d = load_digits()
+    x_train, x_test, y_train, y_test = train_test_split(d.data.astype(np.float32), d.target, test_size=0.25,
+                                                        random_state=0)
+    return x_train, x_test, y_test
+
+
+def mcpctl(*args, timeout=300):
+    return subprocess.run([MCPCTL] + list(args), capture_output=True, text=True, timeout=timeout)
+
+
+class QuantizeTests(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mcp-e2e-quantize-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def labels(self, model, x):
+        xf = os.path.join(self.tmp, "x.npy")
+        np.save(xf, x)
+        out = os.path.join(self.tmp, "out")
+        shutil.rmtree(out, ignore_errors=True)
+        r = mcpctl("run", model, out, "input=" + xf)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return np.load(os.path.join(out, "label.npy")).reshape(-1)
+
+    def test_digits_accuracy_within_half_a_point(self):
+        x_train, x_test, y_test = digits_split()
+        calib = os.path.join(self.tmp, "calibration")
+        os.mkdir(calib)
+        for i, part in enumerate(np.array_split(x_train, 4)):
+            np.save(os.path.join(calib, f"train{i}.npy"), part)
+        q = os.path.join(self.tmp, "digits_int8.onnx")
+        r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", q)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("activations (uint8)", r.stdout)
+        self.assertIn("probabilities: max |int8 - fp32|", r.stdout)
+        self.assertRegex(r.stdout, r"argmax agrees on \d+ of 1347 rows")
+        # A QDQ model: QuantizeLinear / DequantizeLinear pairs and int8 weights.
+        r = mcpctl("inspect", q)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("QuantizeLinear", r.stdout)
+        self.assertIn("DequantizeLinear", r.stdout)
+        fp32 = float(np.mean(self.labels(DIGITS, x_test) == y_test))
+        int8 = float(np.mean(self.labels(q, x_test) == y_test))
+        self.assertGreater(fp32, 0.9)
+        self.assertLessEqual(fp32 - int8, 0.005, f"fp32 accuracy {fp32:.4f}, int8 {int8:.4f}")
+
+    def test_refusals_name_what_is_wrong(self):
+        calib = os.path.join(self.tmp, "calibration")
+        os.mkdir(calib)
+        out = os.path.join(self.tmp, "q.onnx")
+        # No calibration folder given.
+        r = mcpctl("quantize", DIGITS, "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--calibration DIR", r.stderr)
+        # An empty one.
+        r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no .npy samples", r.stderr)
+        self.assertIn(calib, r.stderr)
+        # A missing one.
+        r = mcpctl("quantize", DIGITS, "--calibration", os.path.join(self.tmp, "nope"), "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot read the calibration folder", r.stderr)
+        # A sample of the wrong width: the model refuses it, by sample.
+        np.save(os.path.join(calib, "a.npy"), np.zeros((2, 63), np.float32))
+        r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("calibration sample 0", r.stderr)
+        self.assertFalse(os.path.exists(out))
+        # A file that is not .npy.
+        os.remove(os.path.join(calib, "a.npy"))
+        with open(os.path.join(calib, "b.npy"), "wb") as f:
+            f.write(b"not numpy")
+        r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("b.npy", r.stderr)
+        # A model that is not one.
+        bad = os.path.join(self.tmp, "bad.onnx")
+        with open(bad, "wb") as f:
+            f.write(b"\xff\xff\xff\x01")
+        np.save(os.path.join(calib, "b.npy"), np.zeros((1, 64), np.float32))
+        r = mcpctl("quantize", bad, "--calibration", calib, "-o", out)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("bad.onnx", r.stderr)
+        # An output that cannot be written.
+        r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", os.path.join(self.tmp, "no", "such", "q.onnx"))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("cannot write", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
