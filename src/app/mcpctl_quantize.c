@@ -2,6 +2,10 @@
  * mcpctl quantize: static int8 quantization into a standard QDQ model.
  *
  *   mcpctl quantize MODEL.onnx --calibration DIR -o OUT.onnx [--threads N]
+ *   mcpctl quantize MODEL.onnx --dynamic [--calibration DIR] -o OUT.onnx [--threads N]
+ *
+ * Static quantization calibrates on DIR; --dynamic (MatMul-heavy models)
+ * needs no calibration and uses DIR, when given, only for the report.
  *
  * DIR holds the calibration samples: for a model with one input, every
  * *.npy file in it is one sample (any batch size the model takes); for
@@ -27,7 +31,9 @@
 
 #define MAX_SAMPLES 1024
 
-static const char quantize_usage[] = "usage: mcpctl quantize MODEL.onnx --calibration DIR -o OUT.onnx [--threads N]";
+static const char quantize_usage[] =
+    "usage: mcpctl quantize MODEL.onnx [--dynamic] --calibration DIR -o OUT.onnx [--threads N] "
+    "(--calibration is optional with --dynamic)";
 
 static int qfail(const char *fmt, const char *a, const char *b)
 {
@@ -105,8 +111,10 @@ int mcpctl_cmd_quantize(int argc, char **argv)
 {
     const char *model = NULL, *calib = NULL, *out_path = NULL;
     int threads = 0;
+    bool dynamic = false;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--calibration") && i + 1 < argc) calib = argv[++i];
+        else if (!strcmp(argv[i], "--dynamic")) dynamic = true;
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -115,7 +123,7 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         } else if (argv[i][0] != '-' && !model) model = argv[i];
         else return qfail("unexpected argument '%s'; %s", argv[i], quantize_usage);
     }
-    if (!model || !calib || !out_path) return qfail("%s%s", quantize_usage, NULL);
+    if (!model || (!calib && !dynamic) || !out_path) return qfail("%s%s", quantize_usage, NULL);
     if (threads < 0 || threads > 1024) return qfail("--threads must be 0..1024%s%s", NULL, NULL);
 
     char msg[2048] = "";
@@ -137,15 +145,15 @@ int mcpctl_cmd_quantize(int argc, char **argv)
     if (n_in < 1 || n_in > 64) return qfail("%s: the model must have 1 to 64 inputs%s", model, NULL);
 
     int n_entries = 0;
-    char **entries = list_dir(calib, n_in == 1, &n_entries);
-    if (!entries) return qfail("%s: cannot read the calibration folder%s", calib, NULL);
-    if (n_entries == 0) {
+    char **entries = calib ? list_dir(calib, n_in == 1, &n_entries) : mcp_calloc(1, sizeof(char *));
+    if (!entries) return qfail(calib ? "%s: cannot read the calibration folder%s" : "out of memory%s%s", calib, NULL);
+    if (calib && n_entries == 0) {
         free_names(entries, n_entries);
         return qfail(n_in == 1 ? "%s: no .npy samples in the calibration folder%s"
                                : "%s: no sample subfolders in the calibration folder%s",
                      calib, NULL);
     }
-    mcp_value ***samples = mcp_calloc((size_t)n_entries, sizeof *samples);
+    mcp_value ***samples = mcp_calloc((size_t)n_entries + 1, sizeof *samples);
     int rc = samples ? 0 : qfail("out of memory%s%s", NULL, NULL);
     for (int k = 0; rc == 0 && k < n_entries; k++) {
         samples[k] = mcp_calloc((size_t)n_in, sizeof **samples);
@@ -174,8 +182,8 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         if (slash) *slash = '\0';
         else snprintf(dir, sizeof dir, ".");
         mcp_err err = {msg, sizeof msg};
-        if (mcp_quantize_static(buf, len, dir, threads, n_entries, (mcp_value *const *const *)samples, &r, &err) !=
-            MCP_STATUS_OK)
+        mcp_quantize_options qo = {.threads = threads, .dynamic = dynamic};
+        if (mcp_quantize(buf, len, dir, &qo, n_entries, (mcp_value *const *const *)samples, &r, &err) != MCP_STATUS_OK)
             rc = qfail("%s: %s", model, msg);
     }
     if (rc == 0) {
@@ -185,9 +193,10 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         if (!ok) rc = qfail("%s: cannot write%s", out_path, NULL);
     }
     if (rc == 0) {
-        printf("quantized %s: %d activations (uint8), %d weights (int8) -> %s (%.1f MB)\n", model, r.n_activations,
-               r.n_weights, out_path, (double)r.len / 1e6);
-        printf("error against fp32 on %d calibration sample(s):\n", n_entries);
+        printf("quantized %s%s: %d activations (uint8%s), %d weights (int8) -> %s (%.1f MB)\n", model,
+               dynamic ? " dynamically" : "", r.n_activations, dynamic ? ", range per run" : "", r.n_weights, out_path,
+               (double)r.len / 1e6);
+        if (n_entries > 0) printf("error against fp32 on %d calibration sample(s):\n", n_entries);
         for (int i = 0; i < r.n_outputs; i++) {
             const mcp_quant_output_report *p = &r.outputs[i];
             printf("  %s: max |int8 - fp32| %.4g, mean %.4g (fp32 std %.4g)", p->name, p->max_abs, p->mean_abs,

@@ -83,6 +83,33 @@ static const Onnx__TensorProto *find_init(const Onnx__GraphProto *g, const char 
     return NULL;
 }
 
+static const Onnx__NodeProto *identity_producing(const Onnx__NodeProto *const *nodes, size_t n_nodes, const char *name)
+{
+    for (size_t i = 0; i < n_nodes; i++) {
+        const Onnx__NodeProto *n = nodes[i];
+        if (n && n->n_output == 1 && n->n_input == 1 && strcmp(n->output[0], name) == 0 && (!n->domain || !*n->domain) &&
+            strcmp(n->op_type, "Identity") == 0)
+            return n;
+    }
+    return NULL;
+}
+
+/* The initializer behind `name`: the initializer itself, or one reached
+ * through Identity nodes (exporters alias shared weights that way), found
+ * among the graph's nodes and those already moved to the new list. */
+static const Onnx__TensorProto *weights_of(const q_ctx *c, const char *name)
+{
+    const Onnx__GraphProto *g = c->mp->graph;
+    for (int depth = 0; name && depth < 8; depth++) {
+        const Onnx__TensorProto *t = find_init(g, name);
+        if (t) return t;
+        const Onnx__NodeProto *n = identity_producing((const Onnx__NodeProto *const *)g->node, g->n_node, name);
+        if (!n) n = identity_producing((const Onnx__NodeProto *const *)c->nodes, c->n_nodes, name);
+        name = n ? n->input[0] : NULL;
+    }
+    return NULL;
+}
+
 static int find_act(const q_ctx *c, const char *name)
 {
     for (int i = 0; i < c->n_acts; i++)
@@ -158,30 +185,32 @@ static void add_node(q_ctx *c, Onnx__NodeProto *n)
     c->nodes[c->n_nodes++] = n;
 }
 
-/* A new node op(in0, in1, in2) -> out; `axis` >= 0 adds that attribute. */
-static Onnx__NodeProto *new_node(q_ctx *c, const char *op, const char *in0, const char *in1, const char *in2,
-                                 const char *out, int axis)
+/* A new node op(ins) -> outs (NULL-terminated lists, at most 4 each);
+ * `attr` (when not NULL) adds that int attribute with value attr_value. */
+static Onnx__NodeProto *node_of(q_ctx *c, const char *op, const char *const *ins, const char *const *outs,
+                                const char *attr, int64_t attr_value)
 {
+    size_t n_in = 0, n_out = 0;
+    while (ins[n_in]) n_in++;
+    while (outs[n_out]) n_out++;
     Onnx__NodeProto *n = mcp_malloc(sizeof *n);
-    char **ins = mcp_calloc(3, sizeof *ins), **outs = mcp_calloc(1, sizeof *outs);
-    if (!n || !ins || !outs) {
+    char **in = mcp_calloc(n_in + 1, sizeof *in), **out = mcp_calloc(n_out + 1, sizeof *out);
+    if (!n || !in || !out) {
         mcp_free(n);
-        mcp_free(ins);
-        mcp_free(outs);
+        mcp_free(in);
+        mcp_free(out);
         c->oom = true;
         return NULL;
     }
     onnx__node_proto__init(n);
-    n->input = ins;
-    n->n_input = 3;
-    n->output = outs;
-    n->n_output = 1;
-    ins[0] = q_strdup(c, in0);
-    ins[1] = q_strdup(c, in1);
-    ins[2] = q_strdup(c, in2);
-    outs[0] = q_strdup(c, out);
+    n->input = in;
+    n->n_input = n_in;
+    n->output = out;
+    n->n_output = n_out;
+    for (size_t k = 0; k < n_in; k++) in[k] = q_strdup(c, ins[k]);
+    for (size_t k = 0; k < n_out; k++) out[k] = q_strdup(c, outs[k]);
     n->op_type = q_strdup(c, op);
-    if (axis >= 0) {
+    if (attr) {
         Onnx__AttributeProto *a = mcp_malloc(sizeof *a);
         n->attribute = mcp_calloc(1, sizeof *n->attribute);
         if (!a || !n->attribute) {
@@ -189,16 +218,24 @@ static Onnx__NodeProto *new_node(q_ctx *c, const char *op, const char *in0, cons
             c->oom = true;
         } else {
             onnx__attribute_proto__init(a);
-            a->name = q_strdup(c, "axis");
+            a->name = q_strdup(c, attr);
             a->has_type = 1;
             a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
             a->has_i = 1;
-            a->i = axis;
+            a->i = attr_value;
             n->attribute[0] = a;
             n->n_attribute = 1;
         }
     }
     return n;
+}
+
+/* op(in0, in1, in2) -> out, with `axis` when axis >= 0. */
+static Onnx__NodeProto *new_node(q_ctx *c, const char *op, const char *in0, const char *in1, const char *in2,
+                                 const char *out, int axis)
+{
+    const char *ins[] = {in0, in1, in2, NULL}, *outs[] = {out, NULL};
+    return node_of(c, op, ins, outs, axis >= 0 ? "axis" : NULL, axis);
 }
 
 /* A new initializer `name` of type dtype, dims (rank 0 or 1: a scalar or
@@ -264,8 +301,8 @@ static void add_qdq_pair(q_ctx *c, const q_act *a)
  * int8 with their DequantizeLinear: per channel along axis 0 when
  * `per_channel`, else per tensor. Writes the dequantized name to *wname
  * (replacing it) and the scales to ws (n_ws of them). */
-static bool quantize_weights(q_ctx *c, const Onnx__TensorProto *w, bool per_channel, char **wname, float *ws,
-                             int64_t *n_ws)
+static bool quantize_weights(q_ctx *c, const Onnx__TensorProto *w, bool per_channel, bool emit_dq, char **wname,
+                             float *ws, int64_t *n_ws)
 {
     int64_t n;
     const float *v = init_floats(w, &n);
@@ -295,9 +332,11 @@ static bool quantize_weights(q_ctx *c, const Onnx__TensorProto *w, bool per_chan
         add_init(c, qn, MCP_DTYPE_INT8, (int)w->n_dims, w->dims, q, (size_t)n);
         add_init(c, sn, MCP_DTYPE_FLOAT, per_channel, &groups, ws, sizeof *ws * (size_t)groups);
         add_init(c, zn, MCP_DTYPE_INT8, per_channel, &groups, zeros, (size_t)groups);
-        add_node(c, new_node(c, "DequantizeLinear", qn, sn, zn, dn, per_channel ? 0 : -1));
-        *wname = dn;
-        dn = NULL;
+        if (emit_dq) {
+            add_node(c, new_node(c, "DequantizeLinear", qn, sn, zn, dn, per_channel ? 0 : -1));
+            *wname = dn;
+            dn = NULL;
+        }
         c->n_weights++;
     } else {
         c->oom = true;
@@ -513,14 +552,14 @@ static void rewrite(q_ctx *c)
         size_t dl = strlen("_dequantized");
         bool x_q = (conv || mm) && n->n_input >= 2 && strlen(n->input[0]) > dl &&
                    strcmp(n->input[0] + strlen(n->input[0]) - dl, "_dequantized") == 0;
-        const Onnx__TensorProto *w = x_q ? find_init(g, n->input[1]) : NULL;
+        const Onnx__TensorProto *w = x_q ? weights_of(c, n->input[1]) : NULL;
         if (w && ((conv && w->n_dims >= 3) || (mm && w->n_dims == 2))) {
             int64_t m = w->dims[0];
             float *ws = mcp_malloc(sizeof *ws * (size_t)(m > 0 ? m : 1));
             int64_t n_ws = 0;
             char *wname = NULL;
             bool per_channel = conv && c->opset >= 13;
-            if (ws && quantize_weights(c, w, per_channel, &wname, ws, &n_ws)) {
+            if (ws && quantize_weights(c, w, per_channel, true, &wname, ws, &n_ws)) {
                 q_free(NULL, n->input[1]);
                 n->input[1] = wname;
                 const Onnx__TensorProto *b = conv && n->n_input > 2 ? find_init(g, n->input[2]) : NULL;
@@ -544,6 +583,71 @@ static void rewrite(q_ctx *c)
             int a = find_act(c, n->output[k]);
             if (a >= 0 && act_ok(&c->acts[a])) add_qdq_pair(c, &c->acts[a]);
         }
+    }
+}
+
+/* Whether an initializer named `name` was added already. */
+static bool added_init(const q_ctx *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_inits; i++)
+        if (strcmp(c->inits[i]->name, name) == 0) return true;
+    return false;
+}
+
+/*
+ * Dynamic quantization (quantize.h): MatMul(A, B) with B a 2-D float
+ * initializer becomes DynamicQuantizeLinear(A) -> MatMulInteger(A_q, B_q,
+ * A_zp, B_zp) -> Cast to float -> Mul by A_scale * B_scale, writing the
+ * MatMul's output. One DynamicQuantizeLinear per A however many MatMuls
+ * read it (a transformer's Q, K and V projections).
+ */
+static void rewrite_dynamic(q_ctx *c)
+{
+    Onnx__GraphProto *g = c->mp->graph;
+    for (size_t i = 0; i < g->n_node && !c->oom; i++) {
+        Onnx__NodeProto *n = g->node[i];
+        const Onnx__TensorProto *w = NULL;
+        int64_t count;
+        if ((!n->domain || !*n->domain) && strcmp(n->op_type, "MatMul") == 0 && n->n_input == 2 && n->n_output == 1)
+            w = weights_of(c, n->input[1]);
+        if (!w || w->n_dims != 2 || !init_floats(w, &count)) {
+            add_node(c, n);
+            g->node[i] = NULL;
+            continue;
+        }
+        const char *a = n->input[0], *y = n->output[0];
+        char *aq = q_name(c, a, "_quantized"), *as = q_name(c, a, "_scale"), *az = q_name(c, a, "_zero_point");
+        char *bq = q_name(c, w->name, "_quantized"), *bs = q_name(c, w->name, "_scale");
+        char *bz = q_name(c, w->name, "_zero_point"), *yi = q_name(c, y, "_int32"), *yf = q_name(c, y, "_float");
+        char *ys = q_name(c, y, "_scale");
+        bool ok = aq && as && az && bq && bs && bz && yi && yf && ys;
+        if (ok && find_act(c, a) < 0) {
+            want_act(c, g, a); /* remembers that A has its DynamicQuantizeLinear */
+            const char *ins[] = {a, NULL}, *outs[] = {aq, as, az, NULL};
+            add_node(c, node_of(c, "DynamicQuantizeLinear", ins, outs, NULL, 0));
+        }
+        if (ok && !added_init(c, bq)) {
+            float scale;
+            int64_t n_ws;
+            char *unused = NULL;
+            ok = quantize_weights(c, w, false, false, &unused, &scale, &n_ws);
+        }
+        if (ok) {
+            const char *mm_in[] = {aq, bq, az, bz, NULL}, *mm_out[] = {yi, NULL};
+            add_node(c, node_of(c, "MatMulInteger", mm_in, mm_out, NULL, 0));
+            const char *cast_in[] = {yi, NULL}, *cast_out[] = {yf, NULL};
+            add_node(c, node_of(c, "Cast", cast_in, cast_out, "to", MCP_DTYPE_FLOAT));
+            const char *sc_in[] = {as, bs, NULL}, *sc_out[] = {ys, NULL};
+            add_node(c, node_of(c, "Mul", sc_in, sc_out, NULL, 0));
+            const char *mul_in[] = {yf, ys, NULL}, *mul_out[] = {y, NULL};
+            add_node(c, node_of(c, "Mul", mul_in, mul_out, NULL, 0));
+            onnx__node_proto__free_unpacked(n, &q_alloc);
+        } else {
+            add_node(c, n);
+        }
+        g->node[i] = NULL;
+        mcp_free(aq), mcp_free(as), mcp_free(az), mcp_free(bq), mcp_free(bs), mcp_free(bz);
+        mcp_free(yi), mcp_free(yf), mcp_free(ys);
     }
 }
 
@@ -635,11 +739,14 @@ static void report(mcp_quant_result *r, const mcp_session *q, mcp_value ***fp32,
     }
 }
 
-mcp_status mcp_quantize_static(const void *buf, size_t len, const char *base_dir, int threads, int n_samples,
-                               mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err)
+mcp_status mcp_quantize(const void *buf, size_t len, const char *base_dir, const mcp_quantize_options *opts,
+                        int n_samples, mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err)
 {
     memset(out, 0, sizeof *out);
-    if (n_samples < 1) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "quantization needs at least one calibration sample");
+    bool dynamic = opts && opts->dynamic;
+    int threads = opts ? opts->threads : 0;
+    if (n_samples < (dynamic ? 0 : 1))
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "static quantization needs at least one calibration sample");
     q_ctx c = {0};
     c.err = err;
     c.mp = onnx__model_proto__unpack(&q_alloc, len, buf);
@@ -652,34 +759,39 @@ mcp_status mcp_quantize_static(const void *buf, size_t len, const char *base_dir
         if ((!o->domain || !*o->domain || strcmp(o->domain, "ai.onnx") == 0) && o->has_version) c.opset = (int)o->version;
     }
     mcp_status st = MCP_STATUS_OK;
-    if (c.opset < 10) st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "opset %d: quantization needs opset 10 or later", c.opset);
-    choose_acts(&c, c.mp->graph);
+    int need = dynamic ? 11 : 10;
+    if (c.opset < need)
+        st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "opset %d: %s quantization needs opset %d or later", c.opset,
+                         dynamic ? "dynamic" : "static", need);
+    if (!dynamic) choose_acts(&c, c.mp->graph);
     if (st == MCP_STATUS_OK && c.oom) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     mcp_value ***fp32 = NULL, ***int8 = NULL;
     int n_out = 0;
-    if (st == MCP_STATUS_OK) st = calibrate(&c, base_dir, threads, n_samples, samples, &fp32, &n_out);
+    if (st == MCP_STATUS_OK && n_samples > 0) st = calibrate(&c, base_dir, threads, n_samples, samples, &fp32, &n_out);
     if (st == MCP_STATUS_OK) {
-        rewrite(&c);
+        if (dynamic) rewrite_dynamic(&c);
+        else rewrite(&c);
         install(&c);
         if (c.oom) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory building the quantized model");
     }
-    for (int i = 0; i < c.n_acts; i++) out->n_activations += act_ok(&c.acts[i]);
+    for (int i = 0; i < c.n_acts; i++) out->n_activations += dynamic || act_ok(&c.acts[i]);
     out->n_weights = c.n_weights;
     if (st == MCP_STATUS_OK) {
         out->model = pack_model(c.mp, &out->len, err);
         if (!out->model) st = MCP_STATUS_OUT_OF_MEMORY;
     }
     if (st == MCP_STATUS_OK) {
+        /* The result must load; with samples it also runs them for the report. */
         char msg[1024] = "";
         mcp_session_options o = mcp_session_options_default();
         o.threads = threads;
         mcp_session *q = NULL;
         st = mcp_session_create_from_memory(out->model, out->len, base_dir, &o, &q, msg, sizeof msg);
         if (st != MCP_STATUS_OK) st = mcp_err_set(err, st, "the quantized model does not load: %s", msg);
-        int8 = st == MCP_STATUS_OK ? mcp_calloc((size_t)n_samples, sizeof *int8) : NULL;
+        int8 = st == MCP_STATUS_OK ? mcp_calloc((size_t)n_samples + 1, sizeof *int8) : NULL;
         if (st == MCP_STATUS_OK && !int8) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-        if (st == MCP_STATUS_OK) st = run_samples(q, n_samples, samples, int8, err);
-        if (st == MCP_STATUS_OK) report(out, q, fp32, int8, n_samples, n_out);
+        if (st == MCP_STATUS_OK && n_samples > 0) st = run_samples(q, n_samples, samples, int8, err);
+        if (st == MCP_STATUS_OK && n_samples > 0) report(out, q, fp32, int8, n_samples, n_out);
         mcp_session_destroy(q);
     }
     free_outputs(fp32, n_samples, n_out);

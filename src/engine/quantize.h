@@ -1,10 +1,10 @@
 /*
- * Static int8 quantization of an fp32 ONNX model into a standard QDQ model
- * (QuantizeLinear / DequantizeLinear pairs, the format ONNX Runtime's
- * quantizer writes and runs), calibrated on sample inputs run through this
- * engine (src/engine/quantize.c).
+ * int8 quantization of an fp32 ONNX model: static, into a standard QDQ
+ * model (QuantizeLinear / DequantizeLinear pairs, the format ONNX Runtime's
+ * quantizer writes and runs) calibrated on sample inputs run through this
+ * engine, or dynamic (below) (src/engine/quantize.c).
  *
- * What is quantized: every float activation read by a Conv or MatMul (its
+ * What static quantization quantizes: every float activation read by a Conv or MatMul (its
  * first input) or by an Add of two activations, to uint8 with the range the
  * samples reach (widened to hold 0); Conv weights to int8 per output
  * channel and MatMul weights (2-D initializers) to int8 per tensor, both
@@ -36,14 +36,27 @@ typedef struct mcp_quant_result {
     mcp_quant_output_report outputs[MCP_QUANT_MAX_OUTPUTS];
 } mcp_quant_result;
 
+typedef struct mcp_quantize_options {
+    int threads;  /* for the calibration and report sessions; 0 = every core */
+    bool dynamic; /* dynamic quantization (below) instead of static */
+} mcp_quantize_options;
+
 /*
  * Quantizes the fp32 model in buf (external data relative to base_dir, or
  * NULL). samples[k] holds one value per model input, in the model's input
- * order (mcp_session_input_info); at least one sample is needed. On failure
- * the message names the tensor, node or input at fault.
+ * order (mcp_session_input_info): static quantization calibrates on them
+ * (at least one); both report on them (dynamic needs none). On failure the
+ * message names the tensor, node or input at fault.
+ *
+ * Dynamic quantization (for MatMul-heavy models, transformers): every
+ * MatMul whose second input is a 2-D float initializer becomes
+ * DynamicQuantizeLinear of its first input (range measured per run),
+ * MatMulInteger with the weights in int8 per tensor, a Cast to float and a
+ * Mul by the two scales: the format ONNX Runtime's dynamic quantizer
+ * writes. Activations stay float between the MatMuls.
  */
-mcp_status mcp_quantize_static(const void *buf, size_t len, const char *base_dir, int threads, int n_samples,
-                               mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err);
+mcp_status mcp_quantize(const void *buf, size_t len, const char *base_dir, const mcp_quantize_options *opts,
+                        int n_samples, mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err);
 void mcp_quant_result_release(mcp_quant_result *r);
 
 #endif

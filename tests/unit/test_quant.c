@@ -535,7 +535,7 @@ static void test_qdq_fusion(void)
 }
 
 /*
- * mcp_quantize_static on a small fp32 CNN: X -> Conv -> Relu -> Conv -> Add
+ * mcp_quantize (static) on a small fp32 CNN: X -> Conv -> Relu -> Conv -> Add
  * (the Relu's output) -> Relu -> GlobalAveragePool -> Flatten -> MatMul.
  * The QDQ model it writes loads, runs its convolutions as QLinearConv, and
  * stays close to fp32 on the samples; bad calls fail with a message.
@@ -591,7 +591,8 @@ static void test_quantize_static(void)
     char msg[1024] = "";
     mcp_err err = {msg, sizeof msg};
     mcp_quant_result r;
-    TU_REQUIRE_OK(mcp_quantize_static(buf, len, NULL, 2, S, samples, &r, &err), msg);
+    mcp_quantize_options qo = {.threads = 2};
+    TU_REQUIRE_OK(mcp_quantize(buf, len, NULL, &qo, S, samples, &r, &err), msg);
     TU_CHECK_INT(r.n_weights, 3); /* two convolutions and the MatMul */
     TU_CHECK(r.n_activations >= 4);
     TU_CHECK_INT(r.n_outputs, 1);
@@ -612,11 +613,10 @@ static void test_quantize_static(void)
     mcp_quant_result_release(&r);
 
     /* No samples; not a model. */
-    TU_CHECK_STATUS(mcp_quantize_static(buf, len, NULL, 1, 0, samples, &r, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
+    TU_CHECK_STATUS(mcp_quantize(buf, len, NULL, &qo, 0, samples, &r, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
     TU_CHECK_CONTAINS(msg, "calibration sample");
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0x01, 0x02};
-    TU_CHECK_STATUS(mcp_quantize_static(junk, sizeof junk, NULL, 1, S, samples, &r, &err), MCP_STATUS_INVALID_MODEL,
-                    msg);
+    TU_CHECK_STATUS(mcp_quantize(junk, sizeof junk, NULL, &qo, S, samples, &r, &err), MCP_STATUS_INVALID_MODEL, msg);
     TU_CHECK_CONTAINS(msg, "not an ONNX model");
     /* A sample of the wrong shape: the error names the sample. */
     mcp_value *bad = mcp_value_new();
@@ -624,11 +624,83 @@ static void test_quantize_static(void)
     const int64_t bdims[] = {1, C + 1, HW, HW};
     TU_REQUIRE(mcp_tensor_alloc(&bad->tensor, MCP_DTYPE_FLOAT, 4, bdims, NULL) == MCP_STATUS_OK);
     mcp_value *const *bad_samples[2] = {&vals[0], &bad};
-    TU_CHECK(mcp_quantize_static(buf, len, NULL, 1, 2, bad_samples, &r, &err) != MCP_STATUS_OK);
+    TU_CHECK(mcp_quantize(buf, len, NULL, &qo, 2, bad_samples, &r, &err) != MCP_STATUS_OK);
     TU_CHECK_CONTAINS(msg, "calibration sample 1");
     TU_CHECK(r.model == NULL);
     mcp_value_free(bad);
     for (int k = 0; k < S; k++) mcp_value_free(vals[k]);
+    free(buf);
+}
+
+/*
+ * Dynamic quantization of an MLP (X -> MatMul -> Add -> Relu -> MatMul,
+ * X read by both MatMuls' chains once): DynamicQuantizeLinear +
+ * MatMulInteger + Cast + Mul per MatMul, the integer products on oneDNN
+ * where the CPU has VNNI, outputs close to fp32; no samples needed.
+ */
+static void test_quantize_dynamic(void)
+{
+    enum { B = 6, K = 48, H = 64, N = 10 };
+    rng_state = 77;
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {-1, K}, w1d[] = {K, H}, bd[] = {H}, w2d[] = {H, N}, yd[] = {-1, N};
+    const char *const params[] = {"batch", NULL};
+    static float w1[K * H], b1[H], w2[H * N];
+    for (int i = 0; i < K * H; i++) w1[i] = (float)((int)(rnd() % 201) - 100) * 0.003f;
+    for (int i = 0; i < H; i++) b1[i] = 0.02f * (float)(i % 7) - 0.06f;
+    for (int i = 0; i < H * N; i++) w2[i] = (float)((int)(rnd() % 201) - 100) * 0.003f;
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, xd, params);
+    mb_add_initializer(m, NULL, "W1", MCP_DTYPE_FLOAT, 2, w1d, w1, sizeof w1);
+    mb_add_initializer(m, NULL, "B1", MCP_DTYPE_FLOAT, 1, bd, b1, sizeof b1);
+    mb_add_initializer(m, NULL, "W2", MCP_DTYPE_FLOAT, 2, w2d, w2, sizeof w2);
+    mb_add_node(m, NULL, "MatMul", "fc1", "X,W1", "H1");
+    mb_add_node(m, NULL, "Add", "bias1", "H1,B1", "A1");
+    mb_add_node(m, NULL, "Relu", "relu1", "A1", "R1");
+    mb_add_node(m, NULL, "MatMul", "fc2", "R1,W2", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 2, yd, params);
+    size_t len;
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
+
+    const int64_t sd[] = {B, K};
+    mcp_value *x = mcp_value_new();
+    x->kind = MCP_VALUE_TENSOR;
+    TU_REQUIRE(mcp_tensor_alloc(&x->tensor, MCP_DTYPE_FLOAT, 2, sd, NULL) == MCP_STATUS_OK);
+    float *xv = x->tensor.data;
+    for (int i = 0; i < B * K; i++) xv[i] = (float)((int)(rnd() % 2001) - 1000) * 0.001f;
+    mcp_value *const *samples[1] = {&x};
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mcp_quantize_options qo = {.threads = 2, .dynamic = true};
+    mcp_quant_result r;
+    /* Without samples: a model, no report. */
+    TU_REQUIRE_OK(mcp_quantize(buf, len, NULL, &qo, 0, NULL, &r, &err), msg);
+    TU_CHECK_INT(r.n_weights, 2);
+    TU_CHECK_INT(r.n_activations, 2);
+    TU_CHECK_INT(r.n_outputs, 0);
+    mcp_quant_result_release(&r);
+    /* With one: the report. */
+    TU_REQUIRE_OK(mcp_quantize(buf, len, NULL, &qo, 1, samples, &r, &err), msg);
+    TU_CHECK_INT(r.n_outputs, 1);
+    TU_CHECK(r.outputs[0].fp32_std > 0.0 && r.outputs[0].mean_abs < 0.05 * r.outputs[0].fp32_std);
+    mcp_session_options o = mcp_session_options_default();
+    mcp_session *q = NULL;
+    TU_REQUIRE_OK(mcp_session_create_from_memory(r.model, r.len, NULL, &o, &q, msg, sizeof msg), msg);
+    int dql = 0, mmi = 0;
+    for (int i = 0; i < q->graph->n_nodes; i++) {
+        const mcp_node *n = &q->graph->nodes[i];
+        dql += strcmp(n->op_type, "DynamicQuantizeLinear") == 0;
+        if (strcmp(n->op_type, "MatMulInteger") == 0) {
+            mmi++;
+            if (cpu_has_vnni()) TU_CHECK_STR(n->kernel_backend, "dnnl");
+        }
+    }
+    TU_CHECK_INT(dql, 2);
+    TU_CHECK_INT(mmi, 2);
+    TU_CHECK(!has_op(q, "MatMul"));
+    mcp_session_destroy(q);
+    mcp_quant_result_release(&r);
+    mcp_value_free(x);
     free(buf);
 }
 
@@ -639,6 +711,7 @@ int main(void)
     TU_RUN(test_matmul_families);
     TU_RUN(test_qdq_fusion);
     TU_RUN(test_quantize_static);
+    TU_RUN(test_quantize_dynamic);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_quant");
 }

@@ -198,6 +198,21 @@ static bool ew_parse_elem(const char *s, mcp_tensor *t, int64_t i)
     return true;
 }
 
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void cast_i32_f32_chunk(const int32_t *x, float *y,
+                                                                                          int64_t begin, int64_t end)
+{
+#pragma omp simd
+    for (int64_t i = begin; i < end; i++) y[i] = (float)x[i];
+}
+
+static void cast_i32_f32(mcp_kernel_ctx *ctx, const int32_t *x, float *y, int64_t n)
+{
+    int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+    int nt = mcp_kthreads(ctx, n);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t c = 0; c < nchunks; c++) cast_i32_f32_chunk(x, y, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
+}
+
 static mcp_status ew_cast_to(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_dtype to)
 {
     if (!ew_cast_dtype_ok(x->dtype))
@@ -206,9 +221,17 @@ static mcp_status ew_cast_to(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_dtype
     if (!ew_cast_dtype_ok(to))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "cannot cast to type %s",
                          mcp_dtype_name(to));
+    int64_t n = mcp_tensor_numel(x);
+    if (x->dtype == MCP_DTYPE_INT32 && to == MCP_DTYPE_FLOAT) {
+        /* int32 accumulators to float (dynamically quantized MatMuls):
+         * one rounding, as the general path's, on vector loops. */
+        mcp_tensor *y = mcp_kout_uninit(ctx, 0, to, x->rank, x->dims);
+        if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+        cast_i32_f32(ctx, x->data, y->data, n);
+        return MCP_STATUS_OK;
+    }
     mcp_tensor *y = mcp_kout(ctx, 0, to, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    int64_t n = mcp_tensor_numel(x);
     ew_kind ks = ew_kind_of(x->dtype);
 
     if (x->dtype == MCP_DTYPE_STRING) {

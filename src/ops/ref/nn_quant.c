@@ -310,19 +310,61 @@ mcp_status mcp__nn_run_dequantize_linear(mcp_kernel_ctx *ctx) {
     return MCP_STATUS_OK;
 }
 
+/* The smallest and largest of x[begin, end), folded into *mn / *mx; NaN
+ * is skipped (as `v < mn` does). */
+__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+range_chunk(const float *x, int64_t begin, int64_t end, float *mn, float *mx)
+{
+    float lo = *mn, hi = *mx;
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+    for (int64_t i = begin; i < end; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+    }
+    *mn = lo, *mx = hi;
+}
+
+/* min(0, x) and max(0, x) over n floats. */
+static void float_range(mcp_kernel_ctx *ctx, const float *x, int64_t n, float *mn, float *mx)
+{
+    int64_t chunk = 16384, nchunks = (n + chunk - 1) / chunk;
+    int nt = mcp_kthreads(ctx, n);
+    float lo = 0.0f, hi = 0.0f;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1) reduction(min : lo) reduction(max : hi)
+    for (int64_t c = 0; c < nchunks; c++) {
+        float a = 0.0f, b = 0.0f;
+        range_chunk(x, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n, &a, &b);
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
+    *mn = lo, *mx = hi;
+}
+
 mcp_status mcp__nn_run_dynamic_quantize_linear(mcp_kernel_ctx *ctx) {
     const mcp_tensor *x = mcp_kin(ctx, 0);
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'x' is required");
     if (!mcp__nn_is_float(x->dtype))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'x' has unsupported type %s",
                          mcp_dtype_name(x->dtype));
-    mcp_tensor *y = mcp_kout(ctx, 0, MCP_DTYPE_UINT8, x->rank, x->dims);
+    mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_UINT8, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     mcp_tensor *ys = mcp_kout(ctx, 1, MCP_DTYPE_FLOAT, 0, NULL);
     if (!ys) return MCP_STATUS_OUT_OF_MEMORY;
     mcp_tensor *yzp = mcp_kout(ctx, 2, MCP_DTYPE_UINT8, 0, NULL);
     if (!yzp) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
+    if (x->dtype == MCP_DTYPE_FLOAT) {
+        /* Float32 (dynamically quantized transformers): vector loops. */
+        float mn = 0.0f, mx = 0.0f;
+        float_range(ctx, x->data, n, &mn, &mx);
+        float scale = (mx - mn) / 255.0f;
+        float zp = scale > 0.0f ? (float)saturate(nearbyintf(0.0f - mn / scale), 0.0, 255.0) : 0.0f;
+        ((float *)ys->data)[0] = scale;
+        ((uint8_t *)yzp->data)[0] = (uint8_t)zp;
+        if (scale > 0.0f) quantize_f32_q8(ctx, x->data, scale, (int)zp, true, y->data, n);
+        else memset(y->data, (int)zp, (size_t)n);
+        return MCP_STATUS_OK;
+    }
     /* The range always includes 0 so that 0 is exactly representable. */
     float mn = 0.0f, mx = 0.0f;
     for (int64_t i = 0; i < n; i++) {
