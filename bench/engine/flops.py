@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""FLOPs of one inference (Conv, ConvTranspose, Gemm, MatMul; 2 per MAC) at a
+"""FLOPs of one inference (Conv, ConvTranspose, Gemm, MatMul, MatMulInteger; 2 per MAC) at a
 given batch, from ONNX shape inference.  flops.py MODEL.onnx BATCH"""
 import sys
 
@@ -27,7 +27,7 @@ def main():
             w = shapes[n.input[1]]
             out = shapes[n.output[0]] if n.op_type == "Conv" else shapes[n.input[0]]
             total += 2 * int(np.prod(out)) * int(np.prod(w[1:]))
-        elif n.op_type in ("Gemm", "MatMul") and shapes.get(n.output[0]) and shapes.get(n.input[0]):
+        elif n.op_type in ("Gemm", "MatMul", "MatMulInteger") and shapes.get(n.output[0]) and shapes.get(n.input[0]):
             k = shapes[n.input[0]][-1]
             if n.op_type == "Gemm" and any(a.name == "transA" and a.i for a in n.attribute):
                 k = shapes[n.input[0]][0]

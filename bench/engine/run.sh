@@ -35,6 +35,8 @@ ROUNDS=${ROUNDS:-1}
 CONTEND=${CONTEND:-0}
 # Inputs of the int8 models' output check against ONNX Runtime.
 INT8_CHECK=${INT8_CHECK:-200}
+# Models whose NAME_int8 is dynamically quantized (MatMul-heavy).
+DYNAMIC_MODELS=${DYNAMIC_MODELS:-"bert_like mlp"}
 mkdir -p "$CACHE"
 
 [ -x "$MCPCTL" ] || { echo "bench: build first (make build)" >&2; exit 1; }
@@ -52,9 +54,9 @@ cp "$ROOT/bench/engine/ort_perf.js" "$CACHE/ort_perf.js"
 
 cp "$ROOT/bench/engine/ort_run.js" "$CACHE/ort_run.js"
 
-# NAME_int8 is NAME quantized to a static QDQ model by `mcpctl quantize`,
-# calibrated on the bench input and four random normal ones; both engines
-# run that same file.
+# NAME_int8 is NAME quantized by `mcpctl quantize`: a static QDQ model
+# calibrated on the bench input and four random normal ones, or dynamic
+# (below); both engines run that same file.
 for m in $MODELS; do
   base=${m%_int8}
   [ -f "$CACHE/$base.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$base" >&2
@@ -69,7 +71,10 @@ rng = np.random.default_rng(0)
 for i in range(4):
     np.save(f"{sys.argv[1]}/random{i}.npy", rng.standard_normal((1,) + x.shape[1:]).astype(np.float32))
 PY
-    "$MCPCTL" quantize "$CACHE/$base.onnx" --calibration "$calib" -o "$CACHE/$m.onnx" >&2
+    # Transformers (DYNAMIC_MODELS) quantize dynamically, as ONNX Runtime's
+    # quantize_dynamic would; the samples then only feed the error report.
+    dyn=""; case " $DYNAMIC_MODELS " in *" $base "*) dyn=--dynamic ;; esac
+    "$MCPCTL" quantize "$CACHE/$base.onnx" $dyn --calibration "$calib" -o "$CACHE/$m.onnx" >&2
   fi
 done
 

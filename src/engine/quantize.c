@@ -594,9 +594,54 @@ static bool added_init(const q_ctx *c, const char *name)
     return false;
 }
 
+/* A Gemm that is A x B [+ C]: alpha 1, beta 1, A not transposed; *trans_b
+ * says whether B is. */
+static bool plain_gemm(const Onnx__NodeProto *n, bool *trans_b)
+{
+    *trans_b = false;
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const Onnx__AttributeProto *a = n->attribute[i];
+        if (strcmp(a->name, "transB") == 0) *trans_b = a->i != 0;
+        else if (strcmp(a->name, "transA") == 0 && a->i != 0) return false;
+        else if ((strcmp(a->name, "alpha") == 0 || strcmp(a->name, "beta") == 0) && a->f != 1.0f) return false;
+        else if (strcmp(a->name, "transA") != 0 && strcmp(a->name, "alpha") != 0 && strcmp(a->name, "beta") != 0)
+            return false;
+    }
+    return n->n_input >= 2 && n->n_input <= 3;
+}
+
+/* w [N, K] transposed into a new float tensor named name + "_transposed"
+ * (raw data owned by the caller through *buf). */
+static bool transposed(q_ctx *c, const Onnx__TensorProto *w, Onnx__TensorProto *t, int64_t *dims, float **buf)
+{
+    int64_t n;
+    const float *v = init_floats(w, &n);
+    if (!v || w->n_dims != 2) return false;
+    int64_t rows = w->dims[0], cols = w->dims[1];
+    *buf = mcp_malloc(sizeof **buf * (size_t)(n ? n : 1));
+    if (!*buf) {
+        c->oom = true;
+        return false;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t k = 0; k < cols; k++) (*buf)[k * rows + r] = v[r * cols + k];
+    onnx__tensor_proto__init(t);
+    t->name = q_name(c, w->name, "_transposed");
+    t->has_data_type = 1;
+    t->data_type = MCP_DTYPE_FLOAT;
+    dims[0] = cols, dims[1] = rows;
+    t->dims = dims;
+    t->n_dims = 2;
+    t->has_raw_data = 1;
+    t->raw_data.data = (uint8_t *)*buf;
+    t->raw_data.len = sizeof **buf * (size_t)n;
+    return t->name != NULL;
+}
+
 /*
  * Dynamic quantization (quantize.h): MatMul(A, B) with B a 2-D float
- * initializer becomes DynamicQuantizeLinear(A) -> MatMulInteger(A_q, B_q,
+ * initializer, and Gemm(A, B[, C]) with B one too (transposed into [K, N]
+ * when transB; C added after), becomes DynamicQuantizeLinear(A) -> MatMulInteger(A_q, B_q,
  * A_zp, B_zp) -> Cast to float -> Mul by A_scale * B_scale, writing the
  * MatMul's output. One DynamicQuantizeLinear per A however many MatMuls
  * read it (a transformer's Q, K and V projections).
@@ -608,14 +653,24 @@ static void rewrite_dynamic(q_ctx *c)
         Onnx__NodeProto *n = g->node[i];
         const Onnx__TensorProto *w = NULL;
         int64_t count;
-        if ((!n->domain || !*n->domain) && strcmp(n->op_type, "MatMul") == 0 && n->n_input == 2 && n->n_output == 1)
+        bool plain = !n->domain || !*n->domain, gemm = false, trans_b = false;
+        if (plain && strcmp(n->op_type, "MatMul") == 0 && n->n_input == 2 && n->n_output == 1)
             w = weights_of(c, n->input[1]);
+        else if (plain && strcmp(n->op_type, "Gemm") == 0 && n->n_output == 1 && plain_gemm(n, &trans_b))
+            w = weights_of(c, n->input[1]), gemm = true;
+        Onnx__TensorProto wt;
+        int64_t wt_dims[2];
+        float *wt_buf = NULL;
+        if (w && trans_b) w = transposed(c, w, &wt, wt_dims, &wt_buf) ? &wt : NULL;
         if (!w || w->n_dims != 2 || !init_floats(w, &count)) {
+            mcp_free(wt_buf);
             add_node(c, n);
             g->node[i] = NULL;
             continue;
         }
         const char *a = n->input[0], *y = n->output[0];
+        /* A Gemm's C is added after the scaled product. */
+        const char *bias = gemm && n->n_input > 2 && n->input[2][0] ? n->input[2] : NULL;
         char *aq = q_name(c, a, "_quantized"), *as = q_name(c, a, "_scale"), *az = q_name(c, a, "_zero_point");
         char *bq = q_name(c, w->name, "_quantized"), *bs = q_name(c, w->name, "_scale");
         char *bz = q_name(c, w->name, "_zero_point"), *yi = q_name(c, y, "_int32"), *yf = q_name(c, y, "_float");
@@ -639,13 +694,23 @@ static void rewrite_dynamic(q_ctx *c)
             add_node(c, node_of(c, "Cast", cast_in, cast_out, "to", MCP_DTYPE_FLOAT));
             const char *sc_in[] = {as, bs, NULL}, *sc_out[] = {ys, NULL};
             add_node(c, node_of(c, "Mul", sc_in, sc_out, NULL, 0));
-            const char *mul_in[] = {yf, ys, NULL}, *mul_out[] = {y, NULL};
-            add_node(c, node_of(c, "Mul", mul_in, mul_out, NULL, 0));
+            char *yb = bias ? q_name(c, y, "_scaled") : NULL;
+            const char *mul_in[] = {yf, ys, NULL}, *mul_out[] = {bias ? yb : y, NULL};
+            if (!bias || yb) add_node(c, node_of(c, "Mul", mul_in, mul_out, NULL, 0));
+            if (bias && yb) {
+                const char *add_in[] = {yb, bias, NULL}, *add_out[] = {y, NULL};
+                add_node(c, node_of(c, "Add", add_in, add_out, NULL, 0));
+            }
+            mcp_free(yb);
             onnx__node_proto__free_unpacked(n, &q_alloc);
         } else {
             add_node(c, n);
         }
         g->node[i] = NULL;
+        if (wt_buf) {
+            mcp_free(wt.name);
+            mcp_free(wt_buf);
+        }
         mcp_free(aq), mcp_free(as), mcp_free(az), mcp_free(bq), mcp_free(bs), mcp_free(bz);
         mcp_free(yi), mcp_free(yf), mcp_free(ys);
     }

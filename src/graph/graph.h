@@ -40,6 +40,11 @@ typedef struct mcp_graph mcp_graph;
  *       (sum + B) + DequantizeLinear(S)), Y_scale, Y_zp), the convolution
  *       not rounded to 8 bits before the sum (a residual join after a
  *       QLinearConv whose output only the join reads).
+ *   MatMulIntegerScaled(A, B, A_zp, B_zp, A_scale, B_scale, [Bias]) -> Y
+ *       Y = float(MatMulInteger(A, B, A_zp, B_zp)) * (A_scale * B_scale)
+ *       [+ Bias], rounded as Cast, Mul and Add round it: a dynamically
+ *       quantized MatMul's tail. Scales and zero points are scalars, Bias
+ *       1-D of B's columns.
  *
  * Activations and their params (MCP_ACTIVATIONS): Relu; LeakyRelu [alpha];
  * Clip [min, max]; Sigmoid; Tanh; HardSigmoid [alpha, beta]; Silu
@@ -226,7 +231,9 @@ mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err);
  * initializers, becomes QLinearConv / QLinearMatMul on the quantized
  * values; residual DequantizeLinear + Add + [Relu] + QuantizeLinear
  * becomes QLinearAdd, or with fuse_sums (when one operand comes from such
- * a QLinearConv alone) QLinearConvAdd. Call after mcp_graph_infer_shapes
+ * a QLinearConv alone) QLinearConvAdd; MatMulInteger -> Cast -> Mul by the
+ * scales [-> Add of a bias] (dynamic quantization) becomes
+ * MatMulIntegerScaled. Call after mcp_graph_infer_shapes
  * and before constant folding (which would fold the weights'
  * DequantizeLinear into float). */
 mcp_status mcp_graph_fuse_quantized(mcp_graph *g, bool fuse_sums, mcp_err *err);

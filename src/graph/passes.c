@@ -1540,6 +1540,78 @@ void mcp_graph_remove_nodes(mcp_graph *g, const bool *drop)
             if (g->nodes[i].outputs[k] >= 0) g->values[g->nodes[i].outputs[k]].producer = i;
 }
 
+/* ---- dynamically quantized MatMul tails ---- */
+
+/* The node producing v when it is `op` (default domain) and v has one
+ * reader; -1 otherwise. */
+static int sole_producer(const pass_ctx *c, int v, const char *op)
+{
+    if (!only_node_uses(c, v, 1)) return -1;
+    int p = producer_of(c, v);
+    return p >= 0 && is_op(&c->g->nodes[p], op) && c->g->nodes[p].n_outputs == 1 ? p : -1;
+}
+
+/*
+ * MatMulInteger -> Cast(float) -> Mul by Mul(A_scale, B_scale) [-> Add of a
+ * bias initializer], the tail ONNX Runtime's dynamic quantizer writes after
+ * each MatMul, becomes the internal MatMulIntegerScaled: the products are
+ * scaled (and the bias added) where they are made, with no int32 tensor
+ * between.
+ */
+static mcp_status pass_matmul_integer_tail(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *mul = &g->nodes[i];
+        if (!node_is(mul, "Mul", 2)) continue;
+        int cast = -1, smul = -1;
+        for (int side = 0; side < 2 && cast < 0; side++) {
+            int ci = sole_producer(c, mul->inputs[side], "Cast");
+            int si = sole_producer(c, mul->inputs[1 - side], "Mul");
+            if (ci < 0 || si < 0 || mcp_node_attr_int(&g->nodes[ci], "to", 0) != MCP_DTYPE_FLOAT) continue;
+            cast = ci, smul = si;
+        }
+        if (cast < 0) continue;
+        int mmi = sole_producer(c, g->nodes[cast].inputs[0], "MatMulInteger");
+        const mcp_node *sm = &g->nodes[smul];
+        if (mmi < 0 || sm->n_inputs != 2) continue;
+        const mcp_node *mm = &g->nodes[mmi];
+        if (mm->n_inputs < 2 || mm->n_inputs > 4) continue;
+        /* A_scale is a float scalar; B_scale a float scalar initializer. */
+        int a_s = -1, b_s = -1;
+        for (int side = 0; side < 2; side++) {
+            const mcp_tensor *t = init_of(g, sm->inputs[side]);
+            if (t && t->dtype == MCP_DTYPE_FLOAT && mcp_tensor_numel(t) == 1 && b_s < 0) b_s = sm->inputs[side], a_s = sm->inputs[1 - side];
+        }
+        if (b_s < 0 || a_s < 0 || type_of(c, a_s)->dtype != MCP_DTYPE_FLOAT) continue;
+        int out = mul->outputs[0], bias = -1, add = -1;
+        int ai = sole_reader(c, out, i, "Add", 2);
+        if (ai >= 0) {
+            int other = other_input(&g->nodes[ai], out);
+            const mcp_tensor *b = init_of(g, other);
+            const mcp_type *bt = type_of(c, node_input(mm, 1));
+            if (b && b->dtype == MCP_DTYPE_FLOAT && b->rank == 1 && bt->rank >= 1 && b->dims[0] == bt->dims[bt->rank - 1]) {
+                bias = other;
+                add = ai;
+                out = g->nodes[ai].outputs[0];
+            }
+        }
+        int ins[7] = {mm->inputs[0], mm->inputs[1], node_input(mm, 2), node_input(mm, 3), a_s, b_s, bias};
+        int tail[4] = {cast, smul, i, add}, n_tail = add >= 0 ? 4 : 3;
+        node_form f;
+        mcp_status st = form_begin(c, mm, "MatMulIntegerScaled", bias >= 0 ? 7 : 6, ins, false, 0, &f);
+        if (st != MCP_STATUS_OK) return st;
+        for (int k = 0; k < n_tail; k++) drop_node(c, tail[k]);
+        form_commit(c, mmi, &f);
+        mcp_node *n = &g->nodes[mmi];
+        g->values[n->outputs[0]].producer = -1;
+        n->outputs[0] = out;
+        g->values[out].producer = mmi;
+    }
+    return MCP_STATUS_OK;
+}
+
 /* Sets up c for g; on failure nothing is left to free but c->removed. */
 static mcp_status pass_begin(pass_ctx *c, mcp_graph *g, mcp_err *err)
 {
@@ -1566,6 +1638,7 @@ mcp_status mcp_graph_fuse_quantized(mcp_graph *g, bool fuse_sums, mcp_err *err)
     pass_ctx c;
     mcp_status st = pass_begin(&c, g, err);
     if (st == MCP_STATUS_OK) st = pass_qdq(&c, fuse_sums);
+    if (st == MCP_STATUS_OK) st = pass_matmul_integer_tail(&c);
     if (st == MCP_STATUS_OK) pass_dead_nodes(&c);
     if (st == MCP_STATUS_OK) pass_unused_initializers(&c);
     pass_end(&c);

@@ -633,10 +633,11 @@ static void test_quantize_static(void)
 }
 
 /*
- * Dynamic quantization of an MLP (X -> MatMul -> Add -> Relu -> MatMul,
- * X read by both MatMuls' chains once): DynamicQuantizeLinear +
- * MatMulInteger + Cast + Mul per MatMul, the integer products on oneDNN
- * where the CPU has VNNI, outputs close to fp32; no samples needed.
+ * Dynamic quantization of an MLP (X -> MatMul -> Add -> Relu -> MatMul):
+ * DynamicQuantizeLinear + MatMulInteger + Cast + Mul per MatMul, which the
+ * passes make MatMulIntegerScaled (the bias Add taken in), on oneDNN where
+ * the CPU has VNNI, bit for bit the unfused graph's results, close to
+ * fp32; no samples needed.
  */
 static void test_quantize_dynamic(void)
 {
@@ -686,18 +687,41 @@ static void test_quantize_dynamic(void)
     mcp_session_options o = mcp_session_options_default();
     mcp_session *q = NULL;
     TU_REQUIRE_OK(mcp_session_create_from_memory(r.model, r.len, NULL, &o, &q, msg, sizeof msg), msg);
+    /* The passes take each MatMulInteger -> Cast -> Mul (-> Add of the
+     * bias, the first one) in as one MatMulIntegerScaled. */
     int dql = 0, mmi = 0;
     for (int i = 0; i < q->graph->n_nodes; i++) {
         const mcp_node *n = &q->graph->nodes[i];
         dql += strcmp(n->op_type, "DynamicQuantizeLinear") == 0;
-        if (strcmp(n->op_type, "MatMulInteger") == 0) {
+        if (strcmp(n->op_type, "MatMulIntegerScaled") == 0) {
             mmi++;
             if (cpu_has_vnni()) TU_CHECK_STR(n->kernel_backend, "dnnl");
         }
     }
     TU_CHECK_INT(dql, 2);
     TU_CHECK_INT(mmi, 2);
-    TU_CHECK(!has_op(q, "MatMul"));
+    TU_CHECK(!has_op(q, "MatMul") && !has_op(q, "MatMulInteger") && !has_op(q, "Cast"));
+    TU_CHECK(!has_op(q, "Add"));
+    /* Bit for bit what the unfused tail computes, on both backends. */
+    const char *backends[] = {"auto", "ref"};
+    for (int bk = 0; bk < 2; bk++) {
+        mcp_session_options po = mcp_session_options_default();
+        po.no_graph_passes = 1;
+        po.backend = backends[bk];
+        mcp_session *plain = NULL, *fused = NULL;
+        TU_REQUIRE_OK(mcp_session_create_from_memory(r.model, r.len, NULL, &po, &plain, msg, sizeof msg), msg);
+        po.no_graph_passes = 0;
+        TU_REQUIRE_OK(mcp_session_create_from_memory(r.model, r.len, NULL, &po, &fused, msg, sizeof msg), msg);
+        mcp_value *ins[1] = {x}, *a[1] = {mcp_value_new()}, *b[1] = {mcp_value_new()};
+        TU_REQUIRE_OK(mcp__session_run(fused, ins, a, &err), msg);
+        TU_REQUIRE_OK(mcp__session_run(plain, ins, b, &err), msg);
+        TU_CHECK(mcp_tensor_numel(&a[0]->tensor) == B * N &&
+                 memcmp(a[0]->tensor.data, b[0]->tensor.data, sizeof(float) * B * N) == 0);
+        mcp_value_free(a[0]);
+        mcp_value_free(b[0]);
+        mcp_session_destroy(plain);
+        mcp_session_destroy(fused);
+    }
     mcp_session_destroy(q);
     mcp_quant_result_release(&r);
     mcp_value_free(x);

@@ -688,6 +688,8 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
             return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_fused_conv_kernel : NULL;
         if (strcmp(node->op_type, "QLinearConvAdd") == 0)
             return mcp__dnnl_conv_supported(node, graph) ? &mcp__dnnl_qlinear_conv_add_kernel : NULL;
+        if (strcmp(node->op_type, "MatMulIntegerScaled") == 0)
+            return mcp__dnnl_qmatmul_supported(node, graph) ? &mcp__dnnl_matmul_integer_scaled_kernel : NULL;
         if (strcmp(node->op_type, "FusedGemm") == 0)
             return mcp__dnnl_gemm_supported(node, graph) ? &mcp__dnnl_fused_gemm_kernel : NULL;
         if (strcmp(node->op_type, "FusedMatMul") == 0)

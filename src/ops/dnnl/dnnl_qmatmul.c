@@ -12,6 +12,10 @@
  * a_scale * b_scale[n] / y_scale (per tensor or per column of B) and y's
  * zero point. Scales must be initializers. VNNI CPUs only (see
  * mcp__dnnl_has_vnni).
+ *
+ * MatMulIntegerScaled (internal, graph.h) is MatMulInteger whose s32
+ * products, written into Y's own memory, become float in place: times
+ * A_scale (given at run time) * B_scale, plus the bias.
  */
 #include <pthread.h>
 #include <string.h>
@@ -34,6 +38,9 @@ typedef struct qmm_prim {
 
 typedef struct qmm_state {
     bool requant;
+    bool scaled;          /* MatMulIntegerScaled */
+    float b_scale;        /* scaled: B's scale */
+    const mcp_tensor *bias; /* scaled: the bias initializer, or NULL */
     int b_in, a_zp_in, b_zp_in, y_zp_in; /* -1: absent */
     dnnl_data_type_t a_dt, y_dt;
     bool b_u8;         /* B is u8, shifted to s8 */
@@ -75,8 +82,22 @@ static bool b_zp_ok(const mcp_node *node, const mcp_graph *graph, int zi, mcp_dt
 bool mcp__dnnl_qmatmul_supported(const mcp_node *node, const mcp_graph *graph)
 {
     bool ql = strcmp(node->op_type, "QLinearMatMul") == 0;
-    if (node->domain[0] != '\0' || node->n_outputs != 1 || node->n_attrs != 0) return false;
-    if (ql ? node->n_inputs != 8 : node->n_inputs < 2 || node->n_inputs > 4) return false;
+    bool scaled = strcmp(node->op_type, "MatMulIntegerScaled") == 0;
+    if (strcmp(node->domain, scaled ? MCP_DOMAIN_INTERNAL : "") != 0 || node->n_outputs != 1 || node->n_attrs != 0)
+        return false;
+    if (ql ? node->n_inputs != 8 : scaled ? node->n_inputs < 6 || node->n_inputs > 7 : node->n_inputs < 2 || node->n_inputs > 4)
+        return false;
+    if (scaled) {
+        const mcp_graph_value *as = mcp__dnnl_input(node, graph, 4);
+        const mcp_tensor *bias = mcp__dnnl_initializer(node, graph, 6), *bs = mcp__dnnl_initializer(node, graph, 5);
+        const mcp_graph_value *b = mcp__dnnl_input(node, graph, 1);
+        if (!as || as->type.dtype != MCP_DTYPE_FLOAT || !bs || bs->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(bs) != 1)
+            return false;
+        if (mcp__dnnl_input(node, graph, 6) &&
+            (!bias || bias->dtype != MCP_DTYPE_FLOAT || !b || b->type.rank < 1 || b->type.dims[b->type.rank - 1] < 0 ||
+             mcp_tensor_numel(bias) != b->type.dims[b->type.rank - 1]))
+            return false;
+    }
     if (!mcp__dnnl_has_vnni()) return false;
     int bi = ql ? 3 : 1;
     const mcp_graph_value *a = mcp__dnnl_input(node, graph, 0), *b = mcp__dnnl_input(node, graph, bi);
@@ -133,6 +154,11 @@ static mcp_status qmm_prepare(const mcp_node *node, const mcp_graph *graph, void
     pthread_mutex_init(&st->lock, NULL);
     bool ql = strcmp(node->op_type, "QLinearMatMul") == 0;
     st->requant = ql;
+    st->scaled = strcmp(node->op_type, "MatMulIntegerScaled") == 0;
+    if (st->scaled) {
+        st->b_scale = ((const float *)mcp__dnnl_initializer(node, graph, 5)->data)[0];
+        st->bias = mcp__dnnl_initializer(node, graph, 6);
+    }
     st->b_in = ql ? 3 : 1;
     st->a_zp_in = mcp__dnnl_input(node, graph, 2) ? 2 : -1;
     st->b_zp_in = mcp__dnnl_input(node, graph, st->b_in + 2) ? st->b_in + 2 : -1;
@@ -173,6 +199,13 @@ static mcp_status qmm_prepare(const mcp_node *node, const mcp_graph *graph, void
     return MCP_STATUS_OK;
 }
 
+/* Whether the primitive takes B's zero point: not when it is a constant 0
+ * (oneDNN then skips the compensation it costs). */
+static bool b_zp_wanted(const qmm_state *st)
+{
+    return st->b_u8 || (st->b_zp_in >= 0 && !(st->b_zp_known && st->b_zp == 0));
+}
+
 /* Descriptors of the problem: 2-D, or 3-D with the batch in front. */
 static dnnl_status_t qmm_mds(const qmm_key *k, dnnl_data_type_t adt, dnnl_data_type_t ydt, bool b_any,
                              dnnl_memory_desc_t *a, dnnl_memory_desc_t *b, dnnl_memory_desc_t *y)
@@ -208,7 +241,7 @@ static mcp_status qmm_build(qmm_state *st, const qmm_key *k, qmm_prim *p, mcp_er
         s = dnnl_primitive_attr_set_output_scales(attr, st->n_scales, st->n_scales > 1 ? 1 << (k->batch ? 2 : 1) : 0,
                                                   st->scales);
     if (s == dnnl_success && st->a_zp_in >= 0) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_SRC, 1, 0, &rt);
-    if (s == dnnl_success && (st->b_zp_in >= 0 || st->b_u8))
+    if (s == dnnl_success && b_zp_wanted(st))
         s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_WEIGHTS, 1, 0, &rt);
     if (s == dnnl_success && st->y_zp_in >= 0) s = dnnl_primitive_attr_set_zero_points(attr, DNNL_ARG_DST, 1, 0, &rt);
     dnnl_primitive_desc_t pd = NULL;
@@ -252,6 +285,40 @@ static mcp_status qmm_lookup(mcp_kernel_ctx *ctx, qmm_state *st, const qmm_key *
     return rs;
 }
 
+/* The same memory read as int32 and written as float. */
+typedef int32_t __attribute__((may_alias)) alias_i32;
+typedef float __attribute__((may_alias)) alias_f32;
+
+/* s32 products to float in place: (float)acc * scale [+ bias[column]],
+ * rounded as Cast, Mul and Add round them (two roundings: the build does
+ * not contract a * b + c). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+scale_rows(void *data, int64_t row0, int64_t rows, int64_t cols, float scale, const float *bias)
+{
+    for (int64_t r = row0; r < row0 + rows; r++) {
+        const alias_i32 *acc = (const alias_i32 *)data + r * cols;
+        alias_f32 *y = (alias_f32 *)data + r * cols;
+        if (bias) {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; j++) {
+                float t = (float)acc[j] * scale;
+                y[j] = t + bias[j];
+            }
+        } else {
+#pragma omp simd
+            for (int64_t j = 0; j < cols; j++) y[j] = (float)acc[j] * scale;
+        }
+    }
+}
+
+static void scale_in_place(mcp_kernel_ctx *ctx, void *data, int64_t n, int64_t cols, float scale, const float *bias)
+{
+    int64_t rows = n / cols, per = cols >= 16384 ? 1 : 16384 / cols, nblocks = (rows + per - 1) / per;
+    int nt = mcp_kthreads(ctx, n);
+#pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+    for (int64_t b = 0; b < nblocks; b++) scale_rows(data, b * per, (b + 1) * per < rows ? per : rows - b * per, cols, scale, bias);
+}
+
 static mcp_dtype mcp_of(dnnl_data_type_t dt)
 {
     return dt == dnnl_u8 ? MCP_DTYPE_UINT8 : dt == dnnl_s8 ? MCP_DTYPE_INT8 : MCP_DTYPE_INT32;
@@ -262,7 +329,15 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
     qmm_state *st = ctx->state;
     if (!st) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
     const mcp_tensor *a = mcp_kin(ctx, 0), *b = mcp_kin(ctx, st->b_in);
-    mcp_dtype adt = mcp_of(st->a_dt), bdt = st->b_u8 ? MCP_DTYPE_UINT8 : MCP_DTYPE_INT8, ydt = mcp_of(st->y_dt);
+    mcp_dtype adt = mcp_of(st->a_dt), bdt = st->b_u8 ? MCP_DTYPE_UINT8 : MCP_DTYPE_INT8;
+    mcp_dtype ydt = st->scaled ? MCP_DTYPE_FLOAT : mcp_of(st->y_dt);
+    float scale = 0.0f;
+    if (st->scaled) {
+        const mcp_tensor *as = mcp_kin(ctx, 4);
+        if (!as || as->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(as) != 1)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'A_scale' must be one float");
+        scale = ((const float *)as->data)[0] * st->b_scale;
+    }
     if (!a || a->dtype != adt || a->rank < 2)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'A' must be a %s tensor of rank 2 or more",
                          mcp_dtype_name(adt));
@@ -306,7 +381,8 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
         /* Empty sums: 0, requantized to y's zero point. */
         int64_t n = mcp_tensor_numel(y);
         for (int64_t i = 0; i < n; i++) {
-            if (ydt == MCP_DTYPE_INT32) ((int32_t *)y->data)[i] = 0;
+            if (ydt == MCP_DTYPE_FLOAT) ((float *)y->data)[i] = st->bias ? ((const float *)st->bias->data)[i % k.n] : 0.0f;
+            else if (ydt == MCP_DTYPE_INT32) ((int32_t *)y->data)[i] = 0;
             else if (ydt == MCP_DTYPE_UINT8) ((uint8_t *)y->data)[i] = (uint8_t)zp[2];
             else ((int8_t *)y->data)[i] = (int8_t)zp[2];
         }
@@ -345,7 +421,7 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
         rs = mcp__dnnl_wrap(ctx, &zmd, &zp[0], &mem[3]);
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, mem[3]};
     }
-    if (rs == MCP_STATUS_OK && (st->b_zp_in >= 0 || st->b_u8)) {
+    if (rs == MCP_STATUS_OK && b_zp_wanted(st)) {
         rs = mcp__dnnl_wrap(ctx, &zmd, &zp[1], &mem[4]);
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_WEIGHTS, mem[4]};
     }
@@ -354,6 +430,8 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
         args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, mem[5]};
     }
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_execute(ctx, p->prim, nargs, args);
+    if (rs == MCP_STATUS_OK && st->scaled)
+        scale_in_place(ctx, y->data, mcp_tensor_numel(y), k.n, scale, st->bias ? st->bias->data : NULL);
     for (int i = 0; i < 6; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     if (p == &local) qmm_prim_release(&local);
@@ -376,5 +454,9 @@ const mcp_kernel_def mcp__dnnl_qlinear_matmul_kernel = {
 };
 const mcp_kernel_def mcp__dnnl_matmul_integer_kernel = {
     MCP_KERNEL_FIELDS("", "MatMulInteger", 10, 0, qmm_run, NULL, qmm_prepare, qmm_release),
+    .release_plain_input = qmm_release_plain,
+};
+const mcp_kernel_def mcp__dnnl_matmul_integer_scaled_kernel = {
+    MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "MatMulIntegerScaled", 1, 0, qmm_run, NULL, qmm_prepare, qmm_release),
     .release_plain_input = qmm_release_plain,
 };

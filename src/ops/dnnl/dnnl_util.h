@@ -251,6 +251,7 @@ extern const mcp_kernel_def mcp__dnnl_conv_integer_kernel;
 extern const mcp_kernel_def mcp__dnnl_qlinear_conv_add_kernel;
 extern const mcp_kernel_def mcp__dnnl_qlinear_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_matmul_integer_kernel;
+extern const mcp_kernel_def mcp__dnnl_matmul_integer_scaled_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_gemm_kernel;
 extern const mcp_kernel_def mcp__dnnl_fused_matmul_kernel;
 extern const mcp_kernel_def mcp__dnnl_pool_kernel;

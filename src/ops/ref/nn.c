@@ -810,6 +810,8 @@ const mcp_kernel_def mcp__ref_nn_kernels[] = {
     MCP_KERNEL_ENTRY("", "QLinearMatMul", 10, 0, mcp__nn_run_qlinear_matmul, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "QuantizeLinear", 10, 0, mcp__nn_run_quantize_linear, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY(MCP_DOMAIN_INTERNAL, "QLinearConvAdd", 1, 0, mcp__nn_run_qlinear_conv_add, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY(MCP_DOMAIN_INTERNAL, "MatMulIntegerScaled", 1, 0, mcp__nn_run_matmul_integer_scaled, NULL, NULL,
+                     NULL),
     /* Reads blocked layouts: pointwise, it keeps the one both operands
      * share; Y may take A's or B's storage. */
     {MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearAdd", 1, 0, mcp__nn_run_qlinear_add, NULL, NULL, NULL),

@@ -539,3 +539,46 @@ mcp_status mcp__nn_run_qlinear_matmul(mcp_kernel_ctx *ctx) {
     mcp_free(acc);
     return MCP_STATUS_OK;
 }
+
+/*
+ * MatMulIntegerScaled (internal, graph.h): MatMulInteger into a temporary,
+ * then the Cast, the Mul by the product of the scales and the Add of the
+ * bias in one pass, each rounded as those ops round.
+ */
+mcp_status mcp__nn_run_matmul_integer_scaled(mcp_kernel_ctx *ctx) {
+    const mcp_tensor *as = mcp_kin(ctx, 4), *bs = mcp_kin(ctx, 5), *bias = mcp_kin(ctx, 6);
+    if (!as || !bs || as->dtype != MCP_DTYPE_FLOAT || bs->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(as) != 1 ||
+        mcp_tensor_numel(bs) != 1)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'A_scale' and 'B_scale' must be one float each");
+    mcp_value acc = {0};
+    mcp_value *outs[1] = {&acc};
+    mcp_kernel_ctx sub = *ctx;
+    sub.n_inputs = ctx->n_inputs < 4 ? ctx->n_inputs : 4;
+    sub.outputs = outs;
+    sub.n_outputs = 1;
+    sub.host = NULL; /* the accumulator takes the heap, not Y's planned memory */
+    mcp_status st = mcp__nn_run_matmul_integer(&sub);
+    if (st != MCP_STATUS_OK) {
+        mcp_value_clear(&acc);
+        return st;
+    }
+    const mcp_tensor *a = &acc.tensor;
+    int64_t n = mcp_tensor_numel(a), cols = a->rank > 0 ? a->dims[a->rank - 1] : 1;
+    if (bias && (bias->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(bias) != cols)) {
+        mcp_value_clear(&acc);
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'Bias' must hold %lld floats", (long long)cols);
+    }
+    mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, a->rank, a->dims);
+    if (y) {
+        float scale = ((const float *)as->data)[0] * ((const float *)bs->data)[0];
+        const int32_t *x = a->data;
+        float *yv = y->data;
+        const float *b = bias ? bias->data : NULL;
+        for (int64_t i = 0; i < n; i++) {
+            float v = (float)x[i] * scale;
+            yv[i] = b ? v + b[i % cols] : v;
+        }
+    }
+    mcp_value_clear(&acc);
+    return y ? MCP_STATUS_OK : MCP_STATUS_OUT_OF_MEMORY;
+}

@@ -116,6 +116,7 @@ mcp_status mcp__nn_run_qlinear_conv_add(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_dequantize_linear(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_dynamic_quantize_linear(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_matmul_integer(mcp_kernel_ctx *ctx);
+mcp_status mcp__nn_run_matmul_integer_scaled(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_qlinear_matmul(mcp_kernel_ctx *ctx);
 
 #endif
