@@ -19,11 +19,9 @@
  * agrees. Every failure prints one line naming the file or input at fault
  * and exits non-zero.
  */
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "app/mcpctl.h"
 #include "engine/engine.h"
@@ -43,38 +41,6 @@ static int qfail(const char *fmt, const char *a, const char *b)
     return 1;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The entries of dir (regular files ending in .npy when `npy`, else
- * subfolders), sorted; NULL-terminated, caller frees. */
-static char **list_dir(const char *dir, bool npy, int *count)
-{
-    *count = 0;
-    DIR *d = opendir(dir);
-    if (!d) return NULL;
-    char **names = mcp_calloc(MAX_SAMPLES + 1, sizeof *names);
-    struct dirent *e;
-    while (names && (e = readdir(d)) && *count < MAX_SAMPLES) {
-        if (e->d_name[0] == '.') continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (stat(path, &st) != 0) continue;
-        size_t n = strlen(e->d_name);
-        bool want = npy ? S_ISREG(st.st_mode) && n > 4 && strcmp(e->d_name + n - 4, ".npy") == 0 : S_ISDIR(st.st_mode);
-        if (want && !(names[(*count)++] = mcp_strdup(e->d_name))) break;
-    }
-    closedir(d);
-    if (names) qsort(names, (size_t)*count, sizeof *names, by_name);
-    return names;
-}
-
-static void free_names(char **names, int n)
-{
-    for (int i = 0; names && i < n; i++) mcp_free(names[i]);
-    mcp_free(names);
-}
-
 static void *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
@@ -91,20 +57,6 @@ static void *read_file(const char *path, size_t *len)
     }
     fclose(f);
     return buf;
-}
-
-/* Reads one .npy into a new tensor value. */
-static mcp_value *load_npy(const char *path, char *msg, size_t cap)
-{
-    mcp_err err = {msg, cap};
-    mcp_value *v = mcp_value_new();
-    if (!v) return NULL;
-    v->kind = MCP_VALUE_TENSOR;
-    if (mcp_npy_read(path, &v->tensor, &err) != MCP_STATUS_OK) {
-        mcp_value_free(v);
-        return NULL;
-    }
-    return v;
 }
 
 int mcpctl_cmd_quantize(int argc, char **argv)
@@ -127,51 +79,21 @@ int mcpctl_cmd_quantize(int argc, char **argv)
     if (threads < 0 || threads > 1024) return qfail("--threads must be 0..1024%s%s", NULL, NULL);
 
     char msg[2048] = "";
-    mcp_session_options o = mcp_session_options_default();
-    o.threads = threads;
-    mcp_session *s = NULL;
-    if (mcp_session_create_from_file(model, &o, &s, msg, sizeof msg) != MCP_STATUS_OK)
-        return qfail("%s: %s", model, msg);
-    int n_in = mcp_session_input_count(s);
-    const char *in_names[64];
-    char name_store[64][256];
-    for (int i = 0; i < n_in && i < 64; i++) {
-        mcp_io_info info;
-        mcp_session_input_info(s, i, &info);
-        snprintf(name_store[i], sizeof name_store[i], "%s", info.name);
-        in_names[i] = name_store[i];
-    }
-    mcp_session_destroy(s);
-    if (n_in < 1 || n_in > 64) return qfail("%s: the model must have 1 to 64 inputs%s", model, NULL);
-
-    int n_entries = 0;
-    char **entries = calib ? list_dir(calib, n_in == 1, &n_entries) : mcp_calloc(1, sizeof(char *));
-    if (!entries) return qfail(calib ? "%s: cannot read the calibration folder%s" : "out of memory%s%s", calib, NULL);
-    if (calib && n_entries == 0) {
-        free_names(entries, n_entries);
-        return qfail(n_in == 1 ? "%s: no .npy samples in the calibration folder%s"
-                               : "%s: no sample subfolders in the calibration folder%s",
-                     calib, NULL);
-    }
-    mcp_value ***samples = mcp_calloc((size_t)n_entries + 1, sizeof *samples);
-    int rc = samples ? 0 : qfail("out of memory%s%s", NULL, NULL);
-    for (int k = 0; rc == 0 && k < n_entries; k++) {
-        samples[k] = mcp_calloc((size_t)n_in, sizeof **samples);
-        if (!samples[k]) {
-            rc = qfail("out of memory%s%s", NULL, NULL);
-            break;
-        }
-        for (int i = 0; rc == 0 && i < n_in; i++) {
-            char path[4096];
-            if (n_in == 1) snprintf(path, sizeof path, "%s/%s", calib, entries[k]);
-            else snprintf(path, sizeof path, "%s/%s/%s.npy", calib, entries[k], in_names[i]);
-            samples[k][i] = load_npy(path, msg, sizeof msg);
-            if (!samples[k][i]) rc = qfail("%s: %s", path, msg[0] ? msg : "cannot read");
-        }
-    }
+    mcp_err err = {msg, sizeof msg};
     size_t len = 0;
-    void *buf = rc == 0 ? read_file(model, &len) : NULL;
-    if (rc == 0 && !buf) rc = qfail("%s: cannot read%s", model, NULL);
+    void *buf = read_file(model, &len);
+    if (!buf) return qfail("%s: cannot read%s", model, NULL);
+    char *names[64];
+    int n_in = 0;
+    if (mcp_quantize_model_inputs(buf, len, 64, names, &n_in, &err) != MCP_STATUS_OK) {
+        mcp_free(buf);
+        return qfail("%s: %s", model, msg);
+    }
+    mcp_quant_samples samples = {0};
+    int rc = 0;
+    if (calib && mcp_quant_samples_load(calib, n_in, (const char *const *)names, MAX_SAMPLES, 0, &samples, &err) !=
+                     MCP_STATUS_OK)
+        rc = qfail("%s%s", msg, NULL);
     mcp_quant_result r;
     memset(&r, 0, sizeof r);
     if (rc == 0) {
@@ -181,9 +103,9 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
         else snprintf(dir, sizeof dir, ".");
-        mcp_err err = {msg, sizeof msg};
         mcp_quantize_options qo = {.threads = threads, .dynamic = dynamic};
-        if (mcp_quantize(buf, len, dir, &qo, n_entries, (mcp_value *const *const *)samples, &r, &err) != MCP_STATUS_OK)
+        if (mcp_quantize(buf, len, dir, &qo, samples.n, (mcp_value *const *const *)samples.values, &r, &err) !=
+            MCP_STATUS_OK)
             rc = qfail("%s: %s", model, msg);
     }
     if (rc == 0) {
@@ -196,7 +118,7 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         printf("quantized %s%s: %d activations (uint8%s), %d weights (int8) -> %s (%.1f MB)\n", model,
                dynamic ? " dynamically" : "", r.n_activations, dynamic ? ", range per run" : "", r.n_weights, out_path,
                (double)r.len / 1e6);
-        if (n_entries > 0) printf("error against fp32 on %d calibration sample(s):\n", n_entries);
+        if (samples.n > 0) printf("error against fp32 on %d calibration sample(s):\n", samples.n);
         for (int i = 0; i < r.n_outputs; i++) {
             const mcp_quant_output_report *p = &r.outputs[i];
             printf("  %s: max |int8 - fp32| %.4g, mean %.4g (fp32 std %.4g)", p->name, p->max_abs, p->mean_abs,
@@ -207,12 +129,8 @@ int mcpctl_cmd_quantize(int argc, char **argv)
         }
     }
     mcp_quant_result_release(&r);
+    mcp_quant_samples_free(&samples);
+    for (int i = 0; i < n_in; i++) mcp_free(names[i]);
     mcp_free(buf);
-    for (int k = 0; samples && k < n_entries; k++) {
-        for (int i = 0; samples[k] && i < n_in; i++) mcp_value_free(samples[k][i]);
-        mcp_free(samples[k]);
-    }
-    mcp_free(samples);
-    free_names(entries, n_entries);
     return rc;
 }

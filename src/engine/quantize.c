@@ -11,9 +11,12 @@
  */
 #include "engine/quantize.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/engine.h"
 #include "onnx.pb-c.h"
@@ -877,4 +880,118 @@ void mcp_quant_result_release(mcp_quant_result *r)
     mcp_free(r->model);
     r->model = NULL;
     r->len = 0;
+}
+
+/* ---- calibration folders ---- */
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The entries of dir, sorted: regular *.npy files when `npy`, else
+ * subfolders; at most `max`. NULL when dir cannot be read. */
+static char **list_dir(const char *dir, bool npy, int max, int *count)
+{
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char **names = mcp_calloc((size_t)max + 1, sizeof *names);
+    struct dirent *e;
+    while (names && (e = readdir(d)) && *count < max) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) continue;
+        struct stat st;
+        if (lstat(path, &st) != 0) continue; /* links are not followed out of the folder */
+        size_t n = strlen(e->d_name);
+        bool want = npy ? S_ISREG(st.st_mode) && n > 4 && strcmp(e->d_name + n - 4, ".npy") == 0 : S_ISDIR(st.st_mode);
+        if (want && !(names[(*count)++] = mcp_strdup(e->d_name))) break;
+    }
+    closedir(d);
+    if (names) qsort(names, (size_t)*count, sizeof *names, by_name);
+    return names;
+}
+
+void mcp_quant_samples_free(mcp_quant_samples *q)
+{
+    for (int k = 0; q->values && k < q->n; k++) {
+        for (int i = 0; q->values[k] && i < q->n_inputs; i++) mcp_value_free(q->values[k][i]);
+        mcp_free(q->values[k]);
+    }
+    mcp_free(q->values);
+    memset(q, 0, sizeof *q);
+}
+
+mcp_status mcp_quant_samples_load(const char *dir, int n_inputs, const char *const *names, int max_samples,
+                                  size_t max_bytes, mcp_quant_samples *out, mcp_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n_inputs < 1) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "the model has no inputs to calibrate with");
+    int n = 0;
+    char **entries = list_dir(dir, n_inputs == 1, max_samples, &n);
+    if (!entries) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: cannot read the calibration folder", dir);
+    mcp_status st = MCP_STATUS_OK;
+    if (n == 0)
+        st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, n_inputs == 1 ? "%s: no .npy samples in the calibration folder"
+                                                                         : "%s: no sample subfolders in the calibration folder",
+                         dir);
+    out->values = st == MCP_STATUS_OK ? mcp_calloc((size_t)n, sizeof *out->values) : NULL;
+    if (st == MCP_STATUS_OK && !out->values) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    out->n_inputs = n_inputs;
+    size_t total = 0;
+    for (int k = 0; st == MCP_STATUS_OK && k < n; k++) {
+        out->values[k] = mcp_calloc((size_t)n_inputs, sizeof **out->values);
+        if (!out->values[k]) {
+            st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+            break;
+        }
+        out->n = k + 1;
+        for (int i = 0; st == MCP_STATUS_OK && i < n_inputs; i++) {
+            char path[4096];
+            if (n_inputs == 1) snprintf(path, sizeof path, "%s/%s", dir, entries[k]);
+            else snprintf(path, sizeof path, "%s/%s/%s.npy", dir, entries[k], names[i]);
+            mcp_value *v = mcp_value_new();
+            if (!v) {
+                st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+                break;
+            }
+            v->kind = MCP_VALUE_TENSOR;
+            out->values[k][i] = v;
+            st = mcp_npy_read(path, &v->tensor, err);
+            if (st != MCP_STATUS_OK) {
+                mcp_err_prefix(err, "%s", path);
+                break;
+            }
+            total += mcp_tensor_nbytes(&v->tensor);
+            if (max_bytes && total > max_bytes)
+                st = mcp_err_set(err, MCP_STATUS_RESOURCE_EXHAUSTED,
+                                 "%s: the calibration samples exceed %zu bytes; use fewer or smaller ones", dir, max_bytes);
+        }
+    }
+    for (int k = 0; k < n; k++) mcp_free(entries[k]);
+    mcp_free(entries);
+    if (st != MCP_STATUS_OK) mcp_quant_samples_free(out);
+    return st;
+}
+
+mcp_status mcp_quantize_model_inputs(const void *buf, size_t len, int max, char **names, int *n, mcp_err *err)
+{
+    *n = 0;
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&q_alloc, len, buf);
+    if (!mp || !mp->graph) {
+        if (mp) onnx__model_proto__free_unpacked(mp, &q_alloc);
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "not an ONNX model (protobuf decoding failed)");
+    }
+    mcp_status st = MCP_STATUS_OK;
+    for (size_t i = 0; st == MCP_STATUS_OK && i < mp->graph->n_input; i++) {
+        const char *name = mp->graph->input[i]->name;
+        if (!name || find_init(mp->graph, name)) continue;
+        if (*n == max) st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "the model has more than %d inputs", max);
+        else if (!(names[*n] = mcp_strdup(name))) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        else (*n)++;
+    }
+    onnx__model_proto__free_unpacked(mp, &q_alloc);
+    if (st != MCP_STATUS_OK) {
+        for (int i = 0; i < *n; i++) mcp_free(names[i]);
+        *n = 0;
+    }
+    return st;
 }

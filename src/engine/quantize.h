@@ -59,4 +59,21 @@ mcp_status mcp_quantize(const void *buf, size_t len, const char *base_dir, const
                         int n_samples, mcp_value *const *const *samples, mcp_quant_result *out, mcp_err *err);
 void mcp_quant_result_release(mcp_quant_result *r);
 
+/* Calibration samples read from a folder (mcpctl quantize, descriptors'
+ * `calibration`): for a model with one input every *.npy file in it is one
+ * sample; for several, every subfolder holds NAME.npy for each input NAME.
+ * Read in name order, at most max_samples, at most max_bytes of tensor data
+ * in all (0: no limit); links are not followed. */
+typedef struct mcp_quant_samples {
+    int n, n_inputs;
+    mcp_value ***values; /* [n][n_inputs] */
+} mcp_quant_samples;
+
+mcp_status mcp_quant_samples_load(const char *dir, int n_inputs, const char *const *names, int max_samples,
+                                  size_t max_bytes, mcp_quant_samples *out, mcp_err *err);
+void mcp_quant_samples_free(mcp_quant_samples *s);
+/* The names of the model's inputs (graph inputs that are not
+ * initializers), at most max, each a new string in names[]. */
+mcp_status mcp_quantize_model_inputs(const void *buf, size_t len, int max, char **names, int *n, mcp_err *err);
+
 #endif

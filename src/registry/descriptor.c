@@ -1543,12 +1543,12 @@ static void parse_monitoring(yctx *c, struct fy_node *n, yloc key_at, const mcp_
 enum {
     R_NAME, R_VERSION, R_FORMAT, R_PATH, R_DEVICE, R_MAX_BATCH, R_BATCH_SIZE, R_PRECISION,
     R_INPUTS, R_OUTPUTS, R_BATCHING, R_INSTANCES, R_PRE, R_POST, R_WARMUP, R_ROLLOUT, R_GENERATION, R_MONITORING,
-    R_RESOURCES, R_COUNT
+    R_RESOURCES, R_CALIBRATION, R_COUNT
 };
 static const char *const root_keys[R_COUNT] = {
     "name",    "version",  "format",   "path",      "device",     "max_batch_size", "batch_size", "precision",
     "inputs",  "outputs",  "batching", "instances", "preprocess", "postprocess",    "warmup",     "rollout",
-    "generation", "monitoring", "resources",
+    "generation", "monitoring", "resources", "calibration",
 };
 
 /* Replaces *slot (a default) with a string field that must be one of
@@ -1627,10 +1627,30 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
     enum_field(c, &f[R_DEVICE], "device", "device", devices, 1, &d->device);
     static const char *const precisions[] = {"fp32", "fp16", "bf16", "int8"};
     enum_field(c, &f[R_PRECISION], "precision", "precision", precisions, 4, &d->precision);
-    if (c->check_load && f[R_PRECISION].present && d->precision && strcmp(d->precision, "fp32") != 0) {
+    bool onnx = !d->format || strcmp(d->format, "gguf") != 0;
+    if (c->check_load && f[R_PRECISION].present && d->precision && strcmp(d->precision, "fp32") != 0 &&
+        !(onnx && strcmp(d->precision, "int8") == 0)) {
         old = path_push(c, "precision");
         yerr(c, node_loc(f[R_PRECISION].val, f[R_PRECISION].key_at),
-             "precision '%s' is not implemented by this engine yet (it runs fp32); set precision: fp32", d->precision);
+             "precision '%s' is not implemented by this engine yet (it runs fp32 and int8); set precision: fp32 or int8",
+             d->precision);
+        path_pop(c, old);
+    }
+    if (f[R_CALIBRATION].present) {
+        old = path_push(c, "calibration");
+        char *rel = NULL;
+        if (!d->precision || strcmp(d->precision, "int8") != 0) {
+            yerr(c, f[R_CALIBRATION].key_at,
+                 "calibration samples quantize a model at load; they need precision: int8");
+        } else if (want_string(c, f[R_CALIBRATION].val, f[R_CALIBRATION].key_at, "a folder of .npy samples", &rel)) {
+            d->calibration = mcp__desc_path_join(source_dir, rel);
+            char msg[600];
+            if (!d->calibration) yerr(c, f[R_CALIBRATION].key_at, "out of memory");
+            else if (!confine_path(c, &d->calibration, "calibration folder", true, msg, sizeof msg) ||
+                     !path_usable(c, d->calibration, "calibration folder", msg, sizeof msg))
+                yerr(c, node_loc(f[R_CALIBRATION].val, f[R_CALIBRATION].key_at), "%s", msg);
+        }
+        mcp_free(rel);
         path_pop(c, old);
     }
 

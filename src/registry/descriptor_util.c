@@ -109,6 +109,7 @@ void mcp_descriptor_free(mcp_descriptor *d)
     mcp_free(d->path);
     mcp_free(d->device);
     mcp_free(d->precision);
+    mcp_free(d->calibration);
     io_free(d->inputs, d->n_inputs);
     io_free(d->outputs, d->n_outputs);
     for (int i = 0; i < d->n_pre; i++) step_free(&d->pre[i]);

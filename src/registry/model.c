@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/quantize.h"
 #include "mcp/llm.h"
 #include "registry/descriptor_util.h"
 #include "registry/registry.h"
@@ -218,6 +219,59 @@ mcp_status mcp_model_version_load_phased(mcp_descriptor *desc, const mcp_descrip
 static const mcp_tensor_meta gen_inputs[] = {{"text_input", "text_input", MCP_DTYPE_STRING, 1, {1}}};
 static const mcp_tensor_meta gen_outputs[] = {{"text_output", "text_output", MCP_DTYPE_STRING, 1, {1}}};
 
+/* Calibration at load: at most this many samples and bytes of them. */
+#define LOAD_CALIB_SAMPLES 64
+#define LOAD_CALIB_BYTES ((size_t)256 << 20)
+
+/* precision: int8 on an fp32 ONNX model: quantized here (static with the
+ * descriptor's calibration folder, else dynamic; engine/quantize.h), then
+ * loaded from the quantized bytes. */
+static mcp_status load_int8(const mcp_descriptor *desc, const char *model_path, const mcp_session_options *o,
+                            mcp_session **out, char *msg, size_t cap)
+{
+    mcp_err err = {msg, cap};
+    FILE *f = fopen(model_path, "rb");
+    if (!f) return mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "cannot read the model file");
+    void *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = mcp_malloc_load((size_t)n + 1)) &&
+        fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        mcp_free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (!buf) return mcp_err_set(&err, MCP_STATUS_INVALID_MODEL, "cannot read the model file");
+    char *names[64];
+    int n_in = 0;
+    mcp_quant_samples samples = {0};
+    mcp_status st = MCP_STATUS_OK;
+    if (desc->calibration) {
+        st = mcp_quantize_model_inputs(buf, (size_t)n, 64, names, &n_in, &err);
+        if (st == MCP_STATUS_OK)
+            st = mcp_quant_samples_load(desc->calibration, n_in, (const char *const *)names, LOAD_CALIB_SAMPLES,
+                                        LOAD_CALIB_BYTES, &samples, &err);
+        if (st != MCP_STATUS_OK) mcp_err_prefix(&err, "calibration");
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", model_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    mcp_quant_result r;
+    memset(&r, 0, sizeof r);
+    if (st == MCP_STATUS_OK) {
+        mcp_quantize_options qo = {.threads = o->threads, .dynamic = desc->calibration == NULL};
+        st = mcp_quantize(buf, (size_t)n, dir, &qo, samples.n, (mcp_value *const *const *)samples.values, &r, &err);
+        if (st != MCP_STATUS_OK) mcp_err_prefix(&err, "precision int8");
+    }
+    mcp_free(buf);
+    mcp_quant_samples_free(&samples);
+    for (int i = 0; i < n_in; i++) mcp_free(names[i]);
+    if (st == MCP_STATUS_OK) st = mcp_session_create_from_memory(r.model, r.len, dir, o, out, msg, cap);
+    mcp_quant_result_release(&r);
+    return st;
+}
+
 static mcp_status load_gguf(mcp_model_version *v, mcp_descriptor *desc, int64_t thread_limit, mcp_load_phase_fn phase,
                             void *phase_user, mcp_err *err)
 {
@@ -305,8 +359,10 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
         snprintf(model_path, sizeof model_path, "%s", t->path);
         triton_config = t;
     }
-    if (phase) phase(phase_user, "importing and preparing");
-    mcp_status st = mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
+    bool int8 = desc->precision && strcmp(desc->precision, "int8") == 0;
+    if (phase) phase(phase_user, int8 ? "quantizing to int8, importing and preparing" : "importing and preparing");
+    mcp_status st = int8 ? load_int8(desc, model_path, &o, &v->session, msg, sizeof msg)
+                         : mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
     if (st != MCP_STATUS_OK) {
         mcp_err_set(err, st, "model '%s': %s", desc->name, msg);
         mcp_descriptor_free(triton_config);

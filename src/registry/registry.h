@@ -351,6 +351,9 @@ typedef struct mcp_descriptor {
     char *device;   /* "cpu" */
     int64_t max_batch_size; /* 0 = the model has no batch dimension */
     char *precision;        /* "fp32" | "fp16" | "bf16" | "int8" */
+    /* precision int8: a folder of .npy samples (resolved and confined like
+     * path) for static quantization at load; NULL: dynamic quantization. */
+    char *calibration;
     int n_inputs, n_outputs;
     mcp_io_spec *inputs, *outputs;
     mcp_batching batching;

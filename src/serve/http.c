@@ -617,6 +617,8 @@ static void json_descriptor(mcp_buf *b, const mcp_descriptor *d)
     mcp_buf_json_string(b, d->device);
     mcp_buf_puts(b, ",\"precision\":");
     mcp_buf_json_string(b, d->precision);
+    if (d->precision && strcmp(d->precision, "int8") == 0)
+        mcp_buf_printf(b, ",\"quantization\":\"%s\"", d->calibration ? "static" : "dynamic");
     mcp_buf_printf(b, ",\"max_batch_size\":%lld,\"batching\":{\"enabled\":%s,\"max_queue_delay_us\":%lld,"
                       "\"preferred_batch_sizes\":[",
                    (long long)d->max_batch_size, bt->enabled ? "true" : "false", (long long)bt->max_queue_delay_us);

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""mcpctl quantize (issue 15): static int8 QDQ models from the command line.
+"""int8 quantization (issue 15): mcpctl quantize, and precision: int8 in
+descriptors.
 
 The digits demo (models/demo/digits.onnx, trained on scikit-learn's digits)
 quantized with its training images as calibration keeps its accuracy on the
-held-out images within half a point; the refusals name what is wrong.
+held-out images within half a point; the refusals name what is wrong. A
+server loads an fp32 model with precision: int8, statically with a
+calibration folder from its model root or dynamically without one, says so
+in the model's description, serves the same labels, and refuses a
+calibration folder outside the model roots or without precision int8.
 
 Environment: MCPCTL_BIN (default build/bin/mcpctl) and MCP_SOURCE_DIR (the
 repository). Needs Debian's python3-sklearn for the digits.
@@ -17,6 +22,8 @@ import tempfile
 import unittest
 
 import numpy as np
+
+import test_server as ts
 
 SOURCE_DIR = os.environ.get("MCP_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MCPCTL = os.environ.get("MCPCTL_BIN") or os.path.join(SOURCE_DIR, "build", "bin", "mcpctl")
@@ -117,6 +124,77 @@ class QuantizeTests(unittest.TestCase):
         r = mcpctl("quantize", DIGITS, "--calibration", calib, "-o", os.path.join(self.tmp, "no", "such", "q.onnx"))
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("cannot write", r.stderr)
+
+
+def setUpModule():
+    ts.setUpModule()
+
+
+def tearDownModule():
+    ts.tearDownModule()
+
+
+class PrecisionTests(ts.ServerTestCase):
+    """precision: int8 applied at load, through the server."""
+
+    ROOT = None
+
+    @classmethod
+    def server_args(cls):
+        cls.ROOT = tempfile.mkdtemp(prefix="mcp-e2e-precision-")
+        shutil.copy(DIGITS, os.path.join(cls.ROOT, "digits.onnx"))
+        x_train, cls.x_test, cls.y_test = digits_split()
+        os.mkdir(os.path.join(cls.ROOT, "calib"))
+        for i, part in enumerate(np.array_split(x_train, 4)):
+            np.save(os.path.join(cls.ROOT, "calib", f"train{i}.npy"), part)
+        return ["--model-root", cls.ROOT]
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.ROOT, ignore_errors=True)
+
+    def apply(self, name, extra):
+        text = f"name: {name}\nformat: onnx\npath: digits.onnx\nmax_batch_size: 512\n{extra}"
+        return ts.http(self.server, "POST", f"/v2/repository/models/{name}/load",
+                       json_body={"parameters": {"config": text}})
+
+    def labels(self, name):
+        body, headers = ts.v2_request([("input", "FP32", self.x_test, True)])
+        _, out = ts.parse_v2_response(self, ts.http(self.server, "POST", f"/v2/models/{name}/infer", body=body,
+                                                    headers=headers))
+        return np.asarray(out["label"]).reshape(-1)
+
+    def test_static_and_dynamic_int8(self):
+        for name, extra, kind in (("d_static", "precision: int8\ncalibration: calib\n", "static"),
+                                  ("d_dynamic", "precision: int8\n", "dynamic"),
+                                  ("d_fp32", "", None)):
+            with self.subTest(model=name):
+                r = self.apply(name, extra)
+                self.assertEqual(r.status_code, 200, r.text)
+                desc = ts.http(self.server, "GET", f"/v2/repository/models/{name}").json()["descriptor"]
+                self.assertEqual(desc["precision"], "int8" if kind else "fp32")
+                self.assertEqual(desc.get("quantization"), kind)
+        fp32 = float(np.mean(self.labels("d_fp32") == self.y_test))
+        for name in ("d_static", "d_dynamic"):
+            acc = float(np.mean(self.labels(name) == self.y_test))
+            self.assertLessEqual(fp32 - acc, 0.005, f"{name}: fp32 {fp32:.4f}, int8 {acc:.4f}")
+
+    def test_refusals(self):
+        for extra, want, status in (
+                ("precision: int8\ncalibration: ../../etc\n", "calibration", 400),
+                ("calibration: calib\n", "need precision: int8", 400),
+                ("precision: bf16\n", "precision 'bf16' is not implemented", 400),
+                ("precision: int8\ncalibration: digits.onnx\n", "cannot read the calibration folder", None)):
+            with self.subTest(extra=extra):
+                r = self.apply("d_bad", extra)
+                self.assertNotEqual(r.status_code, 200, r.text)
+                if status:
+                    self.assertEqual(r.status_code, status, r.text)
+                self.assertIn(want, r.text)
+                # Nothing of the host's layout leaks out of the model root.
+                self.assertNotIn("/etc", r.text.replace("../../etc", ""))
+        self.assertIsNone(self.server.proc.poll())
 
 
 if __name__ == "__main__":
