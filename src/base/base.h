@@ -139,4 +139,21 @@ void mcp_buf_free(mcp_buf *b);
 int64_t mcp_now_us(void);
 int64_t mcp_now_ns(void);
 
+/* Vector loops whose float comparisons may become vector selects: gcc
+ * needs -fno-trapping-math for that (nothing here runs with floating-point
+ * traps enabled, so no result changes); clang does it by itself. */
+#if defined(__clang__)
+#define MCP_NO_TRAPPING_MATH
+#else
+#define MCP_NO_TRAPPING_MATH __attribute__((optimize("no-trapping-math")))
+#endif
+/* A function compiled for AVX-512, AVX2 and the baseline, the variant
+ * picked at load by the CPU (the distributed binary targets baseline
+ * x86-64). */
+#if defined(__x86_64__)
+#define MCP_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MCP_MULTIVERSION
+#endif
+
 #endif

@@ -99,9 +99,11 @@ static const char *const inference_calls[] = {
      * descriptors opened before; the worker closes what it is handed. */
     "write", "writev", "close",
     /* A worker answers the calls it finishes itself: gRPC core then
-     * writes the response to the client's connection and shuts down one
-     * whose client went away, on the calling thread. */
-    "sendmsg", "shutdown",
+     * writes the response to the client's connection, reads what the
+     * client has sent on it since (a read gRPC finishes on the thread
+     * that flushes its work), and shuts down one whose client went away,
+     * on the calling thread. */
+    "sendmsg", "recvmsg", "shutdown",
     /* CPU time of a run and the machine's size. */
     "getrusage", "sysinfo",
 };

@@ -292,7 +292,7 @@ typedef float __attribute__((may_alias)) alias_f32;
 /* s32 products to float in place: (float)acc * scale [+ bias[column]],
  * rounded as Cast, Mul and Add round them (two roundings: the build does
  * not contract a * b + c). */
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+MCP_MULTIVERSION static void
 scale_rows(void *data, int64_t row0, int64_t rows, int64_t cols, float scale, const float *bias)
 {
     for (int64_t r = row0; r < row0 + rows; r++) {

@@ -198,7 +198,7 @@ static bool ew_parse_elem(const char *s, mcp_tensor *t, int64_t i)
     return true;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void cast_i32_f32_chunk(const int32_t *x, float *y,
+MCP_MULTIVERSION static void cast_i32_f32_chunk(const int32_t *x, float *y,
                                                                                           int64_t begin, int64_t end)
 {
 #pragma omp simd

@@ -90,7 +90,7 @@ static int q8_zero_point(const mcp_tensor *zp)
  * picked at load by the CPU; no-trapping-math lets the clamps become
  * vector selects (it changes no result: nothing here runs with
  * floating-point traps enabled). */
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+MCP_MULTIVERSION MCP_NO_TRAPPING_MATH static void
 quantize_chunk(const float *x, float scale, float zf, bool is_u8, void *y, int64_t begin, int64_t end)
 {
     const float lo = is_u8 ? 0.0f : -128.0f, hi = is_u8 ? 255.0f : 127.0f, magic = 12582912.0f;
@@ -124,7 +124,7 @@ static void quantize_f32_q8(mcp_kernel_ctx *ctx, const float *x, float scale, in
         quantize_chunk(x, scale, (float)zp, is_u8, y, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+MCP_MULTIVERSION static void
 dequantize_chunk(const void *x, float scale, int zp, bool is_u8, float *y, int64_t begin, int64_t end)
 {
     if (is_u8) {
@@ -151,7 +151,7 @@ typedef struct qadd_params {
 
 /* One chunk of QLinearAdd; inlined per combination of operand types and
  * relu, so each loop is straight-line and vectorizes. */
-static inline __attribute__((always_inline, optimize("no-trapping-math"))) void qadd_loop(const void *a, const void *b, void *y, int64_t begin,
+static inline __attribute__((always_inline)) MCP_NO_TRAPPING_MATH void qadd_loop(const void *a, const void *b, void *y, int64_t begin,
                                                              int64_t end, const qadd_params *p, bool au, bool bu,
                                                              bool yu, bool relu)
 {
@@ -174,7 +174,7 @@ static inline __attribute__((always_inline, optimize("no-trapping-math"))) void 
 
 /* One chunk, compiled for AVX-512, AVX2 and the baseline, picked at load
  * by the CPU (the distributed binary targets baseline x86-64). */
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+MCP_MULTIVERSION MCP_NO_TRAPPING_MATH static void
 qadd_chunk(int kind, const void *a, const void *b, void *y, int64_t lo_i, int64_t hi_i, const qadd_params *p)
 {
     switch (kind) {
@@ -312,7 +312,7 @@ mcp_status mcp__nn_run_dequantize_linear(mcp_kernel_ctx *ctx) {
 
 /* The smallest and largest of x[begin, end), folded into *mn / *mx; NaN
  * is skipped (as `v < mn` does). */
-__attribute__((target_clones("avx512f", "avx2", "default"), optimize("no-trapping-math"))) static void
+MCP_MULTIVERSION MCP_NO_TRAPPING_MATH static void
 range_chunk(const float *x, int64_t begin, int64_t end, float *mn, float *mx)
 {
     float lo = *mn, hi = *mx;
