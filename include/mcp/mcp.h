@@ -122,7 +122,8 @@ mcp_value *mcp_value_create_tensor(mcp_dtype dtype, int rank, const int64_t *dim
                                    const void *data, char *err, size_t err_len);
 void mcp_value_destroy(mcp_value *v);
 int mcp_value_get_kind(const mcp_value *v);
-/* Tensor accessors: pointers stay valid until the value is destroyed. */
+/* Tensor accessors: pointers stay valid until the value is destroyed; any
+ * out pointer may be NULL when that part is not wanted. */
 mcp_status mcp_value_get_tensor(const mcp_value *v, mcp_dtype *dtype, int *rank,
                                 const int64_t **dims, const void **data);
 int64_t mcp_value_sequence_length(const mcp_value *v);

@@ -472,11 +472,11 @@ int mcp_value_get_kind(const mcp_value *v) { return (int)v->kind; }
 mcp_status mcp_value_get_tensor(const mcp_value *v, mcp_dtype *dtype, int *rank, const int64_t **dims,
                                 const void **data)
 {
-    if (v->kind != MCP_VALUE_TENSOR) return MCP_STATUS_INVALID_ARGUMENT;
-    *dtype = v->tensor.dtype;
-    *rank = v->tensor.rank;
-    *dims = v->tensor.dims;
-    *data = v->tensor.data;
+    if (!v || v->kind != MCP_VALUE_TENSOR) return MCP_STATUS_INVALID_ARGUMENT;
+    if (dtype) *dtype = v->tensor.dtype;
+    if (rank) *rank = v->tensor.rank;
+    if (dims) *dims = v->tensor.dims;
+    if (data) *data = v->tensor.data;
     return MCP_STATUS_OK;
 }
 

@@ -8,11 +8,12 @@ typedef struct dtype_info {
     int size;
     const char *name;
     const char *oip;
+    const char *onnx;
 } dtype_info;
 
 /* Indexed by the ONNX number, which MCP_DTYPE_MAP lists densely from 0. */
 static const dtype_info dtypes[] = {
-#define MCP__DTYPE_ROW(nm, num, sz, text, oip) [num] = {sz, text, oip},
+#define MCP__DTYPE_ROW(nm, num, sz, text, oip, onnx) [num] = {sz, text, oip, onnx},
     MCP_DTYPE_MAP(MCP__DTYPE_ROW)
 #undef MCP__DTYPE_ROW
 };
@@ -20,7 +21,7 @@ _Static_assert(sizeof dtypes / sizeof dtypes[0] == MCP_DTYPE_COUNT, "MCP_DTYPE_M
 
 static dtype_info dtype_lookup(mcp_dtype d)
 {
-    if ((int)d < 0 || (int)d >= MCP_DTYPE_COUNT) return (dtype_info){0, "invalid", NULL};
+    if ((int)d < 0 || (int)d >= MCP_DTYPE_COUNT) return (dtype_info){0, "invalid", NULL, NULL};
     return dtypes[d];
 }
 
@@ -34,6 +35,13 @@ mcp_dtype mcp_dtype_from_name(const char *name)
     for (int d = 1; d < MCP_DTYPE_COUNT; d++)
         if (strcmp(dtypes[d].name, name) == 0 || (dtypes[d].oip && strcmp(dtypes[d].oip, name) == 0))
             return (mcp_dtype)d;
+    return MCP_DTYPE_UNDEFINED;
+}
+
+mcp_dtype mcp_dtype_from_onnx_name(const char *name)
+{
+    for (int d = 1; name && d < MCP_DTYPE_COUNT; d++)
+        if (strcmp(dtypes[d].onnx, name) == 0) return (mcp_dtype)d;
     return MCP_DTYPE_UNDEFINED;
 }
 

@@ -491,6 +491,48 @@ static void test_duplicate_graph_output(void)
     mcp_session_destroy(s);
 }
 
+/* Cast-1 names its target type with a string (ONNX's DataType names, from
+ * MCP_DTYPE_MAP); an unknown name fails the run, naming it. */
+static void test_cast1_type_names(void)
+{
+    char msg[1024] = "";
+    const char *const tos[] = {"INT32", "DOUBLE", "SINGLE"};
+    for (int k = 0; k < 3; k++) {
+        mb_model *m = mb_model_new(1);
+        const int64_t d2[] = {2};
+        mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 1, d2, NULL);
+        mb_attr_string(m, mb_add_node(m, NULL, "Cast", "cast", "X", "Y"), "to", tos[k]);
+        mb_add_output(m, NULL, "Y", MCP_DTYPE_UNDEFINED, -1, NULL, NULL);
+        mcp_session *s = load_model(m, NULL, NULL);
+        mb_model_free(m);
+        TU_REQUIRE(s != NULL);
+        const float xv[2] = {1.75f, -2.25f};
+        mcp_value *x = mcp_value_create_tensor(MCP_DTYPE_FLOAT, 1, d2, xv, msg, sizeof msg);
+        const char *names[] = {"X"};
+        mcp_value *out = NULL;
+        mcp_status st = mcp_session_run(s, 1, names, &x, 0, NULL, &out, msg, sizeof msg);
+        if (k == 0) {
+            TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+            mcp_dtype dt = MCP_DTYPE_UNDEFINED;
+            const void *data = NULL;
+            if (st == MCP_STATUS_OK) mcp_value_get_tensor(out, &dt, NULL, NULL, &data);
+            TU_CHECK_INT(dt, MCP_DTYPE_INT32);
+            TU_CHECK(data && ((const int32_t *)data)[0] == 1 && ((const int32_t *)data)[1] == -2);
+        } else if (k == 1) {
+            TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+            mcp_dtype dt = MCP_DTYPE_UNDEFINED;
+            if (st == MCP_STATUS_OK) mcp_value_get_tensor(out, &dt, NULL, NULL, NULL);
+            TU_CHECK_INT(dt, MCP_DTYPE_DOUBLE);
+        } else {
+            TU_CHECK(st != MCP_STATUS_OK);
+            TU_CHECK_CONTAINS(msg, "unknown type \"SINGLE\"");
+        }
+        mcp_value_destroy(out);
+        mcp_value_destroy(x);
+        mcp_session_destroy(s);
+    }
+}
+
 static void test_api_misc(void)
 {
     char msg[1024] = "";
@@ -590,6 +632,7 @@ int main(void)
     TU_RUN(test_graph_shapes);
     TU_RUN(test_many_inputs_outputs);
     TU_RUN(test_duplicate_graph_output);
+    TU_RUN(test_cast1_type_names);
     TU_RUN(test_api_misc);
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     rmdir(tmp_dir);

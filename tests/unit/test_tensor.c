@@ -37,6 +37,19 @@ static void test_dtype_table(void)
     }
     TU_CHECK_STR(mcp_dtype_name((mcp_dtype)99), "invalid");
     TU_CHECK_STR(mcp_dtype_name((mcp_dtype)-1), "invalid");
+    /* The other names from the same list: the protocol's and ONNX's. */
+    TU_CHECK_STR(mcp_dtype_oip_name(MCP_DTYPE_FLOAT), "FP32");
+    TU_CHECK_STR(mcp_dtype_oip_name(MCP_DTYPE_STRING), "BYTES");
+    TU_CHECK(mcp_dtype_oip_name(MCP_DTYPE_COMPLEX64) == NULL && mcp_dtype_oip_name((mcp_dtype)99) == NULL);
+    TU_CHECK_INT(mcp_dtype_from_name("FP16"), MCP_DTYPE_FLOAT16);
+    TU_CHECK_INT(mcp_dtype_from_name("bfloat16"), MCP_DTYPE_BFLOAT16);
+    TU_CHECK_INT(mcp_dtype_from_name("undefined"), MCP_DTYPE_UNDEFINED);
+    TU_CHECK_INT(mcp_dtype_from_name("fp32"), MCP_DTYPE_UNDEFINED);
+    TU_CHECK_INT(mcp_dtype_from_name(NULL), MCP_DTYPE_UNDEFINED);
+    TU_CHECK_INT(mcp_dtype_from_onnx_name("DOUBLE"), MCP_DTYPE_DOUBLE);
+    TU_CHECK_INT(mcp_dtype_from_onnx_name("BFLOAT16"), MCP_DTYPE_BFLOAT16);
+    TU_CHECK_INT(mcp_dtype_from_onnx_name("UNDEFINED"), MCP_DTYPE_UNDEFINED);
+    TU_CHECK_INT(mcp_dtype_from_onnx_name("float"), MCP_DTYPE_UNDEFINED);
     TU_CHECK_INT(mcp_dtype_size((mcp_dtype)99), 0);
 
     TU_CHECK(mcp_dtype_is_float(MCP_DTYPE_FLOAT16) && mcp_dtype_is_float(MCP_DTYPE_BFLOAT16));

@@ -22,18 +22,6 @@
 #include "ops/ref/elementwise_util.h"
 #include "ops/ref/ref.h"
 
-/* Type names that Cast-1 used for its string attribute `to`. */
-static const struct {
-    const char *name;
-    mcp_dtype dtype;
-} ew_cast_names[] = {
-    {"FLOAT", MCP_DTYPE_FLOAT},     {"UINT8", MCP_DTYPE_UINT8},     {"INT8", MCP_DTYPE_INT8},
-    {"UINT16", MCP_DTYPE_UINT16},   {"INT16", MCP_DTYPE_INT16},     {"INT32", MCP_DTYPE_INT32},
-    {"INT64", MCP_DTYPE_INT64},     {"STRING", MCP_DTYPE_STRING},   {"BOOL", MCP_DTYPE_BOOL},
-    {"FLOAT16", MCP_DTYPE_FLOAT16}, {"DOUBLE", MCP_DTYPE_DOUBLE},   {"UINT32", MCP_DTYPE_UINT32},
-    {"UINT64", MCP_DTYPE_UINT64},   {"BFLOAT16", MCP_DTYPE_BFLOAT16},
-};
-
 static bool ew_cast_dtype_ok(mcp_dtype dt)
 {
     return dt == MCP_DTYPE_STRING || ew_kind_of(dt) != EW_KIND_OTHER;
@@ -288,8 +276,8 @@ mcp_status mcp__ew_run_cast(mcp_kernel_ctx *ctx)
     mcp_dtype to = MCP_DTYPE_UNDEFINED;
     if (a->type == MCP_ATTR_STRING) {
         /* Cast-1 named the type. */
-        for (size_t k = 0; k < sizeof ew_cast_names / sizeof ew_cast_names[0]; k++)
-            if (a->s && strcmp(a->s, ew_cast_names[k].name) == 0) to = ew_cast_names[k].dtype;
+        /* Cast-1 named the type as ONNX's DataType enum does (MCP_DTYPE_MAP). */
+        to = mcp_dtype_from_onnx_name(a->s);
         if (to == MCP_DTYPE_UNDEFINED)
             return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "attribute 'to' names unknown type \"%s\"",
                              a->s ? a->s : "");
