@@ -10,7 +10,8 @@
  * DIR holds the calibration samples: for a model with one input, every
  * *.npy file in it is one sample (any batch size the model takes); for
  * several inputs, every subfolder is one sample holding NAME.npy for each
- * input NAME. Samples are read in name order; at most 1024.
+ * input NAME. Samples are read in name order; a folder of more than 1024 is
+ * refused.
  *
  * Writes OUT.onnx (src/engine/quantize.h says what is quantized) and prints
  * how far each float output of the quantized model is from the fp32
@@ -41,24 +42,6 @@ static int qfail(const char *fmt, const char *a, const char *b)
     return 1;
 }
 
-static void *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    void *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = mcp_malloc((size_t)n + 1)) &&
-            fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            mcp_free(buf);
-            buf = NULL;
-        }
-        *len = (size_t)(n < 0 ? 0 : n);
-    }
-    fclose(f);
-    return buf;
-}
-
 int mcpctl_cmd_quantize(int argc, char **argv)
 {
     const char *model = NULL, *calib = NULL, *out_path = NULL;
@@ -81,8 +64,8 @@ int mcpctl_cmd_quantize(int argc, char **argv)
     char msg[2048] = "";
     mcp_err err = {msg, sizeof msg};
     size_t len = 0;
-    void *buf = read_file(model, &len);
-    if (!buf) return qfail("%s: cannot read%s", model, NULL);
+    uint8_t *buf = NULL;
+    if (mcp_file_read(model, &buf, &len, &err) != MCP_STATUS_OK) return qfail("%s%s", msg, NULL);
     char *names[64];
     int n_in = 0;
     if (mcp_quantize_model_inputs(buf, len, 64, names, &n_in, &err) != MCP_STATUS_OK) {

@@ -542,6 +542,7 @@ static void rewrite(q_ctx *c)
         /* The activation inputs read their DequantizeLinear: Conv's and
          * MatMul's first, both of an Add of two activations. */
         size_t n_act_in = conv || mm ? 1 : add ? 2 : 0;
+        int x_act = -1; /* the quantized activation input 0 reads */
         for (size_t k = 0; k < n->n_input && k < n_act_in; k++) {
             int a = find_act(c, n->input[k]);
             if (a < 0 || !act_ok(&c->acts[a])) continue;
@@ -549,13 +550,11 @@ static void rewrite(q_ctx *c)
             if (!dq) break;
             q_free(NULL, n->input[k]);
             n->input[k] = dq;
+            if (k == 0) x_act = a;
         }
-        /* Weights: the activation input must be quantized (its name now
-         * ends in _dequantized) for the quantized op to form. */
-        size_t dl = strlen("_dequantized");
-        bool x_q = (conv || mm) && n->n_input >= 2 && strlen(n->input[0]) > dl &&
-                   strcmp(n->input[0] + strlen(n->input[0]) - dl, "_dequantized") == 0;
-        const Onnx__TensorProto *w = x_q ? weights_of(c, n->input[1]) : NULL;
+        /* Weights: the activation input must be quantized for the
+         * quantized op to form. */
+        const Onnx__TensorProto *w = x_act >= 0 && (conv || mm) && n->n_input >= 2 ? weights_of(c, n->input[1]) : NULL;
         if (w && ((conv && w->n_dims >= 3) || (mm && w->n_dims == 2))) {
             int64_t m = w->dims[0];
             float *ws = mcp_malloc(sizeof *ws * (size_t)(m > 0 ? m : 1));
@@ -566,12 +565,8 @@ static void rewrite(q_ctx *c)
                 q_free(NULL, n->input[1]);
                 n->input[1] = wname;
                 const Onnx__TensorProto *b = conv && n->n_input > 2 ? find_init(g, n->input[2]) : NULL;
-                /* The activation's scale: from its (now renamed) input. */
-                char xname[512];
-                snprintf(xname, sizeof xname, "%.*s", (int)(strlen(n->input[0]) - dl), n->input[0]);
-                int a = find_act(c, xname);
                 char *bname = NULL;
-                if (b && a >= 0 && quantize_bias(c, b, c->acts[a].scale, ws, n_ws, &bname)) {
+                if (b && quantize_bias(c, b, c->acts[x_act].scale, ws, n_ws, &bname)) {
                     q_free(NULL, n->input[2]);
                     n->input[2] = bname;
                 }
@@ -835,7 +830,11 @@ mcp_status mcp_quantize(const void *buf, size_t len, const char *base_dir, const
     if (st == MCP_STATUS_OK && c.oom) st = mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     mcp_value ***fp32 = NULL, ***int8 = NULL;
     int n_out = 0;
-    if (st == MCP_STATUS_OK && n_samples > 0) st = calibrate(&c, base_dir, threads, n_samples, samples, &fp32, &n_out);
+    bool report_on = !(opts && opts->no_report);
+    /* Dynamic quantization calibrates nothing: a run of the samples only
+     * serves the report. */
+    if (st == MCP_STATUS_OK && n_samples > 0 && (!dynamic || report_on))
+        st = calibrate(&c, base_dir, threads, n_samples, samples, &fp32, &n_out);
     if (st == MCP_STATUS_OK) {
         if (dynamic) rewrite_dynamic(&c);
         else rewrite(&c);
@@ -848,7 +847,7 @@ mcp_status mcp_quantize(const void *buf, size_t len, const char *base_dir, const
         out->model = pack_model(c.mp, &out->len, err);
         if (!out->model) st = MCP_STATUS_OUT_OF_MEMORY;
     }
-    if (st == MCP_STATUS_OK) {
+    if (st == MCP_STATUS_OK && report_on) {
         /* The result must load; with samples it also runs them for the report. */
         char msg[1024] = "";
         mcp_session_options o = mcp_session_options_default();
@@ -926,10 +925,14 @@ mcp_status mcp_quant_samples_load(const char *dir, int n_inputs, const char *con
     memset(out, 0, sizeof *out);
     if (n_inputs < 1) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "the model has no inputs to calibrate with");
     int n = 0;
-    char **entries = list_dir(dir, n_inputs == 1, max_samples, &n);
+    /* One entry past the limit tells a folder over it from one at it. */
+    char **entries = list_dir(dir, n_inputs == 1, max_samples + 1, &n);
     if (!entries) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s: cannot read the calibration folder", dir);
     mcp_status st = MCP_STATUS_OK;
-    if (n == 0)
+    if (n > max_samples)
+        st = mcp_err_set(err, MCP_STATUS_RESOURCE_EXHAUSTED, "%s: more than %d calibration samples; use fewer", dir,
+                         max_samples);
+    else if (n == 0)
         st = mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, n_inputs == 1 ? "%s: no .npy samples in the calibration folder"
                                                                          : "%s: no sample subfolders in the calibration folder",
                          dir);

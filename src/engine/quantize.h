@@ -39,6 +39,9 @@ typedef struct mcp_quant_result {
 typedef struct mcp_quantize_options {
     int threads;  /* for the calibration and report sessions; 0 = every core */
     bool dynamic; /* dynamic quantization (below) instead of static */
+    /* No report, and no session of the result: for a caller that loads
+     * the result itself (precision: int8 at load). */
+    bool no_report;
 } mcp_quantize_options;
 
 /*
@@ -62,8 +65,10 @@ void mcp_quant_result_release(mcp_quant_result *r);
 /* Calibration samples read from a folder (mcpctl quantize, descriptors'
  * `calibration`): for a model with one input every *.npy file in it is one
  * sample; for several, every subfolder holds NAME.npy for each input NAME.
- * Read in name order, at most max_samples, at most max_bytes of tensor data
- * in all (0: no limit); links are not followed. */
+ * Read in name order; a folder with more than max_samples samples, or
+ * with more than max_bytes of tensor data in all (0: no limit), is refused
+ * with a message naming the limit. Symbolic links are skipped, not
+ * followed. */
 typedef struct mcp_quant_samples {
     int n, n_inputs;
     mcp_value ***values; /* [n][n_inputs] */

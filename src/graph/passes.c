@@ -700,6 +700,31 @@ static void form_commit(pass_ctx *c, int i, node_form *f)
     memset(f, 0, sizeof *f);
 }
 
+/* Drops the tail nodes and installs f into node h, now writing `out`, in
+ * the slot of the last tail node: an extra input the rewrite added (a
+ * residual sum) may be computed after h, never after the tail. The
+ * dropped node that was there goes to slot h and is released at
+ * compaction. */
+static void commit_in_last_slot(pass_ctx *c, int h, node_form *f, const int *tail, int n_tail, int out)
+{
+    mcp_graph *g = c->g;
+    int last = tail[0];
+    for (int k = 0; k < n_tail; k++) {
+        if (tail[k] > last) last = tail[k];
+        drop_node(c, tail[k]);
+    }
+    form_commit(c, h, f);
+    mcp_node *fused = &g->nodes[h];
+    g->values[fused->outputs[0]].producer = -1;
+    fused->outputs[0] = out;
+    mcp_node tmp = g->nodes[last];
+    g->nodes[last] = g->nodes[h];
+    g->nodes[h] = tmp;
+    c->removed[last] = false;
+    c->removed[h] = true;
+    g->values[out].producer = last;
+}
+
 /* ---- activations after Conv, Gemm or MatMul ---- */
 
 /* An activation the fused ops express (graph.h), found after value v. */
@@ -835,23 +860,7 @@ static mcp_status fuse_head(pass_ctx *c, int h, const char *op_type, int extra, 
             return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
         }
     }
-    int last = tail[0];
-    for (int k = 0; k < n_tail; k++) {
-        if (tail[k] > last) last = tail[k];
-        drop_node(c, tail[k]);
-    }
-    form_commit(c, h, &f);
-    mcp_node *fused = &g->nodes[h];
-    g->values[fused->outputs[0]].producer = -1;
-    fused->outputs[0] = out;
-    /* The fused node takes the last tail node's slot; that node, already
-     * dropped, goes to slot h and is released at compaction. */
-    mcp_node tmp = g->nodes[last];
-    g->nodes[last] = g->nodes[h];
-    g->nodes[h] = tmp;
-    c->removed[last] = false;
-    c->removed[h] = true;
-    g->values[out].producer = last;
+    commit_in_last_slot(c, h, &f, tail, n_tail, out);
     return MCP_STATUS_OK;
 }
 
@@ -1352,22 +1361,8 @@ static mcp_status q_rewrite_conv_add(pass_ctx *c, int h, int dq_node, int s_q, i
         return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     a->i = relu;
-    int last = tail[0];
-    for (int k = 0; k < n_tail; k++) {
-        if (tail[k] > last) last = tail[k];
-        drop_node(c, tail[k]);
-    }
     drop_node(c, dq_node);
-    form_commit(c, h, &f);
-    mcp_node *fused = &g->nodes[h];
-    g->values[fused->outputs[0]].producer = -1;
-    fused->outputs[0] = out;
-    mcp_node tmp = g->nodes[last];
-    g->nodes[last] = g->nodes[h];
-    g->nodes[h] = tmp;
-    c->removed[last] = false;
-    c->removed[h] = true;
-    g->values[out].producer = last;
+    commit_in_last_slot(c, h, &f, tail, n_tail, out);
     return MCP_STATUS_OK;
 }
 
@@ -1602,12 +1597,8 @@ static mcp_status pass_matmul_integer_tail(pass_ctx *c)
         node_form f;
         mcp_status st = form_begin(c, mm, "MatMulIntegerScaled", bias >= 0 ? 7 : 6, ins, false, 0, &f);
         if (st != MCP_STATUS_OK) return st;
-        for (int k = 0; k < n_tail; k++) drop_node(c, tail[k]);
-        form_commit(c, mmi, &f);
-        mcp_node *n = &g->nodes[mmi];
-        g->values[n->outputs[0]].producer = -1;
-        n->outputs[0] = out;
-        g->values[out].producer = mmi;
+        st = q_commit(c, mmi, &f, 1, tail, n_tail, out);
+        if (st != MCP_STATUS_OK) return st;
     }
     return MCP_STATUS_OK;
 }

@@ -230,23 +230,16 @@ static mcp_status load_int8(const mcp_descriptor *desc, const char *model_path, 
                             mcp_session **out, char *msg, size_t cap)
 {
     mcp_err err = {msg, cap};
-    FILE *f = fopen(model_path, "rb");
-    if (!f) return mcp_err_set(&err, MCP_STATUS_NOT_FOUND, "cannot read the model file");
-    void *buf = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = mcp_malloc_load((size_t)n + 1)) &&
-        fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        mcp_free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (!buf) return mcp_err_set(&err, MCP_STATUS_INVALID_MODEL, "cannot read the model file");
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    mcp_status rs = mcp_file_read(model_path, &buf, &n, &err);
+    if (rs != MCP_STATUS_OK) return rs;
     char *names[64];
     int n_in = 0;
     mcp_quant_samples samples = {0};
     mcp_status st = MCP_STATUS_OK;
     if (desc->calibration) {
-        st = mcp_quantize_model_inputs(buf, (size_t)n, 64, names, &n_in, &err);
+        st = mcp_quantize_model_inputs(buf, n, 64, names, &n_in, &err);
         if (st == MCP_STATUS_OK)
             st = mcp_quant_samples_load(desc->calibration, n_in, (const char *const *)names, LOAD_CALIB_SAMPLES,
                                         LOAD_CALIB_BYTES, &samples, &err);
@@ -260,8 +253,10 @@ static mcp_status load_int8(const mcp_descriptor *desc, const char *model_path, 
     mcp_quant_result r;
     memset(&r, 0, sizeof r);
     if (st == MCP_STATUS_OK) {
-        mcp_quantize_options qo = {.threads = o->threads, .dynamic = desc->calibration == NULL};
-        st = mcp_quantize(buf, (size_t)n, dir, &qo, samples.n, (mcp_value *const *const *)samples.values, &r, &err);
+        /* No report: the server loads the result right after, and nobody
+         * reads the error figures at load. */
+        mcp_quantize_options qo = {.threads = o->threads, .dynamic = desc->calibration == NULL, .no_report = true};
+        st = mcp_quantize(buf, n, dir, &qo, samples.n, (mcp_value *const *const *)samples.values, &r, &err);
         if (st != MCP_STATUS_OK) mcp_err_prefix(&err, "precision int8");
     }
     mcp_free(buf);

@@ -147,12 +147,19 @@ class PrecisionTests(ts.ServerTestCase):
         os.mkdir(os.path.join(cls.ROOT, "calib"))
         for i, part in enumerate(np.array_split(x_train, 4)):
             np.save(os.path.join(cls.ROOT, "calib", f"train{i}.npy"), part)
+        # A folder inside the root whose only sample is a link to a file
+        # outside it: the link is not followed.
+        cls.OUTSIDE = tempfile.mkdtemp(prefix="mcp-e2e-outside-")
+        np.save(os.path.join(cls.OUTSIDE, "secret.npy"), x_train[:4])
+        os.mkdir(os.path.join(cls.ROOT, "linked"))
+        os.symlink(os.path.join(cls.OUTSIDE, "secret.npy"), os.path.join(cls.ROOT, "linked", "a.npy"))
         return ["--model-root", cls.ROOT]
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
         shutil.rmtree(cls.ROOT, ignore_errors=True)
+        shutil.rmtree(cls.OUTSIDE, ignore_errors=True)
 
     def apply(self, name, extra):
         text = f"name: {name}\nformat: onnx\npath: digits.onnx\nmax_batch_size: 512\n{extra}"
@@ -185,7 +192,8 @@ class PrecisionTests(ts.ServerTestCase):
                 ("precision: int8\ncalibration: ../../etc\n", "calibration", 400),
                 ("calibration: calib\n", "need precision: int8", 400),
                 ("precision: bf16\n", "precision 'bf16' is not implemented", 400),
-                ("precision: int8\ncalibration: digits.onnx\n", "cannot read the calibration folder", None)):
+                ("precision: int8\ncalibration: digits.onnx\n", "cannot read the calibration folder", None),
+                ("precision: int8\ncalibration: linked\n", "no .npy samples", None)):
             with self.subTest(extra=extra):
                 r = self.apply("d_bad", extra)
                 self.assertNotEqual(r.status_code, 200, r.text)
@@ -194,6 +202,7 @@ class PrecisionTests(ts.ServerTestCase):
                 self.assertIn(want, r.text)
                 # Nothing of the host's layout leaks out of the model root.
                 self.assertNotIn("/etc", r.text.replace("../../etc", ""))
+                self.assertNotIn(self.OUTSIDE, r.text)
         self.assertIsNone(self.server.proc.poll())
 
 

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/base.h"
 #include "engine/engine.h"
@@ -728,6 +730,64 @@ static void test_quantize_dynamic(void)
     free(buf);
 }
 
+/* Calibration folders: the sample and byte limits refuse, naming the
+ * limit; a symbolic link (to a file anywhere) is not read; several inputs
+ * take a subfolder per sample, and a missing NAME.npy is named. */
+static void test_calibration_folder_limits(void)
+{
+    char dir[4096], path[4200], msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    TU_REQUIRE(tu_make_temp_dir(dir, sizeof dir, "calib") == 0);
+    const int64_t d[] = {1, 4};
+    mcp_tensor t = {0};
+    TU_REQUIRE(mcp_tensor_alloc(&t, MCP_DTYPE_FLOAT, 2, d, NULL) == MCP_STATUS_OK);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/s%d.npy", dir, i);
+        TU_REQUIRE(mcp_npy_write(path, &t, &err) == MCP_STATUS_OK);
+    }
+    const char *names[] = {"x", "y"};
+    mcp_quant_samples q;
+    TU_REQUIRE_OK(mcp_quant_samples_load(dir, 1, names, 3, 0, &q, &err), msg);
+    TU_CHECK_INT(q.n, 3);
+    mcp_quant_samples_free(&q);
+    TU_CHECK_STATUS(mcp_quant_samples_load(dir, 1, names, 2, 0, &q, &err), MCP_STATUS_RESOURCE_EXHAUSTED, msg);
+    TU_CHECK_CONTAINS(msg, "more than 2 calibration samples");
+    TU_CHECK(q.values == NULL);
+    TU_CHECK_STATUS(mcp_quant_samples_load(dir, 1, names, 8, 40, &q, &err), MCP_STATUS_RESOURCE_EXHAUSTED, msg);
+    TU_CHECK_CONTAINS(msg, "exceed 40 bytes");
+    /* Only a link: nothing to read. */
+    char linkdir[4096];
+    TU_REQUIRE(tu_make_temp_dir(linkdir, sizeof linkdir, "calib-link") == 0);
+    snprintf(path, sizeof path, "%s/evil.npy", linkdir);
+    char target[4200];
+    snprintf(target, sizeof target, "%s/s0.npy", dir);
+    TU_REQUIRE(symlink(target, path) == 0);
+    TU_CHECK_STATUS(mcp_quant_samples_load(linkdir, 1, names, 8, 0, &q, &err), MCP_STATUS_INVALID_ARGUMENT, msg);
+    TU_CHECK_CONTAINS(msg, "no .npy samples");
+    /* Two inputs: a subfolder per sample with x.npy and y.npy. */
+    snprintf(path, sizeof path, "%s/sample0", dir);
+    TU_REQUIRE(mkdir(path, 0700) == 0);
+    snprintf(path, sizeof path, "%s/sample0/x.npy", dir);
+    TU_REQUIRE(mcp_npy_write(path, &t, &err) == MCP_STATUS_OK);
+    TU_CHECK(mcp_quant_samples_load(dir, 2, names, 8, 0, &q, &err) != MCP_STATUS_OK);
+    TU_CHECK_CONTAINS(msg, "sample0/y.npy");
+    snprintf(path, sizeof path, "%s/sample0/y.npy", dir);
+    TU_REQUIRE(mcp_npy_write(path, &t, &err) == MCP_STATUS_OK);
+    TU_REQUIRE_OK(mcp_quant_samples_load(dir, 2, names, 8, 0, &q, &err), msg);
+    TU_CHECK(q.n == 1 && q.n_inputs == 2 && q.values[0][1]->tensor.dims[1] == 4);
+    mcp_quant_samples_free(&q);
+    mcp_tensor_release(&t);
+    const char *files[] = {"s0.npy", "s1.npy", "s2.npy", "sample0/x.npy", "sample0/y.npy", "sample0"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        (void)remove(path);
+    }
+    snprintf(path, sizeof path, "%s/evil.npy", linkdir);
+    (void)remove(path);
+    (void)rmdir(linkdir);
+    (void)rmdir(dir);
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
@@ -736,6 +796,7 @@ int main(void)
     TU_RUN(test_qdq_fusion);
     TU_RUN(test_quantize_static);
     TU_RUN(test_quantize_dynamic);
+    TU_RUN(test_calibration_folder_limits);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_quant");
 }
