@@ -110,6 +110,8 @@ int mcpctl_cmd_quantize(int argc, char **argv)
                                 100.0 * (double)p->rows_same / (double)p->rows);
             printf("\n");
         }
+        if (r.n_float_outputs > r.n_outputs)
+            printf("  (%d more float outputs not reported)\n", r.n_float_outputs - r.n_outputs);
     }
     mcp_quant_result_release(&r);
     mcp_quant_samples_free(&samples);

@@ -757,10 +757,11 @@ static void install(q_ctx *c)
 static void report(mcp_quant_result *r, const mcp_session *q, mcp_value ***fp32, mcp_value ***int8, int n_samples,
                    int n_out)
 {
-    r->n_outputs = 0;
-    for (int o = 0; o < n_out && r->n_outputs < MCP_QUANT_MAX_OUTPUTS; o++) {
+    r->n_outputs = r->n_float_outputs = 0;
+    for (int o = 0; o < n_out; o++) {
         const mcp_value *v0 = fp32[0][o];
         if (v0->kind != MCP_VALUE_TENSOR || v0->tensor.dtype != MCP_DTYPE_FLOAT) continue;
+        if (r->n_float_outputs++ >= MCP_QUANT_MAX_OUTPUTS) continue;
         mcp_quant_output_report *p = &r->outputs[r->n_outputs++];
         memset(p, 0, sizeof *p);
         mcp_io_info info;

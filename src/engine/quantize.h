@@ -32,7 +32,8 @@ typedef struct mcp_quant_result {
     void *model; /* the QDQ model (mcp_free) */
     size_t len;
     int n_activations, n_weights;
-    int n_outputs; /* reported outputs (the first MCP_QUANT_MAX_OUTPUTS float ones) */
+    int n_outputs;       /* reported outputs (the first MCP_QUANT_MAX_OUTPUTS float ones) */
+    int n_float_outputs; /* float outputs in all: more than n_outputs when some went unreported */
     mcp_quant_output_report outputs[MCP_QUANT_MAX_OUTPUTS];
 } mcp_quant_result;
 

@@ -598,6 +598,7 @@ static void test_quantize_static(void)
     TU_CHECK_INT(r.n_weights, 3); /* two convolutions and the MatMul */
     TU_CHECK(r.n_activations >= 4);
     TU_CHECK_INT(r.n_outputs, 1);
+    TU_CHECK_INT(r.n_float_outputs, 1);
     TU_CHECK_STR(r.outputs[0].name, "Y");
     TU_CHECK(r.outputs[0].fp32_std > 0.0);
     TU_CHECK(r.outputs[0].mean_abs < 0.05 * r.outputs[0].fp32_std);
