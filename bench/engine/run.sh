@@ -5,6 +5,7 @@
 #   make build && bench/engine/run.sh
 #   MODELS="mlp squeezenet1_1" ITERATIONS=20 bench/engine/run.sh
 #   MODELS="resnet50 resnet50_int8 mobilenet_v2 mobilenet_v2_int8" bench/engine/run.sh
+#   MODELS="resnet50 resnet50_bf16 bert_like bert_like_bf16" bench/engine/run.sh
 #
 # For each model (tools/export_bench_models.py: torch, random weights, fixed
 # seed) at batch 1 and 8 with 1 and 2 threads it prints load time, median and
@@ -12,6 +13,11 @@
 # GFLOP/s against this machine's measured sgemm peak. First it checks that
 # our outputs match torch's within 1e-3 relative. Everything it fetches or
 # generates lives in build/bench-engine/.
+#
+# NAME_int8: NAME quantized by `mcpctl quantize`; both engines run that file.
+# NAME_bf16: our engine runs NAME with the session option bf16 (`mcpctl perf
+# --bf16`: convolutions and matrix products in bfloat16); ONNX Runtime has no
+# bf16 CPU kernels for these models and runs NAME in fp32.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -59,8 +65,9 @@ cp "$ROOT/bench/engine/ort_run.js" "$CACHE/ort_run.js"
 # (below); both engines run that same file.
 for m in $MODELS; do
   base=${m%_int8}
+  base=${base%_bf16}
   [ -f "$CACHE/$base.onnx" ] || /usr/bin/python3 tools/export_bench_models.py "$CACHE" "$base" >&2
-  if [ "$m" != "$base" ] && [ ! -f "$CACHE/$m.onnx" ]; then
+  if [ "$m" = "${base}_int8" ] && [ ! -f "$CACHE/$m.onnx" ]; then
     calib="$CACHE/calibration-$base"
     rm -rf "$calib" && mkdir -p "$calib"
     cp "$CACHE/$base.input.npy" "$calib/input.npy"
@@ -83,6 +90,21 @@ for m in $MODELS; do
   if [ "$m" != "${m%_int8}" ]; then
     /usr/bin/python3 bench/engine/int8_check.py "$CACHE/${m%_int8}.onnx" "$CACHE/$m.onnx" --mcpctl "$MCPCTL" \
       --node-dir "$CACHE" --count "$INT8_CHECK" --batch 50 | sed 's/^/  /'
+    continue
+  fi
+  if [ "$m" != "${m%_bf16}" ]; then
+    # bf16 against torch's fp32: error over the output's spread, top-1 per row.
+    base=${m%_bf16}
+    rm -rf "$CACHE/out-$m"
+    "$MCPCTL" run --bf16 "$CACHE/$base.onnx" "$CACHE/out-$m" "input=$CACHE/$base.input.npy" >/dev/null
+    /usr/bin/python3 - "$CACHE" "$m" "$base" <<'PY'
+import sys, numpy as np
+cache, m, base = sys.argv[1:4]
+got, want = np.load(f"{cache}/out-{m}/output.npy"), np.load(f"{cache}/{base}.output.npy")
+err = float(np.max(np.abs(got - want)) / (np.std(want) + 1e-12))
+top = float(np.mean(got.reshape(got.shape[0], -1).argmax(-1) == want.reshape(want.shape[0], -1).argmax(-1)))
+print(f"  {m:16s} bf16 vs fp32: max abs error {err:.3f} of the output's std; top-1 agreement {100 * top:.0f}%")
+PY
     continue
   fi
   rm -rf "$CACHE/out-$m"
@@ -120,26 +142,29 @@ printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s%s\n' mod
   ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak" \
   "$([ "$ROUNDS" -gt 1 ] && echo '  spread')"
 for m in $MODELS; do
+  file=$CACHE/$m.onnx
+  BF16=()
+  if [ "$m" != "${m%_bf16}" ]; then file=$CACHE/${m%_bf16}.onnx; BF16=(--bf16); fi
   for b in $BATCHES; do
-    flops=$(/usr/bin/python3 bench/engine/flops.py "$CACHE/$m.onnx" "$b")
+    flops=$(/usr/bin/python3 bench/engine/flops.py "$file" "$b")
     for t in $THREADS; do
-      ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
+      ours=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
       n=$(/usr/bin/python3 -c "import json,sys,math; o=json.loads(sys.argv[1]); print(min(20000, max($ITERATIONS, math.ceil($MIN_MS / max(o['median_ms'], 1e-3)))))" "$ours")
       warm=$(( WARMUP > n / 10 ? WARMUP : n / 10 ))
       if [ "$n" -gt "$ITERATIONS" ] || [ "$warm" -ne "$WARMUP" ]; then
-        ours=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
+        ours=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
       fi
-      ort=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")
+      ort=$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")
       for ((round = 2; round <= ROUNDS; round++)); do
         ours="$ours
-$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)"
+$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)"
         ort="$ort
-$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")"
+$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")"
       done
       if [ "$CONTEND" = 1 ]; then
         burner_start
-        ours_busy=$("$MCPCTL" perf "$CACHE/$m.onnx" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
-        ort_busy=$(cd "$CACHE" && node ort_perf.js "$CACHE/$m.onnx" "$b" "$t" "$warm" "$n")
+        ours_busy=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
+        ort_busy=$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")
         burner_stop
         /usr/bin/python3 - "$m" "$b" "$t" "$ours" "$ort" "$ours_busy" "$ort_busy" >> "$CONTENDED" <<'PY'
 import json, statistics, sys

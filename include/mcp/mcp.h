@@ -43,6 +43,12 @@ typedef struct mcp_session_options {
      * differ from the graph as written by up to half a quantization step
      * of the skipped rounding, and by the clipping it would have done. */
     int fuse_quantized_sums;
+    /* nonzero: float32 convolutions and matrix products compute in bfloat16
+     * (bf16 weights and activations, float32 accumulation), where the CPU
+     * has bf16 dot products (avx512_bf16, AMX); elsewhere the option has no
+     * effect. mcp_session_precision says which applied. Results differ from
+     * float32 by bfloat16's rounding (8 significant bits). */
+    int bf16;
 } mcp_session_options;
 
 mcp_session_options mcp_session_options_default(void);
@@ -81,6 +87,11 @@ typedef struct mcp_node_profile {
  * partly counted). */
 int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap);
 void mcp_session_profile_reset(const mcp_session *s);
+
+/* "bf16" when options.bf16 took effect (some node computes in bfloat16),
+ * else "fp32". Quantized models report fp32 here: their int8 operators are
+ * the model's own. */
+const char *mcp_session_precision(const mcp_session *s);
 
 typedef enum mcp_value_kind_public {
     MCP_KIND_TENSOR = 0,

@@ -1,7 +1,7 @@
 /*
  * mcpctl: the command-line tool.
  *
- *   mcpctl run MODEL.onnx OUTDIR NAME=FILE ...   one inference, outputs as .npy
+ *   mcpctl run [--bf16] MODEL.onnx OUTDIR NAME=FILE ...   one inference, outputs as .npy
  *   mcpctl inspect MODEL.onnx                    inputs, outputs, opsets, op histogram
  *
  * Inputs: NAME=FILE.npy (a tensor), NAME=DIR.seq (a sequence: DIR holds
@@ -124,12 +124,19 @@ static void print_summary(const char *outdir, const char *name, const mcp_value 
 
 static int cmd_run(int argc, char **argv)
 {
-    if (argc < 2) return fail("usage: mcpctl run MODEL.onnx OUTDIR NAME=FILE ...%s%s", "", "");
+    /* --bf16: the session option bf16 (see mcp.h). */
+    mcp_session_options o = mcp_session_options_default();
+    if (argc > 0 && strcmp(argv[0], "--bf16") == 0) {
+        o.bf16 = 1;
+        argc--;
+        argv++;
+    }
+    if (argc < 2) return fail("usage: mcpctl run [--bf16] MODEL.onnx OUTDIR NAME=FILE ...%s%s", "", "");
     const char *model = argv[0], *outdir = argv[1];
     char msg[2048];
     mcp_err err = {msg, sizeof msg};
     mcp_session *s = NULL;
-    if (mcp_session_create_from_file(model, NULL, &s, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
+    if (mcp_session_create_from_file(model, &o, &s, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
     const mcp_graph *g = s->graph;
     mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
     mcp_value **outs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs);

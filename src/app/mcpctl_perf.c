@@ -2,7 +2,7 @@
  * mcpctl perf: load time, latency and peak memory of one model.
  *
  *   mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N]
- *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--json]
+ *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--json]
  *
  * Inputs are random, generated once with a fixed seed: a dynamic first
  * dimension becomes the batch size, other dynamic dimensions 1 (an input of
@@ -22,7 +22,9 @@
  * array (every node, slowest first).
  *
  * --fuse-quantized-sums sets the session option of that name (QDQ models:
- * residual sums inside the int8 convolutions; see mcp.h).
+ * residual sums inside the int8 convolutions; see mcp.h). --bf16 sets the
+ * session option bf16 (float32 convolutions and matrix products in
+ * bfloat16 where the CPU has it); the output says which precision applied.
  *
  * --json prints exactly one JSON object on stdout. Every failure prints one
  * line on stderr and exits non-zero.
@@ -49,11 +51,12 @@ typedef struct perf_args {
     bool json;
     bool profile;
     bool fuse_sums;
+    bool bf16;
 } perf_args;
 
 static const char perf_usage[] =
     "usage: mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] "
-    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--json]";
+    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--json]";
 
 static int perf_fail(const char *what, const char *detail)
 {
@@ -100,6 +103,10 @@ static int parse_args(int argc, char **argv, perf_args *a)
         }
         if (strcmp(arg, "--fuse-quantized-sums") == 0) {
             a->fuse_sums = true;
+            continue;
+        }
+        if (strcmp(arg, "--bf16") == 0) {
+            a->bf16 = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -376,6 +383,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     o.backend = a.backend;
     o.profile = a.profile;
     o.fuse_quantized_sums = a.fuse_sums;
+    o.bf16 = a.bf16;
     mcp_session *s = NULL;
     double t0 = now_ms();
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);
@@ -426,15 +434,15 @@ int mcpctl_cmd_perf(int argc, char **argv)
         if (a.json) {
             printf("{\"load_ms\": %.6g, \"median_ms\": %.6g, \"p90_ms\": %.6g, \"peak_rss_mb\": %.6g, "
                    "\"min_ms\": %.6g, \"mean_ms\": %.6g, \"max_ms\": %.6g, \"iterations\": %d, \"warmup\": %d, "
-                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"allocs_per_run\": %.6g, \"loaded_rss_mb\": %.6g",
+                   "\"batch\": %d, \"threads\": %d, \"backend\": \"%s\", \"precision\": \"%s\", \"allocs_per_run\": %.6g, \"loaded_rss_mb\": %.6g",
                    load_ms, median, p90, rss, lat[0], mean, lat[a.iterations - 1], a.iterations, a.warmup, a.batch,
-                   s->threads, s->backend, allocs_per_run, loaded_rss);
+                   s->threads, s->backend, mcp_session_precision(s), allocs_per_run, loaded_rss);
             if (a.profile) print_profile(s, a.iterations, true);
             printf("}\n");
         } else {
             printf("model: %s\n", a.model);
-            printf("backend: %s  threads: %d  batch: %d  warmup: %d  iterations: %d\n", s->backend, s->threads,
-                   a.batch, a.warmup, a.iterations);
+            printf("backend: %s  precision: %s  threads: %d  batch: %d  warmup: %d  iterations: %d\n", s->backend,
+                   mcp_session_precision(s), s->threads, a.batch, a.warmup, a.iterations);
             printf("load: %.3f ms\n", load_ms);
             printf("latency: median %.3f ms  p90 %.3f ms  min %.3f ms  mean %.3f ms  max %.3f ms\n", median, p90,
                    lat[0], mean, lat[a.iterations - 1]);

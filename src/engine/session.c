@@ -159,6 +159,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
     }
+    if (st == MCP_STATUS_OK) s->graph->bf16 = o.bf16 != 0;
     /* Kernels built at load see the thread budget they will run with. */
     int prev_threads = omp_get_max_threads();
     omp_set_num_threads(s->threads);
@@ -230,6 +231,14 @@ int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap)
         };
     }
     return g->n_nodes;
+}
+
+const char *mcp_session_precision(const mcp_session *s)
+{
+    const mcp_graph *g = s->graph;
+    for (int i = 0; g->bf16 && i < g->n_nodes; i++)
+        if (mcp_ops_node_bf16(&g->nodes[i], g)) return "bf16";
+    return "fp32";
 }
 
 void mcp_session_profile_reset(const mcp_session *s)

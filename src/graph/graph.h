@@ -195,6 +195,9 @@ struct mcp_graph {
     /* The ModelProto's metadata_props keys (values are not kept). */
     char **metadata_keys;
     int n_metadata_keys;
+    /* Set by the session before kernels are prepared (option bf16): float32
+     * convolutions and matrix products may compute in bfloat16. */
+    bool bf16;
 };
 
 /* Import an ONNX ModelProto. `base_dir` resolves external data files (may be

@@ -91,6 +91,17 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
                        node->op_type, *node->domain ? node->domain : "ai.onnx", node->opset);
 }
 
+bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph)
+{
+    if (!node->kernel || !node->kernel_backend) return false;
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        const mcp_backend *b = backends[i];
+        if (b && strcmp(b->name, node->kernel_backend) == 0)
+            return b->computes_bf16 && b->computes_bf16(node, graph);
+    }
+    return false;
+}
+
 /* ---- kernel helpers ---- */
 
 const mcp_tensor *mcp_kin(const mcp_kernel_ctx *ctx, int i)

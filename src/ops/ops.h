@@ -125,6 +125,9 @@ typedef struct mcp_backend {
     int priority;    /* higher wins */
     /* Returns the kernel for the node or NULL when this backend can't run it. */
     const mcp_kernel_def *(*supports)(const mcp_node *node, const mcp_graph *graph);
+    /* Optional: whether node, resolved to this backend, computes in
+     * bfloat16 (graph->bf16 applied; see the session option bf16). */
+    bool (*computes_bf16)(const mcp_node *node, const mcp_graph *graph);
 } mcp_backend;
 
 /* Finds the kernel for a node among the enabled backends ("auto" = all,
@@ -133,6 +136,9 @@ typedef struct mcp_backend {
  * domain and opset. */
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
                            const mcp_kernel_def **out, const char **backend_name, mcp_err *err);
+
+/* Whether node's resolved kernel computes in bfloat16. */
+bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph);
 
 /* The reference backend, and the oneDNN backend when built with it. */
 extern const mcp_backend mcp__ref_backend;

@@ -1629,10 +1629,11 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
     enum_field(c, &f[R_PRECISION], "precision", "precision", precisions, 4, &d->precision);
     bool onnx = !d->format || strcmp(d->format, "gguf") != 0;
     if (c->check_load && f[R_PRECISION].present && d->precision && strcmp(d->precision, "fp32") != 0 &&
-        !(onnx && strcmp(d->precision, "int8") == 0)) {
+        !(onnx && (strcmp(d->precision, "int8") == 0 || strcmp(d->precision, "bf16") == 0))) {
         old = path_push(c, "precision");
         yerr(c, node_loc(f[R_PRECISION].val, f[R_PRECISION].key_at),
-             "precision '%s' is not implemented by this engine yet (it runs fp32 and int8); set precision: fp32 or int8",
+             "precision '%s' is not implemented by this engine yet (it runs fp32, bf16 and int8); set precision: fp32, "
+             "bf16 or int8",
              d->precision);
         path_pop(c, old);
     }

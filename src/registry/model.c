@@ -355,6 +355,7 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
         triton_config = t;
     }
     bool int8 = desc->precision && strcmp(desc->precision, "int8") == 0;
+    o.bf16 = desc->precision && strcmp(desc->precision, "bf16") == 0;
     if (phase) phase(phase_user, int8 ? "quantizing to int8, importing and preparing" : "importing and preparing");
     mcp_status st = int8 ? load_int8(desc, model_path, &o, &v->session, msg, sizeof msg)
                          : mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
@@ -363,6 +364,9 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
         mcp_descriptor_free(triton_config);
         return st;
     }
+    /* bf16 where the CPU has no bf16 dot products runs fp32; the version's
+     * history says so (repository.c). */
+    v->precision = int8 ? "int8" : mcp_session_precision(v->session);
     const mcp_graph *g = v->session->graph;
     for (int i = 0; i < g->n_metadata_keys; i++)
         if (mcp__desc_policy_key(g->metadata_keys[i])) {

@@ -474,6 +474,10 @@ typedef struct mcp_model_version {
      * (ops, wiring, weight types and shapes; not their values): two
      * versions with the same one serve the same computation shape. */
     char fingerprint[MCP_DIGEST_LEN + 1];
+    /* The precision the model really runs at: "int8" (quantized at load),
+     * "bf16" (where the CPU has bf16 dot products), "fp32"; for GGUF the
+     * descriptor's. A static string. */
+    const char *precision;
     void *serving;         /* scheduler state owned by the serve layer */
     void (*serving_free)(void *serving);
     /* Output monitoring (the serve layer's; NULL = none): freed after the

@@ -760,6 +760,10 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         bool same = !strcmp(e->current->fingerprint, v->fingerprint);
         snprintf(timing + n, sizeof timing - n, "; topology %s %s", same ? "same as" : "changed from", e->current->version);
     }
+    if (st == MCP_STATUS_OK && v->precision && v->desc->precision && strcmp(v->precision, v->desc->precision) != 0) {
+        size_t n = strlen(timing);
+        snprintf(timing + n, sizeof timing - n, "; precision %s runs as %s on this CPU", v->desc->precision, v->precision);
+    }
     if (st == MCP_STATUS_OK) {
         if (role == ROLE_PRIMARY) {
             for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);

@@ -690,8 +690,9 @@ static void h_repo_describe(conn *k, const char *name)
         mcp_buf_json_string(b, v->desc->format);
         mcp_buf_puts(b, ",\"device\":");
         mcp_buf_json_string(b, v->desc->device);
+        /* What it runs at; the descriptor below says what was asked. */
         mcp_buf_puts(b, ",\"precision\":");
-        mcp_buf_json_string(b, v->desc->precision);
+        mcp_buf_json_string(b, v->precision ? v->precision : v->desc->precision);
         mcp_buf_puts(b, ",\"descriptor\":");
         json_descriptor(b, v->desc);
         mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", mcp_model_version_bytes(v));

@@ -106,11 +106,11 @@ printf 'name: digits-missing\npath: %s/no-such-model.onnx\n' "$TMP" > "$TMP/miss
 "$MCPCTL" validate -f "$TMP/missing.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
 [ $? -eq 1 ] && grep -qE "missing\.yaml:2:[0-9]+: path: model file '.*no-such-model\.onnx' cannot be read" "$TMP/stderr"
 rc=$?; check "validate reports a missing model file at its line ($(head -c 300 "$TMP/stderr"))" $rc
-printf 'name: digits-bf16\npath: %s/digits.onnx\nprecision: bf16\n' "$DEMO" > "$TMP/bf16.yaml"
-"$MCPCTL" validate -f "$TMP/bf16.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
-[ $? -eq 1 ] && grep -qE "bf16\.yaml:3:[0-9]+: precision: precision 'bf16' is not implemented" "$TMP/stderr"
+printf 'name: digits-fp16\npath: %s/digits.onnx\nprecision: fp16\n' "$DEMO" > "$TMP/fp16.yaml"
+"$MCPCTL" validate -f "$TMP/fp16.yaml" > "$TMP/stdout" 2> "$TMP/stderr"
+[ $? -eq 1 ] && grep -qE "fp16\.yaml:3:[0-9]+: precision: precision 'fp16' is not implemented" "$TMP/stderr"
 rc=$?; check "validate refuses a precision the engine does not run ($(head -c 300 "$TMP/stderr"))" $rc
-for f in missing bf16; do
+for f in missing fp16; do
   python3 - "$URL" "$f" "$TMP/$f.yaml" > "$TMP/resp" <<'PY'
 import json, sys, requests
 url, name, path = sys.argv[1:4]
@@ -119,7 +119,7 @@ r = requests.post(f"{url}/v2/repository/models/digits-{name}/load",
 print(r.status_code, r.text)
 PY
   grep -q "^400 " "$TMP/resp"; rc=$?; check "load of the $f descriptor is a 400, not a 500 ($(head -c 300 "$TMP/resp"))" $rc
-  want="no-such-model\.onnx"; [ "$f" = bf16 ] && want="precision 'bf16'"
+  want="no-such-model\.onnx"; [ "$f" = fp16 ] && want="precision 'fp16'"
   grep -q "$want" "$TMP/resp"; check "the load of the $f descriptor names the problem" $?
 done
 

@@ -15,6 +15,7 @@ repository). Needs Debian's python3-sklearn for the digits.
 
   MCPCTL_BIN=build/bin/mcpctl /usr/bin/python3 -m unittest -v test_quantize.QuantizeTests
 """
+import json
 import os
 import shutil
 import subprocess
@@ -187,11 +188,29 @@ class PrecisionTests(ts.ServerTestCase):
             acc = float(np.mean(self.labels(name) == self.y_test))
             self.assertLessEqual(fp32 - acc, 0.005, f"{name}: fp32 {fp32:.4f}, int8 {acc:.4f}")
 
+    def test_bf16(self):
+        # bf16 applies where the CPU has bf16 dot products; elsewhere the
+        # model runs fp32 and says so. Either way accuracy holds.
+        cpu = open("/proc/cpuinfo").read()
+        want = "bf16" if ("avx512_bf16" in cpu or "amx_bf16" in cpu) else "fp32"
+        for name, extra in (("d_bf16", "precision: bf16\n"), ("d_ref32", "")):
+            r = self.apply(name, extra)
+            self.assertEqual(r.status_code, 200, r.text)
+        info = ts.http(self.server, "GET", "/v2/repository/models/d_bf16").json()
+        self.assertEqual(info["descriptor"]["precision"], "bf16")
+        self.assertEqual(info["precision"], want)
+        if want == "fp32":
+            self.assertIn("precision bf16 runs as fp32", json.dumps(info))
+        self.assertEqual(ts.http(self.server, "GET", "/v2/repository/models/d_ref32").json()["precision"], "fp32")
+        fp32 = float(np.mean(self.labels("d_ref32") == self.y_test))
+        acc = float(np.mean(self.labels("d_bf16") == self.y_test))
+        self.assertLessEqual(abs(fp32 - acc), 0.005, f"fp32 {fp32:.4f}, bf16 {acc:.4f}")
+
     def test_refusals(self):
         for extra, want, status in (
                 ("precision: int8\ncalibration: ../../etc\n", "calibration", 400),
                 ("calibration: calib\n", "need precision: int8", 400),
-                ("precision: bf16\n", "precision 'bf16' is not implemented", 400),
+                ("precision: fp16\n", "precision 'fp16' is not implemented", 400),
                 ("precision: int8\ncalibration: digits.onnx\n", "cannot read the calibration folder", None),
                 ("precision: int8\ncalibration: linked\n", "no .npy samples", None)):
             with self.subTest(extra=extra):

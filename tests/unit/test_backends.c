@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "mcp/mcp.h"
 #include "model_builder.h"
+#include "ops/ops.h"
 #include "tensor/tensor.h"
 #include "test_util.h"
 
@@ -376,6 +377,147 @@ static void test_profile(void)
     mcp_session_destroy(plain);
 }
 
+/*
+ * bfloat16 compute (the session option bf16) on a graph that crosses every
+ * kind of kernel a bf16 activation can meet: X [b,8,9,9] -> A = Relu(Conv
+ * 1x1, 16 ch) -> P = MaxPool 3x3 -> S = Relu(Conv3x3(P) + A) (a sum
+ * post-op over bf16) -> M = S * per-channel constant (binary, bf16 with
+ * float32) -> C = Concat(M, X) (bf16 beside float32: reference kernel) and
+ * D = Concat(A, S) (both bf16) -> T = ConvTranspose(D) (float32 only) ->
+ * G = Flatten(GlobalAveragePool(S)) -> Y1 = Gemm(G, W^T, b) (bf16 product)
+ * and Y2 = MatMul(G, G^T) (two activations: float32). Where the CPU has
+ * bf16 dot products the results are the float32 reference's within bf16's
+ * rounding, and differ from the float32 session's (bf16 really ran); where
+ * it has none the option changes nothing.
+ */
+static mb_model *bf16_cnn(void)
+{
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {-1, CIN, HW, HW}, cd[] = {-1, 16 + CIN, HW, HW};
+    const int64_t td[] = {-1, 4, HW + 2, HW + 2}, y1d[] = {-1, 10}, y2d[] = {-1, -1};
+    const char *const params[] = {"batch", NULL, NULL, NULL}, *const p2[] = {"batch", "batch"};
+    const int64_t wad[] = {16, CIN, 1, 1}, wbd[] = {16, 16, 3, 3}, sd[] = {1, 16, 1, 1}, wtd[] = {32, 4, 3, 3};
+    const int64_t wgd[] = {10, 16}, b10[] = {10}, b16[] = {16};
+    static float wa[16 * CIN], ba[16], wb[16 * 16 * 9], sc[16], wt[32 * 4 * 9], wg[10 * 16], bg[10];
+    fill(wa, 16 * CIN, 1, 0.05f);
+    fill(ba, 16, 2, 0.01f);
+    fill(wb, 16 * 16 * 9, 3, 0.02f);
+    fill(sc, 16, 4, 0.1f);
+    fill(wt, 32 * 4 * 9, 5, 0.03f);
+    fill(wg, 10 * 16, 6, 0.07f);
+    fill(bg, 10, 7, 0.02f);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
+    mb_add_initializer(m, NULL, "WA", MCP_DTYPE_FLOAT, 4, wad, wa, sizeof wa);
+    mb_add_initializer(m, NULL, "BA", MCP_DTYPE_FLOAT, 1, b16, ba, sizeof ba);
+    mb_add_initializer(m, NULL, "WB", MCP_DTYPE_FLOAT, 4, wbd, wb, sizeof wb);
+    mb_add_initializer(m, NULL, "SC", MCP_DTYPE_FLOAT, 4, sd, sc, sizeof sc);
+    mb_add_initializer(m, NULL, "WT", MCP_DTYPE_FLOAT, 4, wtd, wt, sizeof wt);
+    mb_add_initializer(m, NULL, "WG", MCP_DTYPE_FLOAT, 2, wgd, wg, sizeof wg);
+    mb_add_initializer(m, NULL, "BG", MCP_DTYPE_FLOAT, 1, b10, bg, sizeof bg);
+    const int64_t pads[] = {1, 1, 1, 1}, k3[] = {3, 3}, ones[] = {1, 1};
+    mb_add_node(m, NULL, "Conv", "conv_a", "X,WA,BA", "CA");
+    mb_add_node(m, NULL, "Relu", "relu_a", "CA", "A");
+    Onnx__NodeProto *pool = mb_add_node(m, NULL, "MaxPool", "pool", "A", "P");
+    mb_attr_ints(m, pool, "kernel_shape", k3, 2);
+    mb_attr_ints(m, pool, "pads", pads, 4);
+    mb_attr_ints(m, pool, "strides", ones, 2);
+    Onnx__NodeProto *cb = mb_add_node(m, NULL, "Conv", "conv_b", "P,WB", "CB");
+    mb_attr_ints(m, cb, "pads", pads, 4);
+    mb_add_node(m, NULL, "Add", "add", "CB,A", "SA");
+    mb_add_node(m, NULL, "Relu", "relu_s", "SA", "S");
+    mb_add_node(m, NULL, "Mul", "mul", "S,SC", "M");
+    Onnx__NodeProto *c = mb_add_node(m, NULL, "Concat", "concat_mx", "M,X", "C");
+    mb_attr_int(m, c, "axis", 1);
+    Onnx__NodeProto *d = mb_add_node(m, NULL, "Concat", "concat_as", "A,S", "D");
+    mb_attr_int(m, d, "axis", 1);
+    mb_add_node(m, NULL, "ConvTranspose", "deconv", "D,WT", "T");
+    mb_add_node(m, NULL, "GlobalAveragePool", "gap", "S", "GP");
+    mb_add_node(m, NULL, "Flatten", "flat", "GP", "G");
+    Onnx__NodeProto *gm = mb_add_node(m, NULL, "Gemm", "gemm", "G,WG,BG", "Y1");
+    mb_attr_int(m, gm, "transB", 1);
+    Onnx__NodeProto *gt = mb_add_node(m, NULL, "Transpose", "gt", "G", "GT");
+    const int64_t perm[] = {1, 0};
+    mb_attr_ints(m, gt, "perm", perm, 2);
+    mb_add_node(m, NULL, "MatMul", "gram", "G,GT", "Y2");
+    mb_add_output(m, NULL, "C", MCP_DTYPE_FLOAT, 4, cd, params);
+    mb_add_output(m, NULL, "T", MCP_DTYPE_FLOAT, 4, td, params);
+    mb_add_output(m, NULL, "Y1", MCP_DTYPE_FLOAT, 2, y1d, p2);
+    mb_add_output(m, NULL, "Y2", MCP_DTYPE_FLOAT, 2, y2d, p2);
+    return m;
+}
+
+static void test_bf16_matches_float32(void)
+{
+    enum { OUTS = 4 };
+    char msg[1024] = "";
+    int64_t base = mcp_alloc_live_count();
+    size_t len;
+    uint8_t *buf = mb_pack(bf16_cnn(), &len);
+    TU_REQUIRE(buf);
+    mcp_session_options o = mcp_session_options_default();
+    o.bf16 = 1;
+    mcp_session *s = NULL, *f32 = open_session(buf, len, "auto", 0), *ref = open_session(buf, len, "ref", 0);
+    mcp_status st = mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg);
+    free(buf);
+    TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+    TU_REQUIRE(s && f32 && ref);
+    bool bf16 = strcmp(mcp_session_precision(s), "bf16") == 0;
+    TU_CHECK_STR(mcp_session_precision(f32), "fp32");
+    TU_CHECK_STR(mcp_session_precision(ref), "fp32");
+    fprintf(stderr, "bf16 session runs at %s\n", mcp_session_precision(s));
+    /* Which nodes compute in bf16: the convolutions and the Gemm, never the
+     * product of two activations. */
+    for (int i = 0; bf16 && i < s->graph->n_nodes; i++) {
+        const mcp_node *n = &s->graph->nodes[i];
+        bool want = strcmp(n->op_type, "FusedConv") == 0 || strcmp(n->op_type, "Conv") == 0 ||
+                    strcmp(n->op_type, "Gemm") == 0;
+        if (mcp_ops_node_bf16(n, s->graph) != want) fprintf(stderr, "node %s (%s)\n", n->name, n->op_type);
+        TU_CHECK(mcp_ops_node_bf16(n, s->graph) == want);
+    }
+    const int64_t batches[] = {1, 2, 1};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+        for (int rep = 0; rep < 2; rep++) {
+            mcp_value *got[OUTS], *exact[OUTS], *want[OUTS];
+            for (int o2 = 0; o2 < OUTS; o2++) {
+                got[o2] = mcp_value_new();
+                exact[o2] = mcp_value_new();
+                want[o2] = mcp_value_new();
+            }
+            TU_CHECK_STATUS(run_batch(s, batches[b], got, msg, sizeof msg), MCP_STATUS_OK, msg);
+            TU_CHECK_STATUS(run_batch(f32, batches[b], exact, msg, sizeof msg), MCP_STATUS_OK, msg);
+            TU_CHECK_STATUS(run_batch(ref, batches[b], want, msg, sizeof msg), MCP_STATUS_OK, msg);
+            int differ = 0;
+            for (int o2 = 0; o2 < OUTS; o2++) {
+                const mcp_tensor *g = &got[o2]->tensor, *e = &exact[o2]->tensor, *w = &want[o2]->tensor;
+                TU_CHECK(g->format == NULL && g->dtype == MCP_DTYPE_FLOAT);
+                TU_REQUIRE(g->rank == w->rank && memcmp(g->dims, w->dims, sizeof g->dims[0] * (size_t)w->rank) == 0);
+                /* Within bf16's rounding: 2^-8 relative per operand, a few
+                 * layers deep, against the output's scale. */
+                const float *gv = g->data, *ev = e->data, *wv = w->data;
+                float scale = 0;
+                for (int64_t i = 0; i < mcp_tensor_numel(w); i++) scale = fmaxf(scale, fabsf(wv[i]));
+                int bad = 0;
+                for (int64_t i = 0; i < mcp_tensor_numel(w); i++) {
+                    bad += !(fabsf(gv[i] - wv[i]) <= 0.03f * scale + 1e-6f);
+                    differ += gv[i] != ev[i];
+                }
+                if (bad) fprintf(stderr, "batch %lld output %d: %d elements off\n", (long long)batches[b], o2, bad);
+                TU_CHECK_INT(bad, 0);
+            }
+            /* bf16 changed the results, or nothing where it does not apply. */
+            TU_CHECK(bf16 ? differ > 0 : differ == 0);
+            for (int o2 = 0; o2 < OUTS; o2++) {
+                mcp_value_free(got[o2]);
+                mcp_value_free(exact[o2]);
+                mcp_value_free(want[o2]);
+            }
+        }
+    mcp_session_destroy(s);
+    mcp_session_destroy(f32);
+    mcp_session_destroy(ref);
+    TU_CHECK_INT(mcp_alloc_live_count(), base);
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
@@ -384,6 +526,7 @@ int main(void)
     TU_RUN(test_large_transposes);
     TU_RUN(test_matmul_rows_independent_of_batch);
     TU_RUN(test_profile);
+    TU_RUN(test_bf16_matches_float32);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_backends");
 }

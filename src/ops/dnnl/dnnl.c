@@ -279,7 +279,10 @@ mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *m
 {
     memset(f, 0, sizeof *f);
     f->md = *md;
-    dnnl_status_t s = mcp__dnnl_plain_md_dt(&f->plain_md, rank, dims, md->data_type);
+    /* bf16 layouts hold float tensors computed in bfloat16: their plain
+     * form is float32. */
+    dnnl_data_type_t plain_dt = md->data_type == dnnl_bf16 ? dnnl_f32 : md->data_type;
+    dnnl_status_t s = mcp__dnnl_plain_md_dt(&f->plain_md, rank, dims, plain_dt);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
     f->is_plain = dnnl_memory_desc_equal(md, &f->plain_md);
     if (f->is_plain) return MCP_STATUS_OK;
@@ -319,10 +322,10 @@ bool mcp__dnnl_like(const dnnl_memory_desc_t *ref, int rank, const int64_t *dims
     if (rank != 4 || ref->ndims != 4) return false;
     for (size_t i = 0; i < sizeof tags4 / sizeof tags4[0]; i++) {
         dnnl_memory_desc_t probe;
-        if (dnnl_memory_desc_init_by_tag(&probe, 4, ref->dims, dnnl_f32, tags4[i]) != dnnl_success) continue;
+        if (dnnl_memory_desc_init_by_tag(&probe, 4, ref->dims, ref->data_type, tags4[i]) != dnnl_success) continue;
         if (!dnnl_memory_desc_equal(&probe, ref)) continue;
         dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
-        return dnnl_memory_desc_init_by_tag(out, 4, d, dnnl_f32, tags4[i]) == dnnl_success;
+        return dnnl_memory_desc_init_by_tag(out, 4, d, ref->data_type, tags4[i]) == dnnl_success;
     }
     return false;
 }
@@ -610,6 +613,19 @@ bool mcp__dnnl_has_vnni(void)
            (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
 }
 
+/* True where oneDNN has bf16 dot products (vdpbf16ps): avx512_bf16 or AMX. */
+bool mcp__dnnl_has_bf16(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+}
+
+bool mcp__dnnl_bf16_for(const mcp_graph *graph)
+{
+    while (graph->parent) graph = graph->parent;
+    return graph->bf16 && mcp__dnnl_has_bf16();
+}
+
 bool mcp__dnnl_is_int8(mcp_dtype d) { return d == MCP_DTYPE_UINT8 || d == MCP_DTYPE_INT8; }
 
 /* A float32 initializer holding 1 value, or `n` when n > 1. */
@@ -724,9 +740,22 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     return NULL;
 }
 
+static bool dnnl_computes_bf16(const mcp_node *node, const mcp_graph *graph)
+{
+    const mcp_kernel_def *k = node->kernel;
+    if (!mcp__dnnl_bf16_for(graph)) return false;
+    if (k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel) return true;
+    /* Products with a constant 2-D B (see dnnl_matmul.c). */
+    const mcp_tensor *b = mcp__dnnl_initializer(node, graph, 1);
+    return (k == &mcp__dnnl_gemm_kernel || k == &mcp__dnnl_fused_gemm_kernel || k == &mcp__dnnl_matmul_kernel ||
+            k == &mcp__dnnl_fused_matmul_kernel) &&
+           b && b->rank == 2;
+}
+
 const mcp_backend mcp__dnnl_backend = {
     .api_version = MCP_KERNEL_API_VERSION,
     .name = "dnnl",
     .priority = 10,
     .supports = dnnl_supports,
+    .computes_bf16 = dnnl_computes_bf16,
 };

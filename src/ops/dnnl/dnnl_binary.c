@@ -76,7 +76,10 @@ static mcp_status binary_build(const void *state, mcp_dnnl_entry *e, mcp_err *er
     dnnl_dims_t y = {0};
     for (int d = 0; d < 4; d++) y[d] = a->dims[d] > b->dims[d] ? a->dims[d] : b->dims[d];
     dnnl_memory_desc_t dst_any;
-    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, y, dnnl_f32, dnnl_format_tag_any);
+    /* Y in A's type: bf16 stays bf16 (oneDNN has only its reference kernel
+     * for bf16 operands into a float32 Y). */
+    dnnl_status_t s = dnnl_memory_desc_init_by_tag(&dst_any, 4, y, a->data_type == dnnl_bf16 ? dnnl_bf16 : dnnl_f32,
+                                                   dnnl_format_tag_any);
     dnnl_binary_desc_t bd;
     if (s == dnnl_success) s = dnnl_binary_desc_init(&bd, st->alg, a, b, &dst_any);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "binary descriptor");
@@ -324,7 +327,10 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
         in[i] = mcp_kin(ctx, i);
         for (int d = 0; d < 4; d++)
             if (d != st->axis && in[i]->dims[d] != in[0]->dims[d]) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
-        if (!mcp__dnnl_tensor_md(in[i], &md[i])) return mcp__dnnl_fallback_run(ctx, &st->c.fb);
+        /* oneDNN's concat takes one data type (bf16 inputs next to float32
+         * ones go through the reference kernel, in float32). */
+        if (!mcp__dnnl_tensor_md(in[i], &md[i]) || md[i].data_type != md[0].data_type)
+            return mcp__dnnl_fallback_run(ctx, &st->c.fb);
         ids[i] = DNNL_ARG_MULTIPLE_SRC + i;
     }
     mcp_dnnl_entry local;

@@ -84,6 +84,7 @@ typedef struct conv_state {
     int w_in, b_in, sum_in; /* inputs holding the weights, the bias and the sum */
     conv_quant q;
     bool has_bias, has_sum;
+    bool bf16; /* float32 computed in bf16 (see dnnl_util.h) */
     bool blocked_batch1; /* the graph concatenates convolutions' channels */
     mcp_dnnl_packed packed; /* written under lock (or at load), before publishing */
     bool plain_gone;        /* the session freed the plain weights (after load) */
@@ -250,7 +251,8 @@ static dnnl_status_t plain_weights_md(const conv_state *st, dnnl_memory_desc_t *
 {
     const mcp_tensor *w = st->w;
     int64_t g = st->p.group;
-    dnnl_data_type_t dt = st->q.on ? dnnl_s8 : dnnl_f32;
+    /* bf16 packs the float32 weights as bf16 (the plain ones stay f32). */
+    dnnl_data_type_t dt = st->q.on ? dnnl_s8 : st->bf16 && tag_or_any == dnnl_format_tag_any ? dnnl_bf16 : dnnl_f32;
     if (g == 1) {
         dnnl_dims_t d = {w->dims[0], w->dims[1], w->dims[2], w->dims[3]};
         return dnnl_memory_desc_init_by_tag(md, 4, d, dt,
@@ -361,6 +363,9 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     dnnl_data_type_t sdt = st->q.on ? st->q.src_dt : dnnl_f32, ddt = st->q.on ? st->q.dst_dt : dnnl_f32;
     dnnl_status_t s = dnnl_memory_desc_init_by_tag(&src_md, 4, sd, sdt, dnnl_nchw);
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&dst_md, 4, dd, ddt, dnnl_nchw);
+    /* bf16: activations in and out as bf16 in the primitive's layouts (a
+     * float32 X is converted by the source reorder). */
+    if (st->bf16) sdt = ddt = dnnl_bf16;
     /* With a batch, the channel-blocked layout's kernels beat what oneDNN
      * picks by itself (channels-last brgconv) by 5-20% on the bench CNNs at
      * batch 8. At batch 1 oneDNN's own pick is as fast (ResNet-50: 4%
@@ -374,7 +379,7 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     int64_t g = st->p.group, icg = in[1] / g, ocg = out[1] / g;
     bool group_ok = g == 1 || (icg == 1 && ocg == 1) || (icg % 16 == 0 && ocg % 16 == 0);
     /* int8: oneDNN's own pick (channels-last). */
-    bool blocked = group_ok && !st->q.on && (in[0] >= 2 || st->blocked_batch1);
+    bool blocked = group_ok && !st->q.on && !st->bf16 && (in[0] >= 2 || st->blocked_batch1);
     dnnl_format_tag_t src_tag = blocked && in[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
     dnnl_format_tag_t dst_tag = blocked && out[1] % 16 == 0 ? dnnl_aBcd16b : dnnl_format_tag_any;
     if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&src_any, 4, sd, sdt, src_tag);
@@ -531,6 +536,7 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     } else {
         st->w = mcp__dnnl_initializer(node, graph, 1);
         st->has_sum = mcp__dnnl_input(node, graph, 3) != NULL;
+        st->bf16 = mcp__dnnl_bf16_for(graph);
     }
     st->has_bias = mcp__dnnl_input(node, graph, st->b_in) != NULL;
     st->blocked_batch1 = concatenates_convs(graph);
@@ -628,10 +634,11 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
     mcp_tensor *y = mcp_kout_format(ctx, 0, out_dt, 4, out, mcp__dnnl_format_of(&cp->dst));
     if (!y) rs = MCP_STATUS_OUT_OF_MEMORY;
     if (rs == MCP_STATUS_OK && st->has_sum) {
-        /* S goes into Y in Y's layout; as s8 / u8 bytes when its type
-         * differs from Y's (the sum post-op reads them as S's type). */
+        /* S goes into Y in Y's layout and type (bf16 included); int8: as
+         * s8 / u8 bytes when S's type differs from Y's (the sum post-op
+         * reads them as S's type). */
         dnnl_memory_desc_t to = cp->dst.md;
-        to.data_type = mcp__dnnl_dt(sum->dtype);
+        if (q->on) to.data_type = mcp__dnnl_dt(sum->dtype);
         rs = mcp__dnnl_reorder_into(ctx, sum, &to, y->data);
     }
 

@@ -124,7 +124,7 @@ static mcp_status deconv_run(mcp_kernel_ctx *ctx)
         w->dtype != MCP_DTYPE_FLOAT || w->rank != 4 || w->format || memcmp(w->dims, st->w, sizeof st->w) != 0 ||
         x->dims[1] != st->w[0] || !geometry(st, x->dims, out) ||
         (st->has_bias && (!b || b->dtype != MCP_DTYPE_FLOAT || mcp_tensor_numel(b) != out[1])) ||
-        !mcp__dnnl_tensor_md(x, &xmd))
+        !mcp__dnnl_tensor_md(x, &xmd) || xmd.data_type != dnnl_f32)
         return mcp__dnnl_fallback_run(ctx, &st->c.fb);
     mcp_dnnl_entry local;
     const mcp_dnnl_entry *e = NULL;

@@ -14,6 +14,10 @@
  * Primitives are cached per problem (up to MM_CACHE_MAX per node, under a
  * mutex; execution is outside it). When B is an initializer, each cached
  * primitive reads it in the layout oneDNN prefers, reordered once.
+ *
+ * bf16 (see dnnl_util.h): a product with a constant 2-D B packs B as bf16
+ * and converts A to bf16 per call (a reorder built with the primitive); Y
+ * stays float32. Products of two activations stay float32.
  */
 #include <omp.h>
 #include <pthread.h>
@@ -40,6 +44,7 @@ typedef struct mm_prim {
     dnnl_memory_desc_t wmd; /* B as the primitive reads it */
     const void *wdata;      /* the node's packed B, own, or NULL: read B in place */
     mcp_dnnl_packed own;    /* B in a layout other than the node's packed one */
+    dnnl_primitive_t a_to_bf16; /* bf16 products: A's conversion, else NULL */
 } mm_prim;
 
 typedef struct mm_state {
@@ -48,6 +53,7 @@ typedef struct mm_state {
     bool ta, tb;
     float alpha, beta;
     bool has_c;
+    bool bf16; /* constant-B products compute in bf16 */
     const mcp_tensor *b_init; /* B when it is an initializer */
     mcp_dnnl_packed packed;   /* written under lock (or at load), before publishing */
     bool plain_gone;          /* the session freed B's plain data (after load) */
@@ -141,7 +147,7 @@ static int gemm_c_kind(const mm_state *st, const mcp_tensor *c, const mm_problem
 /* Descriptor of a row-major [batch..., rows, cols] operand (the matrix
  * stored transposed when `trans`). */
 static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int nb, const int64_t *batch, int64_t rows,
-                               int64_t cols, bool trans)
+                               int64_t cols, bool trans, dnnl_data_type_t dt)
 {
     dnnl_dims_t dims = {0}, strides = {0};
     int nd = nb + 2;
@@ -155,7 +161,7 @@ static dnnl_status_t matrix_md(dnnl_memory_desc_t *md, int nb, const int64_t *ba
         strides[d] = step;
         step *= batch[d];
     }
-    return dnnl_memory_desc_init_by_strides(md, nd, dims, dnnl_f32, strides);
+    return dnnl_memory_desc_init_by_strides(md, nd, dims, dt, strides);
 }
 
 static dnnl_status_t bias_md(dnnl_memory_desc_t *md, int64_t n)
@@ -167,6 +173,7 @@ static dnnl_status_t bias_md(dnnl_memory_desc_t *md, int64_t n)
 static void mm_prim_release(mm_prim *mp)
 {
     if (mp->prim) dnnl_primitive_destroy(mp->prim);
+    if (mp->a_to_bf16) dnnl_primitive_destroy(mp->a_to_bf16);
     mcp__dnnl_packed_release(&mp->own);
     memset(mp, 0, sizeof *mp);
 }
@@ -176,8 +183,8 @@ static dnnl_status_t mm_create(const mm_state *st, const mm_problem *p, const dn
                                mm_prim *mp)
 {
     dnnl_memory_desc_t a_md, y_md, c_md;
-    dnnl_status_t s = matrix_md(&a_md, p->nb, p->a_batch, p->m, p->k, st->ta);
-    if (s == dnnl_success) s = matrix_md(&y_md, p->nb, p->batch, p->m, p->n, false);
+    dnnl_status_t s = matrix_md(&a_md, p->nb, p->a_batch, p->m, p->k, st->ta, wmd->data_type);
+    if (s == dnnl_success) s = matrix_md(&y_md, p->nb, p->batch, p->m, p->n, false, dnnl_f32);
     if (s == dnnl_success && p->c_kind == 1) s = bias_md(&c_md, p->n);
     dnnl_matmul_desc_t md;
     if (s == dnnl_success) s = dnnl_matmul_desc_init(&md, &a_md, wmd, p->c_kind == 1 ? &c_md : NULL, &y_md);
@@ -214,13 +221,21 @@ static mcp_status mm_build(mm_state *st, const mm_problem *p, bool prepack, mm_p
 {
     memset(mp, 0, sizeof *mp);
     mp->key = *p;
-    dnnl_memory_desc_t b_md, b_any;
+    dnnl_memory_desc_t b_md, b_any, a_md, a16_md;
     dnnl_dims_t bd = {p->k, p->n};
-    dnnl_status_t s = matrix_md(&b_md, p->nb, p->b_batch, p->k, p->n, st->tb);
-    if (s == dnnl_success) s = dnnl_memory_desc_init_by_tag(&b_any, 2, bd, dnnl_f32, dnnl_format_tag_any);
+    bool bf16 = st->bf16 && prepack;
+    dnnl_status_t s = matrix_md(&b_md, p->nb, p->b_batch, p->k, p->n, st->tb, dnnl_f32);
+    if (s == dnnl_success)
+        s = dnnl_memory_desc_init_by_tag(&b_any, 2, bd, bf16 ? dnnl_bf16 : dnnl_f32, dnnl_format_tag_any);
+    if (s == dnnl_success && bf16) s = matrix_md(&a_md, p->nb, p->a_batch, p->m, p->k, st->ta, dnnl_f32);
+    if (s == dnnl_success && bf16) s = matrix_md(&a16_md, p->nb, p->a_batch, p->m, p->k, st->ta, dnnl_bf16);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
     s = mm_create(st, p, prepack ? &b_any : &b_md, mp);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "matmul primitive");
+    if (s == dnnl_success && bf16) s = mcp__dnnl_reorder_create(&a_md, &a16_md, &mp->a_to_bf16);
+    if (s != dnnl_success) {
+        mm_prim_release(mp);
+        return mcp__dnnl_fail(err, s, "matmul primitive");
+    }
     if (!prepack) mp->wmd = b_md;
     if (!st->b_init) return MCP_STATUS_OK; /* B is read in place */
     mcp_status rs = mcp__dnnl_weights_for(&st->packed, st->plain_gone, &b_md, st->b_init->data, &mp->wmd, &mp->own,
@@ -315,6 +330,7 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
         st->beta = 1.0f;
         st->has_c = mcp__dnnl_input(node, graph, 2) != NULL; /* FusedMatMul's bias */
     }
+    st->bf16 = mcp__dnnl_bf16_for(graph);
     /* Built at load for the static shapes, unknown dims taken as 1 (the
      * batch-1 problem): that also packs B. */
     int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK], c[MCP_MAX_RANK];
@@ -460,10 +476,32 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     }
     dnnl_memory_desc_t a_md, y_md, c_md;
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
-    if (matrix_md(&a_md, p.nb, p.a_batch, p.m, p.k, st->ta) != dnnl_success ||
-        matrix_md(&y_md, p.nb, p.batch, p.m, p.n, false) != dnnl_success ||
+    if (matrix_md(&a_md, p.nb, p.a_batch, p.m, p.k, st->ta, dnnl_f32) != dnnl_success ||
+        matrix_md(&y_md, p.nb, p.batch, p.m, p.n, false, dnnl_f32) != dnnl_success ||
         bias_md(&c_md, p.n) != dnnl_success)
         rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
+    if (rs == MCP_STATUS_OK && mp->a_to_bf16) {
+        /* bf16: A converted into scratch (rows are never padded here: bf16
+         * needs AVX-512, where mm_rows pads none). */
+        MCP_ASSERT(!pad);
+        dnnl_memory_desc_t a16_md;
+        void *a16 = NULL;
+        if (matrix_md(&a16_md, p.nb, p.a_batch, p.m, p.k, st->ta, dnnl_bf16) != dnnl_success)
+            rs = mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN memory descriptor failed");
+        else if (!(a16 = mcp_kscratch(ctx, 1, dnnl_memory_desc_get_size(&a16_md))))
+            rs = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        dnnl_memory_t ra[2] = {NULL, NULL};
+        if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a_md, av, &ra[0]);
+        if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a16_md, a16, &ra[1]);
+        if (rs == MCP_STATUS_OK) {
+            dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, ra[0]}, {DNNL_ARG_TO, ra[1]}};
+            rs = mcp__dnnl_execute(ctx, mp->a_to_bf16, 2, args);
+        }
+        for (int i = 0; i < 2; i++)
+            if (ra[i]) dnnl_memory_destroy(ra[i]);
+        a_md = a16_md;
+        av = a16;
+    }
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &a_md, (void *)av, &mem[0]);
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &mp->wmd, mp->wdata ? mp->wdata : b->data, &mem[1]);
     if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &y_md, ya, &mem[2]);

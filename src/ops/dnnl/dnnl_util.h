@@ -108,7 +108,7 @@ const mcp_format *mcp__dnnl_format_of(const mcp_dnnl_format *f);
 /* The descriptor of t's data: its oneDNN format, or plain. False when t
  * carries a format that is not oneDNN's (never, today) or a bad shape. */
 bool mcp__dnnl_tensor_md(const mcp_tensor *t, dnnl_memory_desc_t *md);
-/* A descriptor for the f32 tensor (rank, dims) in the same layout family
+/* A descriptor for the tensor (rank, dims) of ref's type in the same layout family
  * as ref (plain, channels-last, or channel-blocked by 16/8/4); false when
  * ref's layout is none of those. */
 bool mcp__dnnl_like(const dnnl_memory_desc_t *ref, int rank, const int64_t *dims, dnnl_memory_desc_t *out);
@@ -228,6 +228,18 @@ mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, cons
  * weights to avoid that, and results would depend on the CPU. */
 bool mcp__dnnl_has_vnni(void);
 bool mcp__dnnl_is_int8(mcp_dtype d);
+/*
+ * bfloat16 compute (the session option bf16, graph->bf16): float32 Conv,
+ * FusedConv, MatMul, Gemm and their fused forms run with bf16 weights and
+ * activations and float32 accumulation, only where the CPU has bf16 dot
+ * products (mcp__dnnl_has_bf16). Their outputs stay bf16 in a oneDNN
+ * format (plain form float32), so the next convolution, pooling or
+ * elementwise kernel reads them without a conversion; kernels that do not
+ * take bf16 see float32 (the executor's or their own conversion).
+ */
+bool mcp__dnnl_has_bf16(void);
+/* Whether node's float32 kernel computes in bf16 (see above). */
+bool mcp__dnnl_bf16_for(const mcp_graph *graph);
 /* A positive, finite float32 initializer of 1 value, or of n when n > 1. */
 bool mcp__dnnl_scale_ok(const mcp_tensor *t, int64_t n);
 /* Input i is absent or a one-value tensor of type dt. */
