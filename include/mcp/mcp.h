@@ -88,6 +88,22 @@ typedef struct mcp_node_profile {
 int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap);
 void mcp_session_profile_reset(const mcp_session *s);
 
+/* Compiles the ONNX model at onnx_path into a .mcpir file at out_path
+ * (through a temporary file renamed into place): the optimized graph, its
+ * weights packed in the layouts this machine's kernels chose (64-byte
+ * aligned), a stamp of the engine, the backend and CPU features, the
+ * threads and the options (bf16, fuse_quantized_sums) it was packed for,
+ * and the ONNX bytes themselves. mcp_session_create_from_file maps such a
+ * file and copies nothing when the stamp matches the session's machine and
+ * options; otherwise it compiles the embedded ONNX again and
+ * mcp_session_load_note says so. External data files of the ONNX model are
+ * not embedded: that fallback finds them beside the .mcpir. */
+mcp_status mcp_compile(const char *onnx_path, const char *out_path, const mcp_session_options *opts, char *err,
+                       size_t err_len);
+/* NULL, or what the load did other than asked (a compiled model loaded
+ * from its embedded ONNX, and why). Lives as long as the session. */
+const char *mcp_session_load_note(const mcp_session *s);
+
 /* "bf16" when options.bf16 took effect (some node computes in bfloat16),
  * else "fp32". Quantized models report fp32 here: their int8 operators are
  * the model's own. */

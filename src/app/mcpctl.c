@@ -137,6 +137,7 @@ static int cmd_run(int argc, char **argv)
     mcp_err err = {msg, sizeof msg};
     mcp_session *s = NULL;
     if (mcp_session_create_from_file(model, &o, &s, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
+    if (mcp_session_load_note(s)) fprintf(stderr, "mcpctl: warning: %s\n", mcp_session_load_note(s));
     const mcp_graph *g = s->graph;
     mcp_value **ins = mcp_calloc((size_t)g->n_inputs + 1, sizeof *ins);
     mcp_value **outs = mcp_calloc((size_t)g->n_outputs + 1, sizeof *outs);
@@ -266,6 +267,34 @@ static int cmd_inspect(int argc, char **argv)
     return 0;
 }
 
+/* mcpctl compile MODEL.onnx -o OUT.mcpir [--threads N] [--bf16]
+ * [--fuse-quantized-sums]: a compiled model for this machine (mcp.h,
+ * mcp_compile); loads of it must ask for the same threads and options to
+ * use what it packed. */
+static int cmd_compile(int argc, char **argv)
+{
+    const char *model = NULL, *out = NULL;
+    mcp_session_options o = mcp_session_options_default();
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            long t = strtol(argv[++i], &end, 10);
+            if (*end || t < 1 || t > 1024) return fail("--threads '%s' is not a number in 1..1024%s", argv[i], "");
+            o.threads = (int)t;
+        } else if (!strcmp(argv[i], "--bf16")) o.bf16 = 1;
+        else if (!strcmp(argv[i], "--fuse-quantized-sums")) o.fuse_quantized_sums = 1;
+        else if (argv[i][0] != '-' && !model) model = argv[i];
+        else return fail("unexpected argument '%s'%s", argv[i], "");
+    }
+    if (!model || !out)
+        return fail("usage: mcpctl compile MODEL.onnx -o OUT.mcpir [--threads N] [--bf16] [--fuse-quantized-sums]%s%s", "", "");
+    char msg[2048];
+    if (mcp_compile(model, out, &o, msg, sizeof msg) != MCP_STATUS_OK) return fail("%s%s", msg, "");
+    printf("compiled %s -> %s\n", model, out);
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -278,6 +307,9 @@ static void usage(FILE *f)
             "                [--fuse-quantized-sums] [--json]\n"
             "                                       load time, median/p90 latency and peak RSS on random inputs;\n"
             "                                       --profile adds time per op type and the slowest nodes\n"
+            "  compile MODEL.onnx -o OUT.mcpir [--threads N] [--bf16] [--fuse-quantized-sums]\n"
+            "                                       optimized graph with weights packed for this machine; loads\n"
+            "                                       by mmap (run, perf and the server take .mcpir files)\n"
             "  quantize MODEL.onnx [--dynamic] --calibration DIR -o OUT.onnx [--threads N]\n"
             "                                       int8 quantization: static into a QDQ model calibrated on\n"
             "                                       DIR's .npy samples, or --dynamic (MatMuls; DIR optional);\n"
@@ -339,7 +371,7 @@ int main(int argc, char **argv)
     }
     argv = args;
     const char *cmd = argv[1];
-    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "quantize") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
+    if (n_globals && (!strcmp(cmd, "run") || !strcmp(cmd, "perf") || !strcmp(cmd, "quantize") || !strcmp(cmd, "compile") || !strcmp(cmd, "inspect") || !strcmp(cmd, "store") ||
                       !strcmp(cmd, "push") || !strcmp(cmd, "pull") || !strcmp(cmd, "diff"))) {
         fprintf(stderr, "mcpctl: %s runs the engine locally; --server does not apply\n", cmd);
         return 2;
@@ -350,6 +382,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "perf")) return mcpctl_cmd_perf(argc - 2, argv + 2);
     if (!strcmp(cmd, "quantize")) return mcpctl_cmd_quantize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "compile")) return cmd_compile(argc - 2, argv + 2);
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
     if (!strcmp(cmd, "version")) {
         printf("mcpctl %s\n", MCP_VERSION_STRING);

@@ -389,6 +389,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);
     double load_ms = now_ms() - t0;
     if (st != MCP_STATUS_OK) return perf_fail(msg, NULL);
+    if (mcp_session_load_note(s)) fprintf(stderr, "mcpctl perf: warning: %s\n", mcp_session_load_note(s));
     double loaded_rss = current_rss_mb();
 
     const mcp_graph *g = s->graph;

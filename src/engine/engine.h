@@ -33,6 +33,12 @@ struct mcp_session {
      * added to by every run (NULL without profiling). */
     _Atomic uint64_t *prof_ns;
     _Atomic uint64_t *prof_calls;
+    /* A compiled model's bytes, which the weights borrow: a read-only
+     * mapping (ir_map) or, from memory, an aligned heap copy (ir_heap). */
+    void *ir_map;
+    size_t ir_map_len;
+    void *ir_heap;
+    char *note; /* mcp_session_load_note */
 };
 
 /* Takes an idle run context from the session (making one when there is

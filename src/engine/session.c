@@ -5,10 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
 #include "engine/fold.h"
+#include "engine/mcpir.h"
+
+static mcp_err err_of(char *buf, size_t len)
+{
+    if (buf && len) buf[0] = '\0';
+    return (mcp_err){buf, len};
+}
 
 mcp_session_options mcp_session_options_default(void)
 {
@@ -82,28 +90,124 @@ static void release_packed_inputs(mcp_graph *g, int node)
 
 /* Chooses every node's kernel once, subgraphs included; with prepare,
  * also builds each kernel's constant state. */
+static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepare, mcp_err *err);
+
+/* resolve_kernels for node i alone (its subgraphs included). */
+static mcp_status resolve_node(mcp_graph *g, int i, const char *backend, bool prepare, mcp_err *err)
+{
+    mcp_node *n = &g->nodes[i];
+    for (int a = 0; a < n->n_attrs; a++) {
+        mcp_status st = MCP_STATUS_OK;
+        if (n->attrs[a].g) st = resolve_kernels(n->attrs[a].g, backend, prepare, err);
+        for (int64_t k = 0; st == MCP_STATUS_OK && n->attrs[a].graphs && k < n->attrs[a].count; k++)
+            st = resolve_kernels(n->attrs[a].graphs[k], backend, prepare, err);
+        if (st != MCP_STATUS_OK) return st;
+    }
+    mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, &n->kernel_backend, err);
+    if (st != MCP_STATUS_OK) return st;
+    if (prepare && n->kernel->prepare) {
+        st = n->kernel->prepare(n, g, &n->kernel_state, err);
+        if (st != MCP_STATUS_OK) mcp_err_prefix(err, "node '%s' (%s)", n->name, n->op_type);
+    }
+    return st;
+}
+
 static mcp_status resolve_kernels(mcp_graph *g, const char *backend, bool prepare, mcp_err *err)
 {
     bool top_has_subgraphs = !g->parent && has_subgraphs(g);
     for (int i = 0; i < g->n_nodes; i++) {
-        mcp_node *n = &g->nodes[i];
-        for (int a = 0; a < n->n_attrs; a++) {
-            mcp_status st = MCP_STATUS_OK;
-            if (n->attrs[a].g) st = resolve_kernels(n->attrs[a].g, backend, prepare, err);
-            for (int64_t k = 0; st == MCP_STATUS_OK && n->attrs[a].graphs && k < n->attrs[a].count; k++)
-                st = resolve_kernels(n->attrs[a].graphs[k], backend, prepare, err);
-            if (st != MCP_STATUS_OK) return st;
-        }
-        mcp_status st = mcp_ops_resolve(n, g, backend, &n->kernel, &n->kernel_backend, err);
+        mcp_status st = resolve_node(g, i, backend, prepare, err);
         if (st != MCP_STATUS_OK) return st;
-        if (prepare && n->kernel->prepare) {
-            st = n->kernel->prepare(n, g, &n->kernel_state, err);
-            if (st != MCP_STATUS_OK) {
-                mcp_err_prefix(err, "node '%s' (%s)", n->name, n->op_type);
-                return st;
-            }
-        }
         if (prepare && !g->parent && !top_has_subgraphs) release_packed_inputs(g, i);
+    }
+    return MCP_STATUS_OK;
+}
+
+/*
+ * Kernel preparation on several threads, for compiled models: their weights
+ * are packed already, so preparing is mostly building the backend's
+ * primitives (oneDNN generates their code then: 0.2-0.3 ms per convolution),
+ * and nodes are independent. The workers are plain threads, not an OpenMP
+ * team, each with the session's OpenMP budget: a primitive is built exactly
+ * as on the loading thread (oneDNN sizes its work split by the budget and
+ * would see a team as nesting). Nothing is released between nodes (the
+ * compiled model holds no plain copies of packed weights).
+ */
+typedef struct prepare_job {
+    mcp_graph *g;
+    const char *backend;
+    int threads;
+    atomic_int next;
+    atomic_bool failed;
+    pthread_mutex_t lock;
+    mcp_status st;
+    mcp_err *err;
+} prepare_job;
+
+static void *prepare_worker(void *arg)
+{
+    prepare_job *job = arg;
+    omp_set_num_threads(job->threads);
+    char msg[1024];
+    for (;;) {
+        int i = atomic_fetch_add(&job->next, 1);
+        if (i >= job->g->n_nodes || atomic_load(&job->failed)) break;
+        mcp_err e = {msg, sizeof msg};
+        msg[0] = '\0';
+        mcp_status st = resolve_node(job->g, i, job->backend, true, &e);
+        if (st == MCP_STATUS_OK) continue;
+        pthread_mutex_lock(&job->lock);
+        if (!atomic_exchange(&job->failed, true)) {
+            job->st = st;
+            mcp_err_set(job->err, st, "%s", msg);
+        }
+        pthread_mutex_unlock(&job->lock);
+        break;
+    }
+    return NULL;
+}
+
+static mcp_status prepare_parallel(mcp_graph *g, const char *backend, int threads, mcp_err *err)
+{
+    enum { MAX_WORKERS = 8 };
+    prepare_job job = {.g = g, .backend = backend, .threads = threads, .st = MCP_STATUS_OK, .err = err};
+    atomic_init(&job.next, 0);
+    atomic_init(&job.failed, false);
+    pthread_mutex_init(&job.lock, NULL);
+    int n = threads < MAX_WORKERS ? threads : MAX_WORKERS;
+    pthread_t tid[MAX_WORKERS];
+    int started = 0;
+    for (int i = 1; i < n && i < g->n_nodes; i++)
+        if (pthread_create(&tid[started], NULL, prepare_worker, &job) == 0) started++;
+    prepare_worker(&job);
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&job.lock);
+    return job.st;
+}
+
+/* A compiled model imports float weights without their plain data when its
+ * kernels hold them packed: each reader's kernel must have adopted the
+ * packed copy, and nothing else may read them (no graph output, no
+ * subgraph capture). */
+static mcp_status check_released(const mcp_graph *g, mcp_err *err)
+{
+    for (int k = 0; k < g->n_initializers; k++) {
+        const mcp_tensor *t = &g->initializers[k];
+        if (t->data || mcp_tensor_nbytes(t) == 0) continue;
+        int v = g->initializer_values[k];
+        const char *name = g->values[v].name;
+        bool bad = has_subgraphs(g);
+        for (int o = 0; o < g->n_outputs; o++) bad |= g->outputs[o] == v;
+        for (int i = 0; !bad && i < g->n_nodes; i++)
+            for (int j = 0; j < g->nodes[i].n_inputs; j++)
+                if (g->nodes[i].inputs[j] == v && !mcp_kernel_release_plain_input(&g->nodes[i], j, false)) {
+                    return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
+                                       "initializer '%s' is held packed only, and node '%s' (%s) does not read the packed copy",
+                                       name, g->nodes[i].name, g->nodes[i].op_type);
+                }
+        if (bad)
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
+                               "initializer '%s' is held packed only, yet a graph output or a subgraph reads it", name);
     }
     return MCP_STATUS_OK;
 }
@@ -119,17 +223,35 @@ static void fill_io(mcp_io_info *info, const mcp_graph_value *v)
     info->dim_params = (const char *const *)v->type.dim_params;
 }
 
+/* The backend options name (or MCP_BACKEND, or "auto"). */
+static const char *effective_backend(const mcp_session_options *o)
+{
+    const char *backend = o->backend;
+    if (!backend) backend = getenv("MCP_BACKEND");
+    return backend && *backend ? backend : "auto";
+}
+
+static int effective_threads(const mcp_session_options *o)
+{
+    /* The default intra-op budget is every online core (as ONNX Runtime's);
+     * servers running several instances pass their share. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return o->threads > 0 ? o->threads : cores > 0 ? (int)cores : 1;
+}
+
 /* Creates a session from the model bytes; with `owned_buf` the bytes are
  * freed as soon as they are decoded (before the weights are transformed, so
- * the file's copy does not add to the load's peak memory). */
+ * the file's copy does not add to the load's peak memory). With `ir`, from
+ * a compiled model instead: its graph is already optimized (no passes) and
+ * its kernels adopt its packed weights; the caller keeps ir's bytes alive
+ * for the session (see mcp_session.ir_map). */
 static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t len, const char *base_dir,
-                                 const mcp_session_options *opts, mcp_session **out, mcp_err *err)
+                                 const mcpir_file *ir, const mcp_session_options *opts, mcp_session **out,
+                                 mcp_err *err)
 {
     *out = NULL;
     mcp_session_options o = opts ? *opts : mcp_session_options_default();
-    const char *backend = o.backend;
-    if (!backend) backend = getenv("MCP_BACKEND");
-    if (!backend || !*backend) backend = "auto";
+    const char *backend = effective_backend(&o);
     if (strcmp(backend, "auto") != 0 && strcmp(backend, "ref") != 0 && strcmp(backend, "dnnl") != 0) {
         mcp_free(owned_buf);
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "unknown backend '%s' (use auto, ref or dnnl)", backend);
@@ -140,12 +262,10 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
     pthread_mutex_init(&s->ctx_lock, NULL);
-    /* The default intra-op budget is every online core (as ONNX Runtime's);
-     * servers running several instances pass their share. */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    s->threads = o.threads > 0 ? o.threads : cores > 0 ? (int)cores : 1;
+    s->threads = effective_threads(&o);
     snprintf(s->backend, sizeof s->backend, "%s", backend);
-    mcp_status st = mcp_onnx_import(buf, len, base_dir, &s->graph, err);
+    mcp_status st = ir ? mcp_onnx_import_blob(ir->graph, ir->graph_len, &ir->blob, &s->graph, err)
+                       : mcp_onnx_import(buf, len, base_dir, &s->graph, err);
     mcp_free(owned_buf);
     /* Shapes first (the passes need ranks), then the graph passes, then
      * shapes again for the nodes the passes created. */
@@ -153,18 +273,31 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
     /* Every node must be supported, dead ones included: a model that names
      * an op we cannot run fails at load whatever the passes remove. */
     if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, false, err);
-    if (st == MCP_STATUS_OK && !o.no_graph_passes) {
+    if (st == MCP_STATUS_OK && !o.no_graph_passes && !ir) {
         st = mcp_graph_fuse_quantized(s->graph, o.fuse_quantized_sums != 0, err);
         if (st == MCP_STATUS_OK) st = mcp__fold_constants(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_optimize(s->graph, err);
         if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
     }
-    if (st == MCP_STATUS_OK) s->graph->bf16 = o.bf16 != 0;
+    if (st == MCP_STATUS_OK) {
+        s->graph->bf16 = o.bf16 != 0;
+        if (ir) {
+            s->graph->prepacked = ir->packed;
+            s->graph->n_prepacked = ir->n_packed;
+        }
+    }
     /* Kernels built at load see the thread budget they will run with. */
     int prev_threads = omp_get_max_threads();
     omp_set_num_threads(s->threads);
-    if (st == MCP_STATUS_OK) st = resolve_kernels(s->graph, s->backend, true, err);
+    if (st == MCP_STATUS_OK)
+        st = ir ? prepare_parallel(s->graph, s->backend, s->threads, err) : resolve_kernels(s->graph, s->backend, true, err);
     omp_set_num_threads(prev_threads);
+    if (s->graph) {
+        /* The kernels took what they adopt; the table goes with ir. */
+        s->graph->prepacked = NULL;
+        s->graph->n_prepacked = 0;
+    }
+    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
     if (st == MCP_STATUS_OK && o.profile) {
         size_t n = (size_t)s->graph->n_nodes + 1;
@@ -191,7 +324,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
 mcp_status mcp__session_create(const uint8_t *buf, size_t len, const char *base_dir,
                                const mcp_session_options *opts, mcp_session **out, mcp_err *err)
 {
-    return session_create(buf, NULL, len, base_dir, opts, out, err);
+    return session_create(buf, NULL, len, base_dir, NULL, opts, out, err);
 }
 
 void mcp_session_trim(mcp_session *s)
@@ -213,7 +346,91 @@ void mcp_session_destroy(mcp_session *s)
     mcp_free(s->outputs);
     mcp_free((void *)s->prof_ns);
     mcp_free((void *)s->prof_calls);
+    /* Last: the weights and kernels above borrowed these bytes. */
+    if (s->ir_map) munmap(s->ir_map, s->ir_map_len);
+    mcp_free(s->ir_heap);
+    mcp_free(s->note);
     mcp_free(s);
+}
+
+const char *mcp_session_load_note(const mcp_session *s) { return s->note; }
+
+/*
+ * A compiled model whose stamp matches this machine and these options
+ * loads from its own graph and packed weights; otherwise, or when that
+ * fails, from the ONNX it embeds, and the session's note says why. `f` is
+ * closed here, or its bytes move into the session.
+ */
+static mcp_status create_from_ir(mcpir_file *f, void *heap, const char *base_dir, const mcp_session_options *opts,
+                                 mcp_session **out, mcp_err *err)
+{
+    mcp_session_options o = opts ? *opts : mcp_session_options_default();
+    char want[MCPIR_STAMP_MAX], note[1200] = "", why[700] = "";
+    mcp__mcpir_stamp(effective_backend(&o), effective_threads(&o), mcp__mcpir_options(&o), want, sizeof want);
+    mcp_status st;
+    if (strcmp(want, f->stamp) == 0) {
+        mcp_err e2 = {why, sizeof why};
+        st = session_create(NULL, NULL, 0, NULL, f, &o, out, &e2);
+        if (st == MCP_STATUS_OK) {
+            (*out)->ir_map = f->map;
+            (*out)->ir_map_len = f->map_len;
+            (*out)->ir_heap = heap;
+            f->map = NULL;
+            mcp__mcpir_close(f);
+            return MCP_STATUS_OK;
+        }
+        if (st == MCP_STATUS_OUT_OF_MEMORY) {
+            mcp__mcpir_close(f);
+            mcp_free(heap);
+            return mcp_err_set(err, st, "%s", why);
+        }
+        snprintf(note, sizeof note, "the compiled graph could not be used (%s); recompiled from the embedded ONNX", why);
+    } else {
+        snprintf(note, sizeof note, "compiled for \"%s\", not for this machine and these options (\"%s\"); recompiled from the embedded ONNX",
+                 f->stamp, want);
+    }
+    st = session_create(f->source, NULL, f->source_len, base_dir, NULL, &o, out, err);
+    mcp__mcpir_close(f);
+    mcp_free(heap);
+    if (st == MCP_STATUS_OK && !((*out)->note = mcp_strdup(note))) {
+        mcp_session_destroy(*out);
+        *out = NULL;
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    if (st != MCP_STATUS_OK) mcp_err_prefix(err, "embedded ONNX");
+    return st;
+}
+
+/* Whether the file at path starts with the .mcpir magic. */
+static bool file_is_mcpir(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return false;
+    uint8_t head[8];
+    bool is = fread(head, 1, sizeof head, fp) == sizeof head && mcp__mcpir_is(head, sizeof head);
+    fclose(fp);
+    return is;
+}
+
+mcp_status mcp_compile(const char *onnx_path, const char *out_path, const mcp_session_options *opts, char *err,
+                       size_t err_len)
+{
+    mcp_err e = err_of(err, err_len);
+    if (file_is_mcpir(onnx_path)) return mcp_err_set(&e, MCP_STATUS_INVALID_ARGUMENT, "%s is compiled already", onnx_path);
+    uint8_t *buf;
+    size_t len;
+    mcp_status st = mcp_file_read(onnx_path, &buf, &len, &e);
+    if (st != MCP_STATUS_OK) return st;
+    char *copy = mcp_strdup(onnx_path);
+    mcp_session *s = NULL;
+    if (!copy) st = mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    else st = session_create(buf, NULL, len, dirname(copy), NULL, opts, &s, &e);
+    mcp_free(copy);
+    if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", onnx_path);
+    else st = mcp__mcpir_write(s, mcp__mcpir_options(opts), buf, len, out_path, &e);
+    mcp_session_destroy(s);
+    mcp_free(buf);
+    return st;
 }
 
 int mcp_session_profile(const mcp_session *s, mcp_node_profile *out, int cap)
@@ -318,17 +535,27 @@ mcp_status mcp__session_run(const mcp_session *s, mcp_value *const *inputs, mcp_
 
 /* ---- public API ---- */
 
-static mcp_err err_of(char *buf, size_t len)
-{
-    if (buf && len) buf[0] = '\0';
-    return (mcp_err){buf, len};
-}
-
 mcp_status mcp_session_create_from_memory(const void *buf, size_t len, const char *base_dir,
                                           const mcp_session_options *opts, mcp_session **out,
                                           char *err, size_t err_len)
 {
     mcp_err e = err_of(err, err_len);
+    if (mcp__mcpir_is(buf, len)) {
+        /* The weights borrow the bytes: a 64-byte aligned copy the session
+         * keeps. */
+        *out = NULL;
+        uint8_t *heap = mcp_malloc(len + 64);
+        if (!heap) return mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        uint8_t *copy = heap + (64 - (uintptr_t)heap % 64) % 64;
+        memcpy(copy, buf, len);
+        mcpir_file f;
+        mcp_status st = mcp__mcpir_parse(copy, len, &f, &e);
+        if (st != MCP_STATUS_OK) {
+            mcp_free(heap);
+            return st;
+        }
+        return create_from_ir(&f, heap, base_dir, opts, out, &e);
+    }
     return mcp__session_create(buf, len, base_dir, opts, out, &e);
 }
 
@@ -337,6 +564,15 @@ mcp_status mcp_session_create_from_file(const char *path, const mcp_session_opti
 {
     mcp_err e = err_of(err, err_len);
     *out = NULL;
+    if (file_is_mcpir(path)) {
+        mcpir_file f;
+        char *copy = mcp_strdup(path);
+        mcp_status st = copy ? mcp__mcpir_open(path, &f, &e) : mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (st == MCP_STATUS_OK) st = create_from_ir(&f, NULL, dirname(copy), opts, out, &e);
+        mcp_free(copy);
+        if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", path);
+        return st;
+    }
     uint8_t *buf;
     size_t len;
     mcp_status st = mcp_file_read(path, &buf, &len, &e);
@@ -346,7 +582,7 @@ mcp_status mcp_session_create_from_file(const char *path, const mcp_session_opti
         mcp_free(buf);
         return mcp_err_set(&e, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     }
-    st = session_create(buf, buf, len, dirname(copy), opts, out, &e);
+    st = session_create(buf, buf, len, dirname(copy), NULL, opts, out, &e);
     mcp_free(copy);
     if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", path);
     return st;

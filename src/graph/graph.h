@@ -198,13 +198,67 @@ struct mcp_graph {
     /* Set by the session before kernels are prepared (option bf16): float32
      * convolutions and matrix products may compute in bfloat16. */
     bool bf16;
+    /* A compiled model's packed weights (engine/mcpir.c), for the kernels'
+     * prepare to adopt (mcp_graph_prepacked); NULL otherwise. */
+    const struct mcp_prepacked *prepacked;
+    int n_prepacked;
 };
+
+/* Weights in a kernel's own layout: what a prepared kernel holds
+ * (mcp_kernel_def.packed_weights) and what a compiled model carries for
+ * top-graph node `node` (kernel-defined `slot`, 0 first): the backend's
+ * layout descriptor and the data, 64-byte aligned. */
+typedef struct mcp_prepacked {
+    int node, slot;
+    const void *desc;
+    size_t desc_len;
+    const void *data;
+    size_t len;
+} mcp_prepacked;
+
+/* The compiled model's packed weights for node n (of g's top graph) and
+ * slot; NULL when there are none. */
+const mcp_prepacked *mcp_graph_prepacked(const mcp_graph *g, const mcp_node *n, int slot);
 
 /* Import an ONNX ModelProto. `base_dir` resolves external data files (may be
  * NULL for in-memory models without external data). The graph is owned by
  * the caller (mcp_graph_free). */
 mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
                            mcp_graph **out, mcp_err *err);
+/* A compiled model's data area (src/engine/mcpir.c). Importing with one,
+ * external data at MCP_BLOB_LOCATION (offset 64-byte aligned, length the
+ * tensor's bytes) is read in place: the tensors borrow the area, which must
+ * outlive the graph. MCP_RELEASED_LOCATION marks float weights whose plain
+ * data the file leaves out (the kernel reading them has them packed): they
+ * import with data NULL. Other external data is refused. */
+#define MCP_BLOB_LOCATION "@mcpir-blob"
+#define MCP_RELEASED_LOCATION "@mcpir-packed"
+typedef struct mcp_import_blob {
+    const uint8_t *data;
+    size_t len;
+} mcp_import_blob;
+mcp_status mcp_onnx_import_blob(const uint8_t *buf, size_t len, const mcp_import_blob *blob, mcp_graph **out,
+                                mcp_err *err);
+
+/* Where mcp_onnx_export puts a top-level initializer's bytes: as external
+ * data [offset, offset + length) of `location` (the caller writes them). */
+typedef struct mcp_export_place {
+    const char *location;
+    uint64_t offset, length;
+} mcp_export_place;
+/* Returns false to write initializer k inline. */
+typedef bool (*mcp_export_place_fn)(void *user, int k, const mcp_tensor *t, mcp_export_place *out);
+/* Writes g (after the passes: internal ops included) as an ONNX ModelProto
+ * into a new buffer (*out, freed with mcp_free): nodes, attributes,
+ * subgraphs, initializers (inline, or where `place` says), every value's
+ * known type (inputs, outputs, value_info), the opsets plus the internal
+ * domain, and the metadata keys. Importing it and inferring shapes gives
+ * the same graph. Fails with
+ * UNSUPPORTED naming what cannot be written (sparse or type attributes, a
+ * value name two values share, an initializer whose data is gone and that
+ * `place` does not take). */
+mcp_status mcp_onnx_export(const mcp_graph *g, mcp_export_place_fn place, void *user, uint8_t **out, size_t *len,
+                           mcp_err *err);
 /* Infers dtype and shape of every value it can, graph by graph (subgraphs
  * included), from graph inputs, initializers and op semantics. Declared
  * types (value_info, outputs) are kept and checked: a static dimension or

@@ -19,6 +19,8 @@ typedef struct import_ctx {
     /* The protobuf was decoded with pb_alloc (our allocator), so large
      * raw_data buffers can become tensor data without a copy. */
     bool steal_raw;
+    /* A compiled model's data area (mcp_onnx_import_blob), else NULL. */
+    const mcp_import_blob *blob;
 } import_ctx;
 
 /* Decoding with the counted allocator lets tensors take over raw_data. */
@@ -120,6 +122,54 @@ static mcp_status read_external(const Onnx__TensorProto *tp, const import_ctx *i
     return MCP_STATUS_OK;
 }
 
+/*
+ * A compiled model's initializer: external data at MCP_BLOB_LOCATION is a
+ * 64-byte aligned range of the blob the tensor borrows; at
+ * MCP_RELEASED_LOCATION, float weights a kernel holds packed (no data). The
+ * caller has checked the dtype and the shape's element count (`claimed`).
+ */
+static mcp_status tensor_in_blob(const Onnx__TensorProto *tp, const import_ctx *ic, size_t claimed, mcp_tensor *out)
+{
+    const char *name = tp->name ? tp->name : "", *loc = NULL;
+    long long offset = -1, length = -1;
+    for (size_t i = 0; i < tp->n_external_data; i++) {
+        const Onnx__StringStringEntryProto *e = tp->external_data[i];
+        if (!e->key || !e->value) continue;
+        char *end = NULL;
+        if (strcmp(e->key, "location") == 0) loc = e->value;
+        else if (strcmp(e->key, "offset") == 0) offset = strtoll(e->value, &end, 10);
+        else if (strcmp(e->key, "length") == 0) length = strtoll(e->value, &end, 10);
+        if (end && (*end || end == e->value))
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': external data %s '%s' is not a number", name,
+                               e->key, e->value);
+    }
+    mcp_dtype dt = (mcp_dtype)tp->data_type;
+    int es = mcp_dtype_size(dt);
+    bool released = loc && strcmp(loc, MCP_RELEASED_LOCATION) == 0;
+    if (!loc || (!released && strcmp(loc, MCP_BLOB_LOCATION) != 0))
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': a compiled model's data lies in its own file, not at '%s'",
+                           name, loc ? loc : "(no location)");
+    if (dt == MCP_DTYPE_STRING || es <= 0 || (released && dt != MCP_DTYPE_FLOAT))
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': %s data cannot be %s", name, mcp_dtype_name(dt),
+                           released ? "held packed" : "mapped");
+    size_t nbytes;
+    if (!mcp_mul_overflow_size(claimed, (size_t)es, &nbytes))
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': shape overflows", name);
+    memset(out, 0, sizeof *out);
+    out->dtype = dt;
+    out->rank = (int)tp->n_dims;
+    for (size_t i = 0; i < tp->n_dims; i++) out->dims[i] = tp->dims[i];
+    if (released) return MCP_STATUS_OK;
+    if (offset < 0 || length < 0 || (unsigned long long)length != nbytes || offset % 64 != 0 ||
+        (unsigned long long)offset > ic->blob->len || (unsigned long long)length > ic->blob->len - (unsigned long long)offset)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "tensor '%s': data at offset %lld, %lld bytes, does not fit the data area (%zu bytes; %zu needed, "
+                           "64-byte aligned)",
+                           name, offset, length, ic->blob->len, nbytes);
+    out->data = (void *)(ic->blob->data + offset);
+    return MCP_STATUS_OK;
+}
+
 static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ctx *ic, mcp_tensor *out)
 {
     const char *name = tp->name ? tp->name : "";
@@ -142,6 +192,8 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
     const uint8_t *raw = NULL;
     size_t raw_len = 0;
     uint8_t *ext = NULL;
+    if (ic->blob && tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+        return tensor_in_blob(tp, ic, claimed, out);
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         mcp_status est = read_external(tp, ic, &ext, &raw_len);
         if (est != MCP_STATUS_OK) return est;
@@ -321,6 +373,15 @@ int mcp_graph_find_value(const mcp_graph *g, const char *name)
     for (int i = g->n_values - 1; i >= 0; i--)
         if (strcmp(g->values[i].name, name) == 0) return i;
     return -1;
+}
+
+const mcp_prepacked *mcp_graph_prepacked(const mcp_graph *g, const mcp_node *n, int slot)
+{
+    if (g->parent || n < g->nodes || n >= g->nodes + g->n_nodes) return NULL;
+    int node = (int)(n - g->nodes);
+    for (int i = 0; i < g->n_prepacked; i++)
+        if (g->prepacked[i].node == node && g->prepacked[i].slot == slot) return &g->prepacked[i];
+    return NULL;
 }
 
 /* Finds `name` in g or, through captures, in an enclosing graph. Returns the
@@ -639,7 +700,22 @@ static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, co
     return MCP_STATUS_OK;
 }
 
+static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_dir, const mcp_import_blob *blob,
+                               mcp_graph **out, mcp_err *err);
+
 mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir, mcp_graph **out, mcp_err *err)
+{
+    return import_model(buf, len, base_dir, NULL, out, err);
+}
+
+mcp_status mcp_onnx_import_blob(const uint8_t *buf, size_t len, const mcp_import_blob *blob, mcp_graph **out,
+                                mcp_err *err)
+{
+    return import_model(buf, len, NULL, blob, out, err);
+}
+
+static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_dir, const mcp_import_blob *blob,
+                               mcp_graph **out, mcp_err *err)
 {
     *out = NULL;
     Onnx__ModelProto *mp = onnx__model_proto__unpack(&pb_alloc, len, buf);
@@ -649,7 +725,7 @@ mcp_status mcp_onnx_import(const uint8_t *buf, size_t len, const char *base_dir,
         onnx__model_proto__free_unpacked(mp, &pb_alloc);
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no graph");
     }
-    import_ctx ic = {base_dir, err, 0, true};
+    import_ctx ic = {base_dir, err, 0, true, blob};
     mcp_status st = MCP_STATUS_OK;
     /* The root graph is allocated here so opsets exist before nodes import. */
     mcp_graph *root = mcp_calloc(1, sizeof *root);
@@ -745,7 +821,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
-    import_ctx ic = {NULL, err, 0, false};
+    import_ctx ic = {NULL, err, 0, false, NULL};
     out->kind = MCP_VALUE_TENSOR;
     mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
     onnx__tensor_proto__free_unpacked(tp, NULL);
@@ -754,7 +830,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
 
 static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
 {
-    import_ctx ic = {NULL, err, 0, false};
+    import_ctx ic = {NULL, err, 0, false, NULL};
     out->kind = MCP_VALUE_SEQUENCE;
     if (sp->n_sequence_values || sp->n_optional_values)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
@@ -786,7 +862,7 @@ mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *o
     memset(out, 0, sizeof *out);
     Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
     if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
-    import_ctx ic = {NULL, err, 0, false};
+    import_ctx ic = {NULL, err, 0, false, NULL};
     mcp_status st = MCP_STATUS_OK;
     if (op->tensor_value) {
         out->kind = MCP_VALUE_TENSOR;

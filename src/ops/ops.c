@@ -91,6 +91,21 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
                        node->op_type, *node->domain ? node->domain : "ai.onnx", node->opset);
 }
 
+void mcp_ops_stamp(char *buf, size_t cap)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0] && at + 1 < cap; i++) {
+        const mcp_backend *b = backends[i];
+        if (!b || !b->stamp) continue;
+        char one[160];
+        b->stamp(one, sizeof one);
+        int n = snprintf(buf + at, cap - at, "%s%s", at ? "; " : "", one);
+        if (n < 0) break;
+        at += (size_t)n < cap - at ? (size_t)n : cap - at - 1;
+    }
+}
+
 bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph)
 {
     if (!node->kernel || !node->kernel_backend) return false;

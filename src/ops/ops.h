@@ -95,6 +95,11 @@ typedef struct mcp_kernel_def {
      * input `input` (it holds its own packed copy). With `commit` the kernel
      * records that the session is about to free that data. NULL: never. */
     bool (*release_plain_input)(void *state, int input, bool commit);
+    /* The packed weights the prepared state holds for `slot` (0 first), for
+     * compiled models (node and slot of *out unset); false when none. A
+     * kernel that offers them adopts a compiled model's in prepare
+     * (mcp_graph_prepacked) when they are exactly the layout it chose. */
+    bool (*packed_weights)(const void *state, int slot, mcp_prepacked *out);
 } mcp_kernel_def;
 
 /* Table entries in the order of the fields above, capabilities left
@@ -128,6 +133,9 @@ typedef struct mcp_backend {
     /* Optional: whether node, resolved to this backend, computes in
      * bfloat16 (graph->bf16 applied; see the session option bf16). */
     bool (*computes_bf16)(const mcp_node *node, const mcp_graph *graph);
+    /* Optional: what the layouts of this backend's packed weights depend on
+     * (library version, CPU features), for compiled models' stamps. */
+    void (*stamp)(char *buf, size_t cap);
 } mcp_backend;
 
 /* Finds the kernel for a node among the enabled backends ("auto" = all,
@@ -136,6 +144,9 @@ typedef struct mcp_backend {
  * domain and opset. */
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
                            const mcp_kernel_def **out, const char **backend_name, mcp_err *err);
+
+/* Every backend's stamp, "; "-separated, into buf. */
+void mcp_ops_stamp(char *buf, size_t cap);
 
 /* Whether node's resolved kernel computes in bfloat16. */
 bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph);

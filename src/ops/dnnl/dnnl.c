@@ -392,10 +392,42 @@ mcp_status mcp__dnnl_pack(mcp_dnnl_packed *pk, const dnnl_memory_desc_t *plain_m
     return MCP_STATUS_OK;
 }
 
+bool mcp__dnnl_packed_adopt(mcp_dnnl_packed *pk, const mcp_graph *graph, const mcp_node *node)
+{
+    const mcp_prepacked *p = mcp_graph_prepacked(graph, node, 0);
+    if (!p || p->desc_len != sizeof(dnnl_memory_desc_t)) return false;
+    dnnl_memory_desc_t md;
+    memcpy(&md, p->desc, sizeof md);
+    if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS || dnnl_memory_desc_get_size(&md) != p->len) return false;
+    pk->have = pk->borrowed = true;
+    pk->verified = false;
+    pk->md = md;
+    pk->data = (void *)p->data;
+    return true;
+}
+
+bool mcp__dnnl_packed_view(const mcp_dnnl_packed *pk, mcp_prepacked *out)
+{
+    if (!pk->have) return false;
+    out->desc = &pk->md;
+    out->desc_len = sizeof pk->md;
+    out->data = pk->data;
+    out->len = dnnl_memory_desc_get_size(&pk->md);
+    return true;
+}
+
 mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, const dnnl_memory_desc_t *plain_md,
                                  const void *plain, const dnnl_memory_desc_t *wmd, mcp_dnnl_packed *own,
                                  const void **data, mcp_err *err)
 {
+    if (node_pk->borrowed && !node_pk->verified) {
+        /* A compiled model's weights serve only the layout this machine's
+         * kernel chose (then they are oneDNN's own descriptor). */
+        if (!dnnl_memory_desc_equal(wmd, &node_pk->md))
+            return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                               "the compiled weights are not in the layout this machine's kernel chose");
+        node_pk->verified = true;
+    }
     if (!plain_gone && dnnl_memory_desc_equal(wmd, plain_md)) {
         *data = plain;
         return MCP_STATUS_OK;
@@ -417,7 +449,7 @@ mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, cons
 
 void mcp__dnnl_packed_release(mcp_dnnl_packed *pk)
 {
-    mcp_free(pk->data);
+    if (!pk->borrowed) mcp_free(pk->data);
     memset(pk, 0, sizeof *pk);
 }
 
@@ -752,10 +784,20 @@ static bool dnnl_computes_bf16(const mcp_node *node, const mcp_graph *graph)
            b && b->rank == 2;
 }
 
+/* Packed layouts depend on oneDNN's version and the ISA it dispatches to;
+ * the descriptor's size guards its binary form. */
+static void dnnl_stamp(char *buf, size_t cap)
+{
+    const dnnl_version_t *v = dnnl_version();
+    snprintf(buf, cap, "oneDNN %d.%d.%d (%s) isa %#x md %zu", v->major, v->minor, v->patch, v->hash ? v->hash : "",
+             (unsigned)dnnl_get_effective_cpu_isa(), sizeof(dnnl_memory_desc_t));
+}
+
 const mcp_backend mcp__dnnl_backend = {
     .api_version = MCP_KERNEL_API_VERSION,
     .name = "dnnl",
     .priority = 10,
     .supports = dnnl_supports,
     .computes_bf16 = dnnl_computes_bf16,
+    .stamp = dnnl_stamp,
 };

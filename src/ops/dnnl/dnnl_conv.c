@@ -421,6 +421,12 @@ static bool conv_release_plain(void *state, int input, bool commit)
     return true;
 }
 
+static bool conv_packed_weights(const void *state, int slot, mcp_prepacked *out)
+{
+    const conv_state *st = state;
+    return st && slot == 0 && mcp__dnnl_packed_view(&st->packed, out);
+}
+
 static void conv_release(void *state)
 {
     conv_state *st = state;
@@ -540,6 +546,8 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     }
     st->has_bias = mcp__dnnl_input(node, graph, st->b_in) != NULL;
     st->blocked_batch1 = concatenates_convs(graph);
+    /* A compiled model's packed weights; the plain ones may be gone. */
+    if (mcp__dnnl_packed_adopt(&st->packed, graph, node)) st->plain_gone = st->w->data == NULL;
     if (!st->w || !parse_params(node, st->w, &st->p)) {
         conv_release(st);
         return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN Conv: node is not supported");
@@ -704,21 +712,21 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 
 const mcp_kernel_def mcp__dnnl_conv_kernel = {
     MCP_KERNEL_FIELDS("", "Conv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
-    .reads_formats = true, .release_plain_input = conv_release_plain,
+    .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_fused_conv_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedConv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
-    .reads_formats = true, .release_plain_input = conv_release_plain,
+    .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel = {
     MCP_KERNEL_FIELDS("", "QLinearConv", 10, 0, conv_run, NULL, conv_prepare, conv_release),
-    .reads_formats = true, .release_plain_input = conv_release_plain,
+    .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_conv_integer_kernel = {
     MCP_KERNEL_FIELDS("", "ConvInteger", 10, 0, conv_run, NULL, conv_prepare, conv_release),
-    .reads_formats = true, .release_plain_input = conv_release_plain,
+    .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_qlinear_conv_add_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearConvAdd", 1, 0, conv_run, NULL, conv_prepare, conv_release),
-    .reads_formats = true, .release_plain_input = conv_release_plain,
+    .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
 };

@@ -253,6 +253,12 @@ static bool mm_release_plain(void *state, int input, bool commit)
     return true;
 }
 
+static bool mm_packed_weights(const void *state, int slot, mcp_prepacked *out)
+{
+    const mm_state *st = state;
+    return st && slot == 0 && mcp__dnnl_packed_view(&st->packed, out);
+}
+
 static void mm_release(void *state)
 {
     mm_state *st = state;
@@ -331,6 +337,10 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
         st->has_c = mcp__dnnl_input(node, graph, 2) != NULL; /* FusedMatMul's bias */
     }
     st->bf16 = mcp__dnnl_bf16_for(graph);
+    /* A compiled model's packed B replaces the plain one (2-D B only: a
+     * batched B is read in place). */
+    if (st->b_init && st->b_init->rank == 2 && mcp__dnnl_packed_adopt(&st->packed, graph, node))
+        st->plain_gone = st->b_init->data == NULL;
     /* Built at load for the static shapes, unknown dims taken as 1 (the
      * batch-1 problem): that also packs B. */
     int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK], c[MCP_MAX_RANK];
@@ -524,16 +534,20 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
 const mcp_kernel_def mcp__dnnl_gemm_kernel = {
     MCP_KERNEL_FIELDS("", "Gemm", 7, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
+    .packed_weights = mm_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_fused_gemm_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
+    .packed_weights = mm_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_fused_matmul_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedMatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
+    .packed_weights = mm_packed_weights,
 };
 const mcp_kernel_def mcp__dnnl_matmul_kernel = {
     MCP_KERNEL_FIELDS("", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
+    .packed_weights = mm_packed_weights,
 };

@@ -207,8 +207,19 @@ mcp_status mcp__dnnl_entry_build(const void *op_desc, mcp_dnnl_entry *e, int ran
 typedef struct mcp_dnnl_packed {
     bool have;
     dnnl_memory_desc_t md;
-    void *data; /* owned */
+    void *data; /* owned, unless borrowed */
+    /* Borrowed from a compiled model (mcp__dnnl_packed_adopt). Until a
+     * primitive built here chose exactly md (`verified`), nothing is
+     * reordered from it: the file's descriptor is not trusted before. */
+    bool borrowed, verified;
 } mcp_dnnl_packed;
+
+/* Takes node's compiled packed weights (slot 0), when the graph has them
+ * with a descriptor of oneDNN's size and data of that descriptor's size;
+ * the plain weights are then not needed (the file may not hold them). */
+bool mcp__dnnl_packed_adopt(mcp_dnnl_packed *pk, const mcp_graph *graph, const mcp_node *node);
+/* What pk holds, for compiled models (mcp_kernel_def.packed_weights). */
+bool mcp__dnnl_packed_view(const mcp_dnnl_packed *pk, mcp_prepacked *out);
 
 /* Reorders the weights (plain_md over plain) into a new buffer laid out as
  * `want`, and records it in pk. */
