@@ -39,6 +39,12 @@ ROUNDS=${ROUNDS:-1}
 # pinned to core 0 (a neighbour; bounded by `timeout`, stopped after each
 # run) and prints both engines' slowdown factors side by side.
 CONTEND=${CONTEND:-0}
+# COMPILE=1 (or only, skipping the latency table) also compiles every model (`mcpctl compile`, for each thread
+# count) and compares the load of the .mcpir with the ONNX one: LOADS
+# alternating process launches each (cold process, warm page cache),
+# outputs checked identical first.
+COMPILE=${COMPILE:-0}
+LOADS=${LOADS:-7}
 # Inputs of the int8 models' output check against ONNX Runtime.
 INT8_CHECK=${INT8_CHECK:-200}
 # Models whose NAME_int8 is dynamically quantized (MatMul-heavy).
@@ -141,7 +147,10 @@ echo
 printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s%s\n' model batch thr \
   ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak" \
   "$([ "$ROUNDS" -gt 1 ] && echo '  spread')"
-for m in $MODELS; do
+# COMPILE=only: the load comparison alone.
+LATENCY_MODELS=$MODELS
+[ "$COMPILE" = only ] && LATENCY_MODELS=""
+for m in $LATENCY_MODELS; do
   file=$CACHE/$m.onnx
   BF16=()
   if [ "$m" != "${m%_bf16}" ]; then file=$CACHE/${m%_bf16}.onnx; BF16=(--bf16); fi
@@ -192,6 +201,49 @@ PY
     done
   done
 done
+if [ "$COMPILE" = 1 ] || [ "$COMPILE" = only ]; then
+  echo
+  echo "== compiled models: load of NAME.mcpir vs NAME.onnx (mcpctl perf, $LOADS launches each, alternating)"
+  printf '%-16s %3s | %9s %9s | %9s %9s | %7s | %s\n' model thr onnx_load onnx_rss mcpir_load mcpir_rss speedup outputs
+  for m in $MODELS; do
+    file=$CACHE/$m.onnx
+    BF16=()
+    if [ "$m" != "${m%_bf16}" ]; then file=$CACHE/${m%_bf16}.onnx; BF16=(--bf16); fi
+    base=${m%_int8}; base=${base%_bf16}
+    for t in $THREADS; do
+      ir=$CACHE/$m.t$t.mcpir
+      "$MCPCTL" compile "$file" -o "$ir" --threads "$t" "${BF16[@]}" >/dev/null
+      # mcpctl run uses every core: outputs are compared at that count.
+      same="(compiled for $t threads, mcpctl run uses $(nproc))"
+      if [ "$t" = "$(nproc)" ]; then
+        rm -rf "$CACHE/cmp-a" "$CACHE/cmp-b"
+        same="outputs differ"
+        "$MCPCTL" run "${BF16[@]}" "$file" "$CACHE/cmp-a" "input=$CACHE/$base.input.npy" >/dev/null 2>&1 &&
+          "$MCPCTL" run "${BF16[@]}" "$ir" "$CACHE/cmp-b" "input=$CACHE/$base.input.npy" >/dev/null 2>&1 &&
+          cmp -s "$CACHE/cmp-a/output.npy" "$CACHE/cmp-b/output.npy" && same="outputs identical"
+      fi
+      onnx="" mcpir=""
+      for ((i = 0; i < LOADS; i++)); do
+        onnx="$onnx
+$("$MCPCTL" perf "$file" "${BF16[@]}" --threads "$t" --warmup 0 --iterations 1 --json)"
+        mcpir="$mcpir
+$("$MCPCTL" perf "$ir" "${BF16[@]}" --threads "$t" --warmup 0 --iterations 1 --json 2>"$CACHE/cmp-err")"
+      done
+      [ -s "$CACHE/cmp-err" ] && same="$same; $(head -c 200 "$CACHE/cmp-err")"
+      /usr/bin/python3 - "$m" "$t" "$onnx" "$mcpir" "$same" <<'PY'
+import json, statistics, sys
+m, t, same = sys.argv[1], int(sys.argv[2]), sys.argv[5]
+runs = [[json.loads(l) for l in a.splitlines() if l.strip()] for a in sys.argv[3:5]]
+o, c = ({k: statistics.median(x[k] for x in r) for k in ("load_ms", "loaded_rss_mb")} for r in runs)
+lo = min(x["load_ms"] for x in runs[1]); hi = max(x["load_ms"] for x in runs[1])
+print(f"{m:16s} {t:3d} | {o['load_ms']:9.1f} {o['loaded_rss_mb']:9.1f} | {c['load_ms']:9.1f} {c['loaded_rss_mb']:9.1f} | "
+      f"{o['load_ms'] / c['load_ms']:6.1f}x | {same}; mcpir {lo:.1f}-{hi:.1f} ms")
+PY
+    done
+  done
+  echo "(median load ms and RSS once loaded, MB; the compiled model's file is mapped, so its weights count"
+  echo " in RSS only as pages are touched)"
+fi
 echo "(load/median/p90 in ms, rss in MB; ratio = ours/ORT median latency; gflops = ours;"
 echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and configuration;"
 echo " $ROUNDS round(s) per configuration, medians over the rounds)"

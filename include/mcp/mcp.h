@@ -98,6 +98,7 @@ void mcp_session_profile_reset(const mcp_session *s);
  * options; otherwise it compiles the embedded ONNX again and
  * mcp_session_load_note says so. External data files of the ONNX model are
  * not embedded: that fallback finds them beside the .mcpir. */
+#define MCP_COMPILED_MAGIC "\x89MCPIR\r\n" /* the first 8 bytes of a .mcpir */
 mcp_status mcp_compile(const char *onnx_path, const char *out_path, const mcp_session_options *opts, char *err,
                        size_t err_len);
 /* NULL, or what the load did other than asked (a compiled model loaded

@@ -23,7 +23,7 @@
 
 #include "engine/engine.h"
 
-#define MCPIR_MAGIC "\x89MCPIR\r\n"
+#define MCPIR_MAGIC MCP_COMPILED_MAGIC
 #define MCPIR_HEADER_SIZE 512
 #define MCPIR_STAMP_MAX 256
 /* Records in the packed section, and the descriptor bytes of one. */

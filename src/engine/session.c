@@ -186,10 +186,11 @@ static mcp_status prepare_parallel(mcp_graph *g, const char *backend, int thread
 }
 
 /* A compiled model imports float weights without their plain data when its
- * kernels hold them packed: each reader's kernel must have adopted the
- * packed copy, and nothing else may read them (no graph output, no
- * subgraph capture). */
-static mcp_status check_released(const mcp_graph *g, mcp_err *err)
+ * kernels hold them packed: nothing but such kernels may read them (no
+ * graph output, no subgraph capture). Before kernels are prepared
+ * (`prepared` false), each reader's kernel must take packed weights and the
+ * file must have them for that node; after, each must have adopted them. */
+static mcp_status check_released(const mcp_graph *g, bool prepared, mcp_err *err)
 {
     for (int k = 0; k < g->n_initializers; k++) {
         const mcp_tensor *t = &g->initializers[k];
@@ -200,7 +201,10 @@ static mcp_status check_released(const mcp_graph *g, mcp_err *err)
         for (int o = 0; o < g->n_outputs; o++) bad |= g->outputs[o] == v;
         for (int i = 0; !bad && i < g->n_nodes; i++)
             for (int j = 0; j < g->nodes[i].n_inputs; j++)
-                if (g->nodes[i].inputs[j] == v && !mcp_kernel_release_plain_input(&g->nodes[i], j, false)) {
+                if (g->nodes[i].inputs[j] == v &&
+                    !(prepared ? mcp_kernel_release_plain_input(&g->nodes[i], j, false)
+                               : g->nodes[i].kernel && g->nodes[i].kernel->packed_weights &&
+                                     mcp_graph_prepacked(g, &g->nodes[i], 0))) {
                     return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
                                        "initializer '%s' is held packed only, and node '%s' (%s) does not read the packed copy",
                                        name, g->nodes[i].name, g->nodes[i].op_type);
@@ -284,6 +288,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         if (ir) {
             s->graph->prepacked = ir->packed;
             s->graph->n_prepacked = ir->n_packed;
+            st = check_released(s->graph, false, err);
         }
     }
     /* Kernels built at load see the thread budget they will run with. */
@@ -297,7 +302,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         s->graph->prepacked = NULL;
         s->graph->n_prepacked = 0;
     }
-    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, err);
+    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, true, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
     if (st == MCP_STATUS_OK && o.profile) {
         size_t n = (size_t)s->graph->n_nodes + 1;

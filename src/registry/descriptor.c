@@ -1621,8 +1621,8 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
         }
         path_pop(c, old);
     }
-    static const char *const formats[] = {"onnx", "triton", "gguf"};
-    enum_field(c, &f[R_FORMAT], "format", "format", formats, 3, &d->format);
+    static const char *const formats[] = {"onnx", "triton", "gguf", "mcpir"};
+    enum_field(c, &f[R_FORMAT], "format", "format", formats, 4, &d->format);
     static const char *const devices[] = {"cpu"};
     enum_field(c, &f[R_DEVICE], "device", "device", devices, 1, &d->device);
     static const char *const precisions[] = {"fp32", "fp16", "bf16", "int8"};
@@ -1635,6 +1635,14 @@ static void parse_root(yctx *c, struct fy_node *root, const char *source_dir, mc
              "precision '%s' is not implemented by this engine yet (it runs fp32, bf16 and int8); set precision: fp32, "
              "bf16 or int8",
              d->precision);
+        path_pop(c, old);
+    }
+    if (f[R_PRECISION].present && d->precision && strcmp(d->precision, "int8") == 0 && d->format &&
+        strcmp(d->format, "mcpir") == 0) {
+        old = path_push(c, "precision");
+        yerr(c, node_loc(f[R_PRECISION].val, f[R_PRECISION].key_at),
+             "precision int8 quantizes an ONNX model at load; a compiled model is compiled as it is: quantize first "
+             "(mcpctl quantize), then compile the result");
         path_pop(c, old);
     }
     if (f[R_CALIBRATION].present) {
@@ -2076,11 +2084,17 @@ mcp_status mcp_descriptor_for_model(const char *model_path, const mcp_descriptor
     d->name = mcp_strdup(name);
     d->path = mcp_strdup(model_path);
     d->source = mcp_strdup(model_path);
-    /* A GGUF file (by its magic, whatever its name) is a generative model. */
-    char magic[4] = {0};
+    /* A GGUF file (by its magic, whatever its name) is a generative model;
+     * a compiled model is one by its magic too. */
+    char magic[8] = {0};
     FILE *fp = fopen(model_path, "rb");
-    bool gguf = fp && fread(magic, 1, 4, fp) == 4 && memcmp(magic, "GGUF", 4) == 0;
+    size_t got = fp ? fread(magic, 1, 8, fp) : 0;
+    bool gguf = got >= 4 && memcmp(magic, "GGUF", 4) == 0;
     if (fp) fclose(fp);
+    if (got == 8 && memcmp(magic, MCP_COMPILED_MAGIC, 8) == 0) {
+        mcp_free(d->format);
+        d->format = mcp_strdup("mcpir");
+    }
     if (gguf) {
         mcp_free(d->format);
         d->format = mcp_strdup("gguf");

@@ -356,6 +356,21 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
     }
     bool int8 = desc->precision && strcmp(desc->precision, "int8") == 0;
     o.bf16 = desc->precision && strcmp(desc->precision, "bf16") == 0;
+    /* format: mcpir names a compiled model, and only a compiled model does:
+     * an ONNX descriptor naming one (or the reverse) is a mistake to say. */
+    char head[8] = {0};
+    FILE *fp = fopen(model_path, "rb");
+    bool opened = fp != NULL;
+    bool compiled = fp && fread(head, 1, sizeof head, fp) == sizeof head && memcmp(head, MCP_COMPILED_MAGIC, 8) == 0;
+    if (fp) fclose(fp);
+    bool want_compiled = desc->format && strcmp(desc->format, "mcpir") == 0;
+    if (opened && compiled != want_compiled) {
+        mcp_descriptor_free(triton_config);
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT,
+                           compiled ? "model '%s': the file is a compiled model (.mcpir); set format: mcpir"
+                                    : "model '%s': format mcpir needs a compiled model (mcpctl compile makes one)",
+                           desc->name);
+    }
     if (phase) phase(phase_user, int8 ? "quantizing to int8, importing and preparing" : "importing and preparing");
     mcp_status st = int8 ? load_int8(desc, model_path, &o, &v->session, msg, sizeof msg)
                          : mcp_session_create_from_file(model_path, &o, &v->session, msg, sizeof msg);
@@ -367,6 +382,10 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
     /* bf16 where the CPU has no bf16 dot products runs fp32; the version's
      * history says so (repository.c). */
     v->precision = int8 ? "int8" : mcp_session_precision(v->session);
+    if (mcp_session_load_note(v->session) && !(v->load_note = mcp_strdup(mcp_session_load_note(v->session)))) {
+        mcp_descriptor_free(triton_config);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     const mcp_graph *g = v->session->graph;
     for (int i = 0; i < g->n_metadata_keys; i++)
         if (mcp__desc_policy_key(g->metadata_keys[i])) {
@@ -462,6 +481,7 @@ void mcp_model_version_release(mcp_model_version *v)
     if (v->generator && v->generator_free) v->generator_free(v->generator);
     mcp_llm_model_free(v->llm);
     mcp_session_destroy(v->session);
+    mcp_free(v->load_note);
     mcp_free(v->inputs);
     mcp_free(v->outputs);
     mcp_descriptor_free(v->desc);

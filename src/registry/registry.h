@@ -478,6 +478,9 @@ typedef struct mcp_model_version {
      * "bf16" (where the CPU has bf16 dot products), "fp32"; for GGUF the
      * descriptor's. A static string. */
     const char *precision;
+    /* What the load did other than asked (mcp_session_load_note: a compiled
+     * model loaded from its embedded ONNX, and why), owned; else NULL. */
+    char *load_note;
     void *serving;         /* scheduler state owned by the serve layer */
     void (*serving_free)(void *serving);
     /* Output monitoring (the serve layer's; NULL = none): freed after the

@@ -764,6 +764,10 @@ static mcp_status load_and_swap(mcp_repository *r, mcp_descriptor *desc, mcp_sou
         size_t n = strlen(timing);
         snprintf(timing + n, sizeof timing - n, "; precision %s runs as %s on this CPU", v->desc->precision, v->precision);
     }
+    if (st == MCP_STATUS_OK && v->load_note) {
+        size_t n = strlen(timing);
+        snprintf(timing + n, sizeof timing - n, "; compiled model not used as compiled (see load_note)");
+    }
     if (st == MCP_STATUS_OK) {
         if (role == ROLE_PRIMARY) {
             for (int i = 0; i < e->n_also; i++) gone_add(&gone, e->also[i]);

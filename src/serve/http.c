@@ -693,6 +693,10 @@ static void h_repo_describe(conn *k, const char *name)
         /* What it runs at; the descriptor below says what was asked. */
         mcp_buf_puts(b, ",\"precision\":");
         mcp_buf_json_string(b, v->precision ? v->precision : v->desc->precision);
+        if (v->load_note) {
+            mcp_buf_puts(b, ",\"load_note\":");
+            mcp_buf_json_string(b, v->load_note);
+        }
         mcp_buf_puts(b, ",\"descriptor\":");
         json_descriptor(b, v->desc);
         mcp_buf_printf(b, ",\"memory_bytes\":%zu,\"config\":", mcp_model_version_bytes(v));

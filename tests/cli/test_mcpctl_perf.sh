@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mcpctl perf on the demo model: --json prints one JSON object whose four
 # required keys are positive numbers, --batch works, and bad arguments or a
-# missing model exit non-zero with one line on stderr.
+# missing model exit non-zero with one line on stderr. mcpctl compile: the
+# compiled demo runs as the ONNX one, warns when loaded for other threads,
+# and bad arguments or files are refused the same way.
 set -u
 MCPCTL=$1
 DEMO=$2
@@ -101,6 +103,36 @@ expect_error "missing value" "--warmup" "$MCPCTL" perf "$DEMO/digits.onnx" --war
 expect_error "bad backend" "backend" "$MCPCTL" perf "$DEMO/digits.onnx" --backend nope
 head -c 200 "$DEMO/digits.onnx" > "$TMP/truncated.onnx"
 expect_error "truncated model" "not a valid ONNX model" "$MCPCTL" perf "$TMP/truncated.onnx"
+
+# --bf16 says which precision applied; a compiled model loads and reports
+# no warning when asked for what it was compiled for, a warning otherwise.
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations 2 --bf16 --json > "$TMP/bf16.json" 2> "$TMP/err"
+rc=$?
+check "perf --bf16 exits 0 ($(cat "$TMP/err"))" $rc
+"$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["precision"] in ("bf16", "fp32")' "$TMP/bf16.json"
+check "perf --bf16 --json says the precision ($(cat "$TMP/bf16.json"))" $?
+"$MCPCTL" compile "$DEMO/digits.onnx" -o "$TMP/digits.mcpir" --threads 1 > "$TMP/stdout" 2> "$TMP/err"
+rc=$?
+check "compile exits 0 ($(cat "$TMP/err"))" $rc
+"$MCPCTL" perf "$TMP/digits.mcpir" --threads 1 --iterations 2 --json > "$TMP/ir.json" 2> "$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && [ ! -s "$TMP/err" ]; check "perf of the compiled model at its threads: no warning ($(cat "$TMP/err"))" $?
+check_json 1 < "$TMP/ir.json"; check "compiled model: perf JSON ($(cat "$TMP/ir.json"))" $?
+"$MCPCTL" perf "$TMP/digits.mcpir" --threads 2 --iterations 2 --json > "$TMP/ir2.json" 2> "$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "warning: compiled for .*threads 1.*recompiled" "$TMP/err"
+check "perf of the compiled model at other threads warns ($(cat "$TMP/err"))" $?
+"$MCPCTL" run "$TMP/digits.mcpir" "$TMP/out-ir" input="$DEMO/sample_0.npy" > /dev/null 2>&1 &&
+  "$MCPCTL" run "$DEMO/digits.onnx" "$TMP/out-onnx" input="$DEMO/sample_0.npy" > /dev/null 2>&1 &&
+  cmp -s "$TMP/out-ir/probabilities.npy" "$TMP/out-onnx/probabilities.npy"
+check "run of the compiled model gives the ONNX model's bytes" $?
+expect_error "compile without -o" "usage" "$MCPCTL" compile "$DEMO/digits.onnx"
+expect_error "compile of a compiled model" "compiled already" "$MCPCTL" compile "$TMP/digits.mcpir" -o "$TMP/again.mcpir"
+expect_error "compile of a missing model" "nope.onnx" "$MCPCTL" compile "$TMP/nope.onnx" -o "$TMP/x.mcpir"
+expect_error "compile with bad threads" "--threads" "$MCPCTL" compile "$DEMO/digits.onnx" -o "$TMP/x.mcpir" --threads 0
+expect_error "compile into a missing folder" "cannot create" "$MCPCTL" compile "$DEMO/digits.onnx" -o "$TMP/no/dir/x.mcpir"
+head -c 600 "$TMP/digits.mcpir" > "$TMP/cut.mcpir"
+expect_error "truncated compiled model" "outside the" "$MCPCTL" perf "$TMP/cut.mcpir"
 
 if [ $fails -ne 0 ]; then echo "$fails check(s) failed"; exit 1; fi
 echo "all checks passed"

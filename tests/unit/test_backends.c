@@ -452,7 +452,9 @@ static void test_bf16_matches_float32(void)
     char msg[1024] = "";
     int64_t base = mcp_alloc_live_count();
     size_t len;
-    uint8_t *buf = mb_pack(bf16_cnn(), &len);
+    mb_model *m = bf16_cnn();
+    uint8_t *buf = mb_pack(m, &len);
+    mb_model_free(m);
     TU_REQUIRE(buf);
     mcp_session_options o = mcp_session_options_default();
     o.bf16 = 1;

@@ -253,7 +253,18 @@ dnnl_status_t mcp__dnnl_plain_md(dnnl_memory_desc_t *md, int rank, const int64_t
 
 static mcp_status format_to_plain(const mcp_format *base, const void *src, void *dst, mcp_err *err)
 {
-    const mcp_dnnl_format *f = (const mcp_dnnl_format *)base;
+    mcp_dnnl_format *f = (mcp_dnnl_format *)base;
+    dnnl_primitive_t r = atomic_load(&f->to_plain);
+    if (!r) {
+        /* First use: build it; a thread that lost the race drops its own. */
+        dnnl_status_t s = mcp__dnnl_reorder_create(&f->md, &f->plain_md, &r);
+        if (s != dnnl_success) return mcp__dnnl_fail(err, s, "reorder to plain");
+        dnnl_primitive_t none = NULL;
+        if (!atomic_compare_exchange_strong(&f->to_plain, &none, r)) {
+            dnnl_primitive_destroy(r);
+            r = none;
+        }
+    }
     dnnl_engine_t eng = mcp__dnnl_engine();
     dnnl_memory_t from = NULL, to = NULL;
     dnnl_status_t s = dnnl_memory_create(&from, &f->md, eng, (void *)src);
@@ -261,7 +272,7 @@ static mcp_status format_to_plain(const mcp_format *base, const void *src, void 
     mcp_status st = s == dnnl_success ? MCP_STATUS_OK : mcp__dnnl_fail(err, s, "memory creation");
     if (st == MCP_STATUS_OK) {
         dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-        st = mcp__dnnl_run(f->to_plain, 2, args, err);
+        st = mcp__dnnl_run(r, 2, args, err);
     }
     if (from) dnnl_memory_destroy(from);
     if (to) dnnl_memory_destroy(to);
@@ -286,8 +297,6 @@ mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *m
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "memory descriptor");
     f->is_plain = dnnl_memory_desc_equal(md, &f->plain_md);
     if (f->is_plain) return MCP_STATUS_OK;
-    s = mcp__dnnl_reorder_create(md, &f->plain_md, &f->to_plain);
-    if (s != dnnl_success) return mcp__dnnl_fail(err, s, "reorder to plain");
     f->base.name = "onednn";
     f->base.nbytes = dnnl_memory_desc_get_size(md);
     f->base.to_plain = format_to_plain;
@@ -297,7 +306,8 @@ mcp_status mcp__dnnl_format_init(mcp_dnnl_format *f, const dnnl_memory_desc_t *m
 
 void mcp__dnnl_format_release(mcp_dnnl_format *f)
 {
-    if (f->to_plain) dnnl_primitive_destroy(f->to_plain);
+    dnnl_primitive_t r = atomic_load(&f->to_plain);
+    if (r) dnnl_primitive_destroy(r);
     memset(f, 0, sizeof *f);
 }
 
@@ -396,13 +406,17 @@ bool mcp__dnnl_packed_adopt(mcp_dnnl_packed *pk, const mcp_graph *graph, const m
 {
     const mcp_prepacked *p = mcp_graph_prepacked(graph, node, 0);
     if (!p || p->desc_len != sizeof(dnnl_memory_desc_t)) return false;
+    /* The file's descriptor goes to no oneDNN call that could trust it
+     * (its size, a reorder) before mcp__dnnl_weights_for has found it equal
+     * to one oneDNN made here. */
     dnnl_memory_desc_t md;
     memcpy(&md, p->desc, sizeof md);
-    if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS || dnnl_memory_desc_get_size(&md) != p->len) return false;
+    if (md.ndims < 1 || md.ndims > DNNL_MAX_NDIMS) return false;
     pk->have = pk->borrowed = true;
     pk->verified = false;
     pk->md = md;
     pk->data = (void *)p->data;
+    pk->borrowed_len = p->len;
     return true;
 }
 
@@ -426,6 +440,9 @@ mcp_status mcp__dnnl_weights_for(mcp_dnnl_packed *node_pk, bool plain_gone, cons
         if (!dnnl_memory_desc_equal(wmd, &node_pk->md))
             return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
                                "the compiled weights are not in the layout this machine's kernel chose");
+        if (dnnl_memory_desc_get_size(wmd) != node_pk->borrowed_len)
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "the compiled weights hold %zu bytes, their layout %zu",
+                               node_pk->borrowed_len, dnnl_memory_desc_get_size(wmd));
         node_pk->verified = true;
     }
     if (!plain_gone && dnnl_memory_desc_equal(wmd, plain_md)) {

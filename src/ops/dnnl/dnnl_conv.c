@@ -546,11 +546,15 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
     }
     st->has_bias = mcp__dnnl_input(node, graph, st->b_in) != NULL;
     st->blocked_batch1 = concatenates_convs(graph);
-    /* A compiled model's packed weights; the plain ones may be gone. */
-    if (mcp__dnnl_packed_adopt(&st->packed, graph, node)) st->plain_gone = st->w->data == NULL;
     if (!st->w || !parse_params(node, st->w, &st->p)) {
         conv_release(st);
         return mcp_err_set(err, MCP_STATUS_INTERNAL, "oneDNN Conv: node is not supported");
+    }
+    /* A compiled model's packed weights; the plain ones may be gone. */
+    if (mcp__dnnl_packed_adopt(&st->packed, graph, node)) st->plain_gone = st->w->data == NULL;
+    if (!st->w->data && mcp_tensor_numel(st->w) > 0 && !st->packed.have) {
+        conv_release(st);
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "the weights are held packed only, and no packed copy fits");
     }
     /* Built at load for X's static shape, unknown dims taken as 1 (the
      * batch-1 shape): that also packs the weights. */

@@ -341,6 +341,10 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
      * batched B is read in place). */
     if (st->b_init && st->b_init->rank == 2 && mcp__dnnl_packed_adopt(&st->packed, graph, node))
         st->plain_gone = st->b_init->data == NULL;
+    if (st->b_init && !st->b_init->data && mcp_tensor_numel(st->b_init) > 0 && !st->packed.have) {
+        mm_release(st);
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "input 'B' is held packed only, and no packed copy fits");
+    }
     /* Built at load for the static shapes, unknown dims taken as 1 (the
      * batch-1 problem): that also packs B. */
     int64_t a[MCP_MAX_RANK], b[MCP_MAX_RANK], c[MCP_MAX_RANK];
