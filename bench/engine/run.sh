@@ -39,6 +39,11 @@ ROUNDS=${ROUNDS:-1}
 # pinned to core 0 (a neighbour; bounded by `timeout`, stopped after each
 # run) and prints both engines' slowdown factors side by side.
 CONTEND=${CONTEND:-0}
+# Our runs use the session option adaptive_threads, as mcp2026-server does
+# (--adaptive-threads); ADAPTIVE=0 measures without it.
+ADAPTIVE=${ADAPTIVE:-1}
+ADAPT=()
+[ "$ADAPTIVE" = 1 ] && ADAPT=(--adaptive-threads)
 # COMPILE=1 (or only, skipping the latency table) also compiles every model (`mcpctl compile`, for each thread
 # count) and compares the load of the .mcpir with the ONNX one: LOADS
 # alternating process launches each (cold process, warm page cache),
@@ -147,6 +152,24 @@ echo
 printf '%-16s %5s %3s | %9s %9s %9s %8s | %9s %9s %9s %8s | %6s %6s %7s%s\n' model batch thr \
   ours_load ours_med ours_p90 ours_rss ort_load ort_med ort_p90 ort_rss "ratio" gflops "%peak" \
   "$([ "$ROUNDS" -gt 1 ] && echo '  spread')"
+# One measurement of each engine for the configuration in $file, $b, $t,
+# $warm, $n; alternate K appends K alternations of both, one JSON line
+# each, to OURS and ORTS (emptied first).
+ours_once() {
+  "$MCPCTL" perf "$file" "${BF16[@]}" "${ADAPT[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json
+}
+ort_once() { (cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n"); }
+alternate() {
+  OURS="" ORTS=""
+  local k
+  for ((k = 0; k < $1; k++)); do
+    OURS="$OURS
+$(ours_once)"
+    ORTS="$ORTS
+$(ort_once)"
+  done
+}
+
 # COMPILE=only: the load comparison alone.
 LATENCY_MODELS=$MODELS
 [ "$COMPILE" = only ] && LATENCY_MODELS=""
@@ -157,23 +180,17 @@ for m in $LATENCY_MODELS; do
   for b in $BATCHES; do
     flops=$(/usr/bin/python3 bench/engine/flops.py "$file" "$b")
     for t in $THREADS; do
-      ours=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
+      ours=$("$MCPCTL" perf "$file" "${BF16[@]}" "${ADAPT[@]}" --batch "$b" --threads "$t" --warmup "$WARMUP" --iterations "$ITERATIONS" --json)
       n=$(/usr/bin/python3 -c "import json,sys,math; o=json.loads(sys.argv[1]); print(min(20000, max($ITERATIONS, math.ceil($MIN_MS / max(o['median_ms'], 1e-3)))))" "$ours")
       warm=$(( WARMUP > n / 10 ? WARMUP : n / 10 ))
-      if [ "$n" -gt "$ITERATIONS" ] || [ "$warm" -ne "$WARMUP" ]; then
-        ours=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
-      fi
-      ort=$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")
-      for ((round = 2; round <= ROUNDS; round++)); do
-        ours="$ours
-$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)"
-        ort="$ort
-$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")"
-      done
+      if [ "$n" -gt "$ITERATIONS" ] || [ "$warm" -ne "$WARMUP" ]; then ours=$(ours_once); fi
+      ort=$(ort_once)
+      alternate $((ROUNDS - 1))
+      ours="$ours$OURS" ort="$ort$ORTS"
       if [ "$CONTEND" = 1 ]; then
         burner_start
-        ours_busy=$("$MCPCTL" perf "$file" "${BF16[@]}" --batch "$b" --threads "$t" --warmup "$warm" --iterations "$n" --json)
-        ort_busy=$(cd "$CACHE" && node ort_perf.js "$file" "$b" "$t" "$warm" "$n")
+        alternate "$ROUNDS"
+        ours_busy=$OURS ort_busy=$ORTS
         burner_stop
         /usr/bin/python3 - "$m" "$b" "$t" "$ours" "$ort" "$ours_busy" "$ort_busy" >> "$CONTENDED" <<'PY'
 import json, statistics, sys
@@ -249,7 +266,7 @@ echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and con
 echo " $ROUNDS round(s) per configuration, medians over the rounds)"
 if [ "$CONTEND" = 1 ]; then
   echo
-  echo "== with a CPU-burning neighbour on core 0 (idle: the runs above; busy: once, right after them)"
+  echo "== with a CPU-burning neighbour on core 0 (idle: the runs above; busy: ROUNDS alternations right after them)"
   printf '%-16s %5s %3s | %9s %9s %7s | %9s %9s %7s | %6s\n' model batch thr ours_idle ours_busy slowdn \
     ort_idle ort_busy slowdn "ours/ORT slowdown"
   cat "$CONTENDED"

@@ -49,6 +49,12 @@ typedef struct mcp_session_options {
      * effect. mcp_session_precision says which applied. Results differ from
      * float32 by bfloat16's rounding (8 significant bits). */
     int bf16;
+    /* nonzero: when other work takes some of the cores (neighbours, CPU
+     * limits), runs drop to half the threads while that is faster, and go
+     * back when the cores are free again (measured per input shape; see
+     * docs/architecture.md). Results may then differ in the last bits, as
+     * between thread counts. mcp2026-server sets it (--adaptive-threads). */
+    int adaptive_threads;
 } mcp_session_options;
 
 mcp_session_options mcp_session_options_default(void);

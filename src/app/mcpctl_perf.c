@@ -2,7 +2,7 @@
  * mcpctl perf: load time, latency and peak memory of one model.
  *
  *   mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N]
- *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--json]
+ *               [--iterations N] [--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--adaptive-threads] [--json]
  *
  * Inputs are random, generated once with a fixed seed: a dynamic first
  * dimension becomes the batch size, other dynamic dimensions 1 (an input of
@@ -25,6 +25,8 @@
  * residual sums inside the int8 convolutions; see mcp.h). --bf16 sets the
  * session option bf16 (float32 convolutions and matrix products in
  * bfloat16 where the CPU has it); the output says which precision applied.
+ * --adaptive-threads sets the session option of that name (fewer threads
+ * while other work takes some of the cores), as mcp2026-server does.
  *
  * --json prints exactly one JSON object on stdout. Every failure prints one
  * line on stderr and exits non-zero.
@@ -52,11 +54,12 @@ typedef struct perf_args {
     bool profile;
     bool fuse_sums;
     bool bf16;
+    bool adaptive;
 } perf_args;
 
 static const char perf_usage[] =
     "usage: mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] "
-    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--json]";
+    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--adaptive-threads] [--json]";
 
 static int perf_fail(const char *what, const char *detail)
 {
@@ -107,6 +110,10 @@ static int parse_args(int argc, char **argv, perf_args *a)
         }
         if (strcmp(arg, "--bf16") == 0) {
             a->bf16 = true;
+            continue;
+        }
+        if (strcmp(arg, "--adaptive-threads") == 0) {
+            a->adaptive = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -384,6 +391,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     o.profile = a.profile;
     o.fuse_quantized_sums = a.fuse_sums;
     o.bf16 = a.bf16;
+    o.adaptive_threads = a.adaptive;
     mcp_session *s = NULL;
     double t0 = now_ms();
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);

@@ -66,6 +66,7 @@ typedef struct server_config {
     int64_t prefetch_queue_depth;
     bool enable_tensor_cache;
     bool keep_previous;
+    bool adaptive_threads;
     bool sandbox;
     int64_t memory_budget;
     int64_t unload_pressure, unload_floor, unload_queue_depth, unload_idle_ms, unload_smoothing_ms;
@@ -119,6 +120,7 @@ static const opt options[] = {
     {"prefetch-queue-depth", OPT_INT, OFF(prefetch_queue_depth), 0, 0, 1024, "batches formed ahead of busy workers (default 8)"},
     {"sandbox", OPT_BOOL, OFF(sandbox), 0, 0, 0, "run models on threads under a system call filter (seccomp) and load them with file access limited to the model roots and the store (Landlock); --no-sandbox is --sandbox false (default true)"},
     {"enable-tensor-cache", OPT_BOOL, OFF(enable_tensor_cache), 0, 0, 0, "reuse request and batch tensors from a pool (default true)"},
+    {"adaptive-threads", OPT_BOOL, OFF(adaptive_threads), 0, 0, 0, "while other work takes some of a model's cores, run it on half its threads when that is faster, and on all again once the cores are free (default true)"},
     {"keep-previous", OPT_BOOL, OFF(keep_previous), 0, 0, 0, "keep a replaced version loaded for an instant undo while --memory-budget allows (default true)"},
     {"memory-budget", OPT_INT, OFF(memory_budget), 0, 0, INT64_MAX, "real bytes all loaded models may hold: idle models are unloaded under sustained pressure and load again on their next request; a replaced version stays loaded only within it (default 0: no limit)"},
     {"unload-pressure", OPT_INT, OFF(unload_pressure), 0, 1, 1000, "percent of --memory-budget the smoothed memory pressure must reach before idle models are unloaded (default 90)"},
@@ -471,7 +473,7 @@ int main(int argc, char **argv)
         .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
-        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true, .sandbox = true,
+        .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true, .adaptive_threads = true, .sandbox = true,
         .unload_pressure = 90, .unload_floor = 75, .unload_queue_depth = 1, .unload_idle_ms = 5000, .unload_smoothing_ms = 2000,
         .repository_poll_ms = 5000,
         .model_control = "explicit", .log_level = "info", .log_format = "text",
@@ -599,6 +601,7 @@ int main(int argc, char **argv)
                            : dd.instance_count * dd.instance_threads > cores ? dd.instance_count * dd.instance_threads
                                                                               : cores;
     dd.max_warmup_bytes = c.max_body_bytes;
+    dd.adaptive_threads = c.adaptive_threads;
 
     /* Model roots: the repository and every --model-root. Descriptors that
      * arrive over the load API may name files inside them only. */

@@ -20,6 +20,7 @@ typedef struct mcp__runctx mcp__runctx;
 struct mcp_session {
     mcp_graph *graph; /* owned; nodes carry their resolved kernels */
     int threads;
+    bool adaptive_threads; /* options.adaptive_threads (exec.c's tuner) */
     char backend[16];
     mcp_io_info *inputs;  /* one per graph input */
     mcp_io_info *outputs; /* one per graph output */

@@ -18,12 +18,16 @@
  * size falls back to the heap. Subgraph frames (Loop, If, Scan bodies)
  * allocate as they go.
  */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine.h"
+#include "engine/tune.h"
 
 #define RC_PLANS 4        /* input-shape signatures planned per context */
+
 #define RC_DISCARD 16     /* slots for omitted outputs of one node */
 #define ARENA_ALIGN 64
 
@@ -35,6 +39,7 @@ typedef struct rc_plan {
     size_t *bytes; /* planned capacity per entry */
     size_t arena_bytes;
     uint64_t used; /* tick of last use, for replacement */
+    mcp__tune tune;
 } rc_plan;
 
 struct mcp__runctx {
@@ -55,6 +60,7 @@ struct mcp__runctx {
     size_t arena_cap;
     void *scratch[MCP_KSCRATCH_SLOTS];
     size_t scratch_cap[MCP_KSCRATCH_SLOTS];
+    int threads; /* the running run's budget (the session's, or the tuner's) */
 };
 
 typedef struct mcp_exec mcp_exec;
@@ -586,7 +592,7 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
         .err = f->err,
         .host = &exec_host,
         .host_self = f,
-        .threads = f->session->threads,
+        .threads = f->root ? f->root->threads : f->session->threads,
     };
     st = n->kernel->run(&ctx);
     if (st == MCP_STATUS_OK) {
@@ -707,7 +713,22 @@ mcp_status mcp__exec_top(const mcp_session *s, mcp__runctx *rc, mcp_value *const
         memset(rc->rec, 0, sizeof *rc->rec * (size_t)(2 * rc->n_values));
         memset(rc->rec_concat, 0, sizeof *rc->rec_concat * (size_t)g->n_nodes);
     }
+    bool probe = false;
+    rc_plan *plan = rc->cur;
+    bool tuned = plan && s->adaptive_threads && s->threads > 1;
+    rc->threads = tuned ? mcp__tune_threads(&plan->tune, s->threads, &probe) : s->threads;
+    if (rc->threads != s->threads) omp_set_num_threads(rc->threads);
+    struct timespec c0, c1;
+    int64_t t0 = mcp_now_ns();
+    if (tuned) clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     mcp_status st = exec_frame(s, g, NULL, rc, inputs, outputs, err);
+    if (st == MCP_STATUS_OK && tuned) {
+        double ms = (double)(mcp_now_ns() - t0) / 1e6;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+        double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+        mcp__tune_update(&plan->tune, s->threads, rc->threads, probe, ms, cpu_ms);
+    }
+    if (rc->threads != s->threads) omp_set_num_threads(s->threads);
     if (st == MCP_STATUS_OK && !rc->cur) make_plan(rc, inputs);
     rc->cur = NULL;
     return st;

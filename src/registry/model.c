@@ -332,6 +332,7 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
     if (desc->format && strcmp(desc->format, "gguf") == 0) return load_gguf(v, desc, limit, phase, phase_user, err);
     mcp_session_options o = mcp_session_options_default();
     o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
+    o.adaptive_threads = server && server->adaptive_threads;
     char msg[1024] = "";
     /* format: triton names a Triton model folder: serve the model file its
      * config.pbtxt and version policy select. */

@@ -395,6 +395,9 @@ typedef struct mcp_descriptor_defaults {
      * bytes of the warm-up run's inputs. */
     int64_t max_model_threads;
     int64_t max_warmup_bytes;
+    /* Sessions run with fewer threads while other work takes some of the
+     * cores (mcp_session_options.adaptive_threads; --adaptive-threads). */
+    bool adaptive_threads;
     /* Check as a load would: the files named exist (regular files, or a
      * folder for format triton) and the precision is one the engine runs.
      * The server and `mcpctl validate` / `apply` set it; parsing alone

@@ -2,12 +2,19 @@
  * One session run from many threads at once: every result is checked
  * against the hand-computed value for that thread's own inputs. A bounded
  * loop with no timing assertions; data races show up as wrong numbers (and
- * under ThreadSanitizer, if one is used, as reports).
+ * under ThreadSanitizer, if one is used, as reports). And the thread budget
+ * tuner (engine/tune.c) on synthetic runs: an idle machine never probes, a
+ * neighbour present from the start or arriving later is met with half the
+ * threads within a few runs, its leaving is noticed within the probe
+ * period, and a slowdown that fewer threads do not cure is accepted after
+ * one probe, or probed ever more rarely. A session with adaptive_threads
+ * still gives the right numbers from many threads.
  */
 #include <pthread.h>
 #include <stdbool.h>
 
 #include "base/base.h" /* mcp_alloc_live_count */
+#include "engine/tune.h"
 #include "mcp/mcp.h"
 #include "model_builder.h"
 #include "test_util.h"
@@ -102,7 +109,12 @@ static void test_shared_session(void)
     uint8_t *buf = mb_pack(m, &len);
     mb_model_free(m);
     mcp_session *s = NULL;
-    mcp_status st = mcp_session_create_from_memory(buf, len, NULL, NULL, &s, msg, sizeof msg);
+    /* Two threads a run, tuned: 8 callers on few cores are contention, so
+     * runs move between one and two threads while the results stay right. */
+    mcp_session_options o = mcp_session_options_default();
+    o.threads = 2;
+    o.adaptive_threads = 1;
+    mcp_status st = mcp_session_create_from_memory(buf, len, NULL, &o, &s, msg, sizeof msg);
     free(buf);
     TU_REQUIRE_OK(st, msg);
 
@@ -206,11 +218,105 @@ static void test_concurrent_sessions(void)
     free(buf);
 }
 
+/* A phase of runs: latency on T = 2 threads and on alt = 1, and the share
+ * of a core each of the 2 threads gets (1: idle; 0.75: a neighbour on one
+ * core). The first run on one thread builds primitives (slower). */
+typedef struct phase {
+    double at2, at1, share2;
+    int runs;
+} phase;
+
+typedef struct tune_log {
+    int probes, runs_at1, last_switch_run, cur_end;
+} tune_log;
+
+static tune_log drive(mcp__tune *t, const phase *ph, bool *first1)
+{
+    tune_log log = {0, 0, -1, 0};
+    for (int r = 0; r < ph->runs; r++) {
+        bool probe;
+        int before = t->cur;
+        int n = mcp__tune_threads(t, 2, &probe);
+        TU_CHECK(n == 1 || n == 2);
+        double ms = n == 2 ? ph->at2 : ph->at1;
+        if (n == 1 && *first1) {
+            ms *= 3;
+            *first1 = false;
+        }
+        mcp__tune_update(t, 2, n, probe, ms, n == 2 ? ms * 2 * ph->share2 : ms);
+        log.probes += probe;
+        log.runs_at1 += n == 1;
+        if (before && t->cur != before) log.last_switch_run = r;
+    }
+    log.cur_end = t->cur;
+    return log;
+}
+
+static void test_tune_state_machine(void)
+{
+    /* Idle: no probe in 500 runs. */
+    mcp__tune t = {0};
+    bool first1 = true;
+    phase idle = {10.0, 19.0, 1.0, 500};
+    tune_log log = drive(&t, &idle, &first1);
+    TU_CHECK_INT(log.probes, 0);
+    TU_CHECK_INT(log.cur_end, 2);
+    /* A neighbour arrives: two threads now take 21 ms and wait for a core,
+     * one takes 18.5 ms. Within ten runs the plan runs on one thread. */
+    phase busy = {21.0, 18.5, 0.75, 300};
+    log = drive(&t, &busy, &first1);
+    TU_CHECK_INT(log.cur_end, 1);
+    TU_CHECK(log.last_switch_run >= 0 && log.last_switch_run < 10);
+    /* Probes back at two threads lose and grow apart (every 8, 16, ...
+     * 128 runs): a handful in 300. */
+    TU_CHECK(log.probes <= 12);
+    TU_CHECK(log.runs_at1 > 280);
+    /* The neighbour leaves: two threads win again within the probe period
+     * (128 runs) and stay. */
+    log = drive(&t, &idle, &first1);
+    TU_CHECK_INT(log.cur_end, 2);
+    TU_CHECK(log.last_switch_run >= 0 && log.last_switch_run <= 130);
+    TU_CHECK(log.runs_at1 <= 130);
+
+    /* A neighbour there from the start: the starved threads say so. */
+    mcp__tune u = {0};
+    first1 = true;
+    log = drive(&u, &busy, &first1);
+    TU_CHECK_INT(log.cur_end, 1);
+    TU_CHECK(log.last_switch_run >= 0 && log.last_switch_run < 10);
+
+    /* Slower at both counts and not starved (a bigger input, memory
+     * bandwidth): one probe (two runs), accepted as the new normal. */
+    mcp__tune v = {0};
+    first1 = true;
+    drive(&v, &idle, &first1);
+    phase heavier = {15.0, 28.0, 1.0, 400};
+    log = drive(&v, &heavier, &first1);
+    TU_CHECK_INT(log.cur_end, 2);
+    TU_CHECK(log.probes <= 2);
+
+    /* Starved, but one thread is no faster: probes back off (3, 6, 12 ...
+     * signalling runs apart). */
+    mcp__tune x = {0};
+    first1 = true;
+    phase shared = {20.0, 25.0, 0.75, 400};
+    log = drive(&x, &shared, &first1);
+    TU_CHECK_INT(log.cur_end, 2);
+    TU_CHECK(log.probes <= 16);
+
+    /* A single thread's budget is never tuned. */
+    mcp__tune w = {0};
+    bool probe = true;
+    TU_CHECK_INT(mcp__tune_threads(&w, 1, &probe), 1);
+    TU_CHECK(!probe);
+}
+
 int main(void)
 {
     int64_t live = mcp_alloc_live_count();
     TU_RUN(test_shared_session);
     TU_RUN(test_concurrent_sessions);
+    TU_RUN(test_tune_state_machine);
     /* The counted allocator stayed consistent under concurrency. */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     return tu_finish("test_threads");

@@ -493,7 +493,7 @@ void mcp__dnnl_cache_release(mcp_dnnl_cache *c)
 
 static bool entry_matches(const mcp_dnnl_entry *e, const dnnl_memory_desc_t *keys, int n_keys)
 {
-    if (e->n_keys != n_keys) return false;
+    if (e->n_keys != n_keys || e->threads != omp_get_max_threads()) return false;
     for (int i = 0; i < n_keys; i++)
         if (!dnnl_memory_desc_equal(&e->keys[i], &keys[i])) return false;
     return true;
@@ -504,6 +504,7 @@ static mcp_status entry_build(const void *state, const dnnl_memory_desc_t *keys,
 {
     memset(e, 0, sizeof *e);
     e->n_keys = n_keys;
+    e->threads = omp_get_max_threads();
     memcpy(e->keys, keys, sizeof *keys * (size_t)n_keys);
     mcp_status st = build(state, e, err);
     if (st != MCP_STATUS_OK) mcp__dnnl_entry_release(e);

@@ -25,6 +25,7 @@
  * built per call.
  */
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -69,12 +70,15 @@ typedef struct conv_params {
 typedef struct conv_prim {
     dnnl_primitive_t prim;
     dnnl_memory_desc_t smd;       /* the source layout the primitive reads */
-    dnnl_primitive_t src_reorder; /* plain X -> smd; NULL when smd is plain */
+    /* plain X -> smd, built when a plain X first comes (most convolutions
+     * read another oneDNN kernel's output in place) */
+    _Atomic(dnnl_primitive_t) src_reorder;
     mcp_dnnl_format dst;          /* Y's layout */
     dnnl_memory_desc_t wmd;
     const void *wdata; /* the node's packed weights, own, or the initializer */
     mcp_dnnl_packed own; /* weights in a layout other than the node's packed one */
     int64_t in[4], out[4];
+    int threads; /* the OpenMP budget it is built and run under (oneDNN fixes its split then) */
 } conv_prim;
 
 typedef struct conv_state {
@@ -239,7 +243,8 @@ static bool conv_geometry(const conv_params *p, const int64_t *in, int64_t *out,
 static void conv_prim_release(conv_prim *cp)
 {
     if (cp->prim) dnnl_primitive_destroy(cp->prim);
-    if (cp->src_reorder) dnnl_primitive_destroy(cp->src_reorder);
+    dnnl_primitive_t r = atomic_load(&cp->src_reorder);
+    if (r) dnnl_primitive_destroy(r);
     mcp__dnnl_format_release(&cp->dst);
     mcp__dnnl_packed_release(&cp->own);
     memset(cp, 0, sizeof *cp);
@@ -353,6 +358,7 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     out[1] = st->w->dims[0];
     memcpy(cp->in, in, sizeof cp->in);
     memcpy(cp->out, out, sizeof cp->out);
+    cp->threads = omp_get_max_threads();
 
     dnnl_memory_desc_t src_md, dst_md, bias_md, wplain_md, wany_md, src_any, dst_any;
     dnnl_dims_t sd = {in[0], in[1], in[2], in[3]}, dd = {out[0], out[1], out[2], out[3]};
@@ -398,10 +404,6 @@ static mcp_status conv_build(conv_state *st, const int64_t *in, bool prepack, co
     if (s == dnnl_success) s = conv_create(st, &cd, cp, &dmd);
     if (s != dnnl_success) return mcp__dnnl_fail(err, s, "convolution primitive");
     mcp_status rs = mcp__dnnl_format_init(&cp->dst, &dmd, 4, out, err);
-    if (rs == MCP_STATUS_OK && !dnnl_memory_desc_equal(&cp->smd, &src_md)) {
-        s = mcp__dnnl_reorder_create(&src_md, &cp->smd, &cp->src_reorder);
-        if (s != dnnl_success) rs = mcp__dnnl_fail(err, s, "activation reorder");
-    }
     if (rs == MCP_STATUS_OK)
         rs = mcp__dnnl_weights_for(&st->packed, st->plain_gone, &wplain_md, st->w->data, &cp->wmd, &cp->own,
                                    &cp->wdata, err);
@@ -580,8 +582,10 @@ static mcp_status conv_lookup(mcp_kernel_ctx *ctx, conv_state *st, const int64_t
     *out = NULL;
     mcp_status rs = MCP_STATUS_OK;
     pthread_mutex_lock(&st->lock);
+    int threads = omp_get_max_threads();
     for (int i = 0; i < st->n_prims && !*out; i++)
-        if (memcmp(st->prims[i].in, in, sizeof st->prims[i].in) == 0) *out = &st->prims[i];
+        if (memcmp(st->prims[i].in, in, sizeof st->prims[i].in) == 0 && st->prims[i].threads == threads)
+            *out = &st->prims[i];
     if (!*out && st->n_prims < CONV_CACHE_MAX) {
         rs = conv_build(st, in, true, &st->prims[st->n_prims], ctx->err);
         if (rs == MCP_STATUS_OK) *out = &st->prims[st->n_prims++];
@@ -665,13 +669,26 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
         sbuf = mcp_kscratch(ctx, 1, ssize);
         if (!sbuf) sbuf = heap = mcp_malloc(ssize);
         if (!sbuf) rs = mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-        else if (!x->format && cp->src_reorder) {
+        else if (!x->format) {
+            /* The primitive's own reorder, built on first use; a thread
+             * that loses the race drops its copy. */
+            conv_prim *shared = (conv_prim *)cp;
+            dnnl_primitive_t r = atomic_load(&shared->src_reorder);
+            if (!r) {
+                dnnl_status_t s = mcp__dnnl_reorder_create(&xmd, &cp->smd, &r);
+                if (s != dnnl_success) rs = mcp__dnnl_fail(ctx->err, s, "activation reorder");
+                dnnl_primitive_t none = NULL;
+                if (r && !atomic_compare_exchange_strong(&shared->src_reorder, &none, r)) {
+                    dnnl_primitive_destroy(r);
+                    r = none;
+                }
+            }
             dnnl_memory_t m[2] = {NULL, NULL};
-            rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
+            if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &xmd, x->data, &m[0]);
             if (rs == MCP_STATUS_OK) rs = mcp__dnnl_wrap(ctx, &cp->smd, sbuf, &m[1]);
             if (rs == MCP_STATUS_OK) {
                 dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, m[0]}, {DNNL_ARG_TO, m[1]}};
-                rs = mcp__dnnl_execute(ctx, cp->src_reorder, 2, ra);
+                rs = mcp__dnnl_execute(ctx, r, 2, ra);
             }
             for (int i = 0; i < 2; i++)
                 if (m[i]) dnnl_memory_destroy(m[i]);

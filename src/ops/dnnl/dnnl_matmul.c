@@ -36,6 +36,7 @@ typedef struct mm_problem {
     int64_t batch[MM_MAX_RANK], a_batch[MM_MAX_RANK], b_batch[MM_MAX_RANK];
     int64_t m, k, n;
     int c_kind; /* Gemm: 0 none, 1 bias row, 2 sum over pre-filled C */
+    int threads; /* the OpenMP budget it is built and run under (oneDNN fixes its split then) */
 } mm_problem;
 
 typedef struct mm_prim {
@@ -366,6 +367,7 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
     if (known) {
         int prev = mm_serial_begin(&p);
         p.m = mm_rows(st, &p, omp_get_max_threads()); /* the shape mm_run gives it */
+        p.threads = omp_get_max_threads();
         if (mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
         mcp__dnnl_serial_end(prev);
     }
@@ -483,6 +485,7 @@ static mcp_status mm_run(mcp_kernel_ctx *ctx)
     }
     mm_prim local;
     const mm_prim *mp = NULL;
+    p.threads = omp_get_max_threads();
     mcp_status rs = mm_lookup(ctx, st, &p, &local, &mp);
     if (rs != MCP_STATUS_OK) {
         mcp__dnnl_serial_end(prev_threads);

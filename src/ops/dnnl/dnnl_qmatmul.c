@@ -17,6 +17,7 @@
  * products, written into Y's own memory, become float in place: times
  * A_scale (given at run time) * B_scale, plus the bias.
  */
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
 
 typedef struct qmm_key {
     int64_t batch, m, k, n; /* batch 0: 2-D */
+    int64_t threads;        /* the OpenMP budget it is built and run under */
 } qmm_key;
 
 typedef struct qmm_prim {
@@ -356,7 +358,7 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
     if (st->y_zp_in >= 0 && !mcp__dnnl_zp_value(mcp_kin(ctx, st->y_zp_in), st->y_dt, &zp[2]))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "y's zero point must be one %s value", mcp_dtype_name(ydt));
 
-    qmm_key k = {0, 1, a->dims[a->rank - 1], b->dims[b->rank - 1]};
+    qmm_key k = {0, 1, a->dims[a->rank - 1], b->dims[b->rank - 1], 0};
     int64_t out[MCP_MAX_RANK];
     for (int d = 0; d < a->rank - 1; d++) out[d] = a->dims[d];
     out[a->rank - 1] = k.n;
@@ -390,6 +392,7 @@ static mcp_status qmm_run(mcp_kernel_ctx *ctx)
     }
 
     int prev = mcp__dnnl_serial_begin((k.batch ? k.batch : 1) * k.m * k.k * k.n, MCP_DNNL_SERIAL_MM_MACS);
+    k.threads = omp_get_max_threads();
     qmm_prim local;
     const qmm_prim *p = NULL;
     mcp_status rs = qmm_lookup(ctx, st, &k, &local, &p);

@@ -132,6 +132,7 @@ mcp_status mcp__dnnl_reorder_into(mcp_kernel_ctx *ctx, const mcp_tensor *t,
 typedef struct mcp_dnnl_entry {
     int n_keys;
     dnnl_memory_desc_t keys[MCP_DNNL_KEYS];
+    int threads; /* the OpenMP budget it was built under: part of the key */
     dnnl_primitive_t prim;
     mcp_dnnl_format dst;
 } mcp_dnnl_entry;
