@@ -102,8 +102,10 @@ void mcp_session_profile_reset(const mcp_session *s);
  * and the ONNX bytes themselves. mcp_session_create_from_file maps such a
  * file and copies nothing when the stamp matches the session's machine and
  * options; otherwise it compiles the embedded ONNX again and
- * mcp_session_load_note says so. External data files of the ONNX model are
- * not embedded: that fallback finds them beside the .mcpir. */
+ * mcp_session_load_note says so. A model whose tensors live in external
+ * data files is refused (the fallback would need them beside every copy).
+ * The file stays mapped while the session lives: replace a compiled model
+ * by renaming a new file over it, never by writing into it. */
 #define MCP_COMPILED_MAGIC "\x89MCPIR\r\n" /* the first 8 bytes of a .mcpir */
 mcp_status mcp_compile(const char *onnx_path, const char *out_path, const mcp_session_options *opts, char *err,
                        size_t err_len);

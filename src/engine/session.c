@@ -185,12 +185,29 @@ static mcp_status prepare_parallel(mcp_graph *g, const char *backend, int thread
     return job.st;
 }
 
+/* Ops whose weights (input 1) a kernel may hold packed only. */
+static bool packs_input(const mcp_node *n, int j)
+{
+    static const char *const ops[] = {"Conv", "MatMul", "Gemm", NULL};
+    static const char *const internal[] = {"FusedConv", "FusedMatMul", "FusedGemm", NULL};
+    const char *const *list = n->domain[0] == '\0' ? ops : strcmp(n->domain, MCP_DOMAIN_INTERNAL) == 0 ? internal : NULL;
+    for (int i = 0; j == 1 && list && list[i]; i++)
+        if (strcmp(n->op_type, list[i]) == 0) return true;
+    return false;
+}
+
+/* When check_released looks: right after import, before kernels are
+ * prepared, and after. */
+enum { RELEASED_IMPORTED, RELEASED_RESOLVED, RELEASED_PREPARED };
+
 /* A compiled model imports float weights without their plain data when its
  * kernels hold them packed: nothing but such kernels may read them (no
- * graph output, no subgraph capture). Before kernels are prepared
- * (`prepared` false), each reader's kernel must take packed weights and the
- * file must have them for that node; after, each must have adopted them. */
-static mcp_status check_released(const mcp_graph *g, bool prepared, mcp_err *err)
+ * graph output, no subgraph capture). After import, each reader must be
+ * the weights input of a Conv or matrix product (nothing looks at data
+ * before that check); once kernels are chosen, each reader's kernel must
+ * take packed weights and the file must have them for that node; once
+ * prepared, each must have adopted them. */
+static mcp_status check_released(const mcp_graph *g, int stage, mcp_err *err)
 {
     for (int k = 0; k < g->n_initializers; k++) {
         const mcp_tensor *t = &g->initializers[k];
@@ -202,9 +219,10 @@ static mcp_status check_released(const mcp_graph *g, bool prepared, mcp_err *err
         for (int i = 0; !bad && i < g->n_nodes; i++)
             for (int j = 0; j < g->nodes[i].n_inputs; j++)
                 if (g->nodes[i].inputs[j] == v &&
-                    !(prepared ? mcp_kernel_release_plain_input(&g->nodes[i], j, false)
-                               : g->nodes[i].kernel && g->nodes[i].kernel->packed_weights &&
-                                     mcp_graph_prepacked(g, &g->nodes[i], 0))) {
+                    !(stage == RELEASED_PREPARED   ? mcp_kernel_release_plain_input(&g->nodes[i], j, false)
+                      : stage == RELEASED_RESOLVED ? g->nodes[i].kernel && g->nodes[i].kernel->packed_weights &&
+                                                         mcp_graph_prepacked(g, &g->nodes[i], 0)
+                                                   : packs_input(&g->nodes[i], j))) {
                     return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
                                        "initializer '%s' is held packed only, and node '%s' (%s) does not read the packed copy",
                                        name, g->nodes[i].name, g->nodes[i].op_type);
@@ -272,6 +290,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
     mcp_status st = ir ? mcp_onnx_import_blob(ir->graph, ir->graph_len, &ir->blob, &s->graph, err)
                        : mcp_onnx_import(buf, len, base_dir, &s->graph, err);
     mcp_free(owned_buf);
+    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, RELEASED_IMPORTED, err);
     /* Shapes first (the passes need ranks), then the graph passes, then
      * shapes again for the nodes the passes created. */
     if (st == MCP_STATUS_OK) st = mcp_graph_infer_shapes(s->graph, err);
@@ -289,7 +308,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         if (ir) {
             s->graph->prepacked = ir->packed;
             s->graph->n_prepacked = ir->n_packed;
-            st = check_released(s->graph, false, err);
+            st = check_released(s->graph, RELEASED_RESOLVED, err);
         }
     }
     /* Kernels built at load see the thread budget they will run with. */
@@ -303,7 +322,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
         s->graph->prepacked = NULL;
         s->graph->n_prepacked = 0;
     }
-    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, true, err);
+    if (st == MCP_STATUS_OK && ir) st = check_released(s->graph, RELEASED_PREPARED, err);
     if (st == MCP_STATUS_OK) st = mcp_graph_plan_lifetimes(s->graph, err);
     if (st == MCP_STATUS_OK && o.profile) {
         size_t n = (size_t)s->graph->n_nodes + 1;
@@ -433,6 +452,11 @@ mcp_status mcp_compile(const char *onnx_path, const char *out_path, const mcp_se
     else st = session_create(buf, NULL, len, dirname(copy), NULL, opts, &s, &e);
     mcp_free(copy);
     if (st != MCP_STATUS_OK) mcp_err_prefix(&e, "%s", onnx_path);
+    else if (s->graph->external_data)
+        /* The fallback loads the embedded .onnx bytes: their external
+         * files would have to travel beside every copy of the .mcpir. */
+        st = mcp_err_set(&e, MCP_STATUS_UNSUPPORTED,
+                         "%s keeps tensor data in external files; compile a model with its data inline", onnx_path);
     else st = mcp__mcpir_write(s, mcp__mcpir_options(opts), buf, len, out_path, &e);
     mcp_session_destroy(s);
     mcp_free(buf);

@@ -24,8 +24,12 @@
  * alt, a run at T is tried every 8 runs (doubling up to 128 while it
  * loses), and two faster ones switch back. A thread count's first run in a
  * plan builds its primitives (oneDNN fixes a primitive's split when it is
- * built, so primitives are cached per budget) and does not count. An idle
- * machine never probes.
+ * built, so primitives are cached per budget) and does not count. On an
+ * idle machine a model whose runs keep every thread busy never probes;
+ * long single-threaded stretches let the OpenMP threads sleep, which can
+ * signal now and then (ever more rarely as probes lose). The CPU time is
+ * the process's, so other runs in the process hide starvation from that
+ * signal; the latency one still sees it.
  */
 typedef struct mcp__tune {
     int cur;          /* threads the plan's runs use; 0: not started */

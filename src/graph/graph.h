@@ -195,6 +195,9 @@ struct mcp_graph {
     /* The ModelProto's metadata_props keys (values are not kept). */
     char **metadata_keys;
     int n_metadata_keys;
+    /* Some tensor's data came from an external file (the compiler refuses
+     * such models: a compiled model embeds only the .onnx bytes). */
+    bool external_data;
     /* Set by the session before kernels are prepared (option bf16): float32
      * convolutions and matrix products may compute in bfloat16. */
     bool bf16;

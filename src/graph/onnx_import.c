@@ -21,6 +21,10 @@ typedef struct import_ctx {
     bool steal_raw;
     /* A compiled model's data area (mcp_onnx_import_blob), else NULL. */
     const mcp_import_blob *blob;
+    /* Set while the top graph's initializers import: only they may lie in
+     * the data area (a compiled model writes everything else inline). */
+    bool in_blob_ok;
+    bool *read_external; /* set when a tensor's data came from an external file */
 } import_ctx;
 
 /* Decoding with the counted allocator lets tensors take over raw_data. */
@@ -192,11 +196,16 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
     const uint8_t *raw = NULL;
     size_t raw_len = 0;
     uint8_t *ext = NULL;
-    if (ic->blob && tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    if (ic->blob && tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        if (!ic->in_blob_ok)
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                               "tensor '%s': only the top graph's initializers lie in a compiled model's data area", name);
         return tensor_in_blob(tp, ic, claimed, out);
+    }
     if (tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         mcp_status est = read_external(tp, ic, &ext, &raw_len);
         if (est != MCP_STATUS_OK) return est;
+        if (ic->read_external) *ic->read_external = true;
         raw = ext;
     } else if (tp->has_raw_data) {
         raw = tp->raw_data.data;
@@ -637,7 +646,9 @@ static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, co
         if (!*name) return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': initializer #%zu has no name", g->name, i);
         if (mcp_graph_find_value(g, name) >= 0)
             return mcp_err_set(ic.err, MCP_STATUS_INVALID_MODEL, "graph '%s': initializer '%s' defined twice", g->name, name);
-        st = tensor_from_proto(tp, &ic, &g->initializers[i]);
+        import_ctx init_ic = ic;
+        init_ic.in_blob_ok = ic.depth == 1;
+        st = tensor_from_proto(tp, &init_ic, &g->initializers[i]);
         if (st != MCP_STATUS_OK) return st;
         g->n_initializers++;
         int idx = add_value(g, name, ic.err);
@@ -725,7 +736,8 @@ static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_
         onnx__model_proto__free_unpacked(mp, &pb_alloc);
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no graph");
     }
-    import_ctx ic = {base_dir, err, 0, true, blob};
+    bool read_ext = false;
+    import_ctx ic = {base_dir, err, 0, true, blob, false, &read_ext};
     mcp_status st = MCP_STATUS_OK;
     /* The root graph is allocated here so opsets exist before nodes import. */
     mcp_graph *root = mcp_calloc(1, sizeof *root);
@@ -759,6 +771,7 @@ static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_
             g->producer_name = root->producer_name;
             g->metadata_keys = root->metadata_keys;
             g->n_metadata_keys = root->n_metadata_keys;
+            g->external_data = read_ext;
             root->opsets = NULL;
             root->n_opsets = 0;
             root->producer_name = NULL;
@@ -821,7 +834,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
-    import_ctx ic = {NULL, err, 0, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
     out->kind = MCP_VALUE_TENSOR;
     mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
     onnx__tensor_proto__free_unpacked(tp, NULL);
@@ -830,7 +843,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
 
 static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
 {
-    import_ctx ic = {NULL, err, 0, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
     out->kind = MCP_VALUE_SEQUENCE;
     if (sp->n_sequence_values || sp->n_optional_values)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
@@ -862,7 +875,7 @@ mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *o
     memset(out, 0, sizeof *out);
     Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
     if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
-    import_ctx ic = {NULL, err, 0, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
     mcp_status st = MCP_STATUS_OK;
     if (op->tensor_value) {
         out->kind = MCP_VALUE_TENSOR;

@@ -520,6 +520,55 @@ static void test_bf16_matches_float32(void)
     TU_CHECK_INT(mcp_alloc_live_count(), base);
 }
 
+/*
+ * More input shapes than a node's primitive cache holds (4 per input
+ * layout): past it, a primitive is built per call, and its output must not
+ * keep that primitive's format, which dies with the call. X [1,8,h,w] ->
+ * Conv (16 ch, blocked output) -> MaxPool 2x2 -> Y, at six sizes, twice,
+ * against the reference backend.
+ */
+static void test_cache_overflow_formats(void)
+{
+    char msg[1024] = "";
+    mcp_err err = {msg, sizeof msg};
+    mb_model *m = mb_model_new(13);
+    const int64_t xd[] = {1, CIN, -1, -1}, yd[] = {1, 16, -1, -1}, wd[] = {16, CIN, 3, 3};
+    const char *const params[] = {NULL, NULL, "h", "w"};
+    static float w[16 * CIN * 9];
+    fill(w, 16 * CIN * 9, 9, 0.03f);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
+    mb_add_initializer(m, NULL, "W", MCP_DTYPE_FLOAT, 4, wd, w, sizeof w);
+    const int64_t pads[] = {1, 1, 1, 1}, k2[] = {2, 2};
+    Onnx__NodeProto *c = mb_add_node(m, NULL, "Conv", "conv", "X,W", "C");
+    mb_attr_ints(m, c, "pads", pads, 4);
+    Onnx__NodeProto *p = mb_add_node(m, NULL, "MaxPool", "pool", "C", "Y");
+    mb_attr_ints(m, p, "kernel_shape", k2, 2);
+    mb_attr_ints(m, p, "strides", k2, 2);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 4, yd, NULL);
+    mcp_session *s, *ref;
+    open_two(m, "auto", 0, &s, "ref", 0, &ref);
+    TU_REQUIRE(s && ref);
+    for (int rep = 0; rep < 2; rep++)
+        for (int64_t hw = 6; hw < 18; hw += 2) {
+            const int64_t dims[] = {1, CIN, hw, hw + 2};
+            mcp_value x = {0};
+            x.kind = MCP_VALUE_TENSOR;
+            TU_REQUIRE_OK(mcp_tensor_alloc(&x.tensor, MCP_DTYPE_FLOAT, 4, dims, &err), msg);
+            fill(x.tensor.data, (int)mcp_tensor_numel(&x.tensor), (int)hw, 0.1f);
+            mcp_value *ins[1] = {&x}, *got[1] = {mcp_value_new()}, *want[1] = {mcp_value_new()};
+            TU_CHECK_STATUS(mcp__session_run(s, ins, got, &err), MCP_STATUS_OK, msg);
+            TU_CHECK_STATUS(mcp__session_run(ref, ins, want, &err), MCP_STATUS_OK, msg);
+            TU_CHECK(got[0]->tensor.format == NULL);
+            TU_CHECK(memcmp(got[0]->tensor.dims, want[0]->tensor.dims, sizeof(int64_t) * 4) == 0);
+            TU_CHECK_INT(mismatches(&got[0]->tensor, &want[0]->tensor), 0);
+            mcp_value_free(got[0]);
+            mcp_value_free(want[0]);
+            mcp_value_clear(&x);
+        }
+    mcp_session_destroy(s);
+    mcp_session_destroy(ref);
+}
+
 int main(void)
 {
     int64_t start = mcp_alloc_live_count();
@@ -529,6 +578,7 @@ int main(void)
     TU_RUN(test_matmul_rows_independent_of_batch);
     TU_RUN(test_profile);
     TU_RUN(test_bf16_matches_float32);
+    TU_RUN(test_cache_overflow_formats);
     TU_CHECK_INT(mcp_alloc_live_count(), start);
     return tu_finish("test_backends");
 }

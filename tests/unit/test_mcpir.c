@@ -8,6 +8,7 @@
  * single-byte corruptions across the header, graph and packed records).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -236,6 +237,28 @@ static void test_compiled_matches_onnx(void)
     mcp_session_destroy(s1);
     mcp_session_destroy(ref1);
 
+    /* A model keeping its weights in an external file is refused: the
+     * fallback could not find them beside a copy of the .mcpir. */
+    {
+        mb_model *em = mb_example_mlp();
+        Onnx__GraphProto *eg = mb_main_graph(em);
+        char data_path[1024], ext_onnx[1024], ext_ir[1024];
+        tu_path(data_path, sizeof data_path, tmp_dir, "w.bin");
+        tu_path(ext_onnx, sizeof ext_onnx, tmp_dir, "ext.onnx");
+        tu_path(ext_ir, sizeof ext_ir, tmp_dir, "ext.mcpir");
+        TU_REQUIRE(mb_write_bytes(data_path, mb_mlp_w, sizeof mb_mlp_w) == 0);
+        for (size_t i = 0; i < eg->n_initializer; i++)
+            if (strcmp(eg->initializer[i]->name, "W") == 0) mb_tensor_set_external(em, eg->initializer[i], "w.bin", 0, -1);
+        TU_REQUIRE(mb_write_file(em, ext_onnx) == 0);
+        mb_model_free(em);
+        TU_CHECK_STATUS(mcp_compile(ext_onnx, ext_ir, &o, msg, sizeof msg), MCP_STATUS_UNSUPPORTED, msg);
+        TU_CHECK(strstr(msg, "external files") != NULL);
+        struct stat sb;
+        TU_CHECK(stat(ext_ir, &sb) != 0);
+        unlink(data_path);
+        unlink(ext_onnx);
+    }
+
     /* Compiling a compiled model is refused; a missing file is named. */
     TU_CHECK_STATUS(mcp_compile(ir, ir, &o, msg, sizeof msg), MCP_STATUS_INVALID_ARGUMENT, msg);
     TU_CHECK(strstr(msg, "compiled already") != NULL);
@@ -324,6 +347,62 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
+/* The compiled file `good` with its graph section decoded, changed by
+ * `edit` and written back (the later sections move by whole 64-byte
+ * steps); NULL when it cannot be rebuilt. *out_len receives the size. */
+static uint8_t *rewrite_graph(const uint8_t *good, size_t len, void (*edit)(Onnx__ModelProto *), size_t *out_len)
+{
+    uint64_t goff = get64(good + 16), glen = get64(good + 24);
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, glen, good + goff);
+    if (!mp) return NULL;
+    edit(mp);
+    size_t nlen = onnx__model_proto__get_packed_size(mp);
+    uint64_t next = get64(good + 16 + 16); /* the packed section's offset */
+    uint64_t room = next - goff, need = (nlen + 63) / 64 * 64;
+    uint64_t shift = need > room ? need - room : 0;
+    uint8_t *b = calloc(1, len + shift);
+    if (!b) {
+        onnx__model_proto__free_unpacked(mp, NULL);
+        return NULL;
+    }
+    memcpy(b, good, goff);
+    onnx__model_proto__pack(mp, b + goff);
+    onnx__model_proto__free_unpacked(mp, NULL);
+    put64(b + 24, nlen);
+    memcpy(b + next + shift, good + next, len - next);
+    for (int i = 1; i < 4; i++) put64(b + 16 + 16 * i, get64(good + 16 + 16 * i) + shift);
+    *out_len = len + shift;
+    return b;
+}
+
+/* Marks the Gemm's bias (held in the data area) as held packed only. */
+static void release_bias(Onnx__ModelProto *mp)
+{
+    for (size_t i = 0; i < mp->graph->n_initializer; i++) {
+        Onnx__TensorProto *t = mp->graph->initializer[i];
+        if (strcmp(t->name, "BG") != 0) continue;
+        for (size_t k = 0; k < t->n_external_data; k++)
+            if (strcmp(t->external_data[k]->key, "location") == 0) {
+                free(t->external_data[k]->value);
+                t->external_data[k]->value = strdup(MCP_RELEASED_LOCATION);
+            }
+    }
+}
+
+/* Swaps the Gemm's B and C: its packed-only weights become its bias, an
+ * input no kernel packs. */
+static void swap_conv_inputs(Onnx__ModelProto *mp)
+{
+    for (size_t i = 0; i < mp->graph->n_node; i++) {
+        Onnx__NodeProto *n = mp->graph->node[i];
+        if (n->n_input >= 2 && strcmp(n->op_type, "Gemm") == 0) {
+            char *t = n->input[1];
+            n->input[1] = n->input[2];
+            n->input[2] = t;
+        }
+    }
+}
+
 static void test_damaged_files(void)
 {
     char onnx[1024], ir[1024], msg[1024] = "";
@@ -377,6 +456,25 @@ static void test_damaged_files(void)
 #ifdef MCP_WITH_DNNL
     TU_CHECK(noted);
 #endif
+
+    /* Float data marked "held packed" where no kernel packs it (a bias, a
+     * weight moved to another input): refused before anything reads it,
+     * so the embedded ONNX loads, noted. */
+    void (*edits[2])(Onnx__ModelProto *) = {release_bias, swap_conv_inputs};
+    for (int k = 0; k < 2; k++) {
+        size_t nlen = 0;
+        uint8_t *nb = rewrite_graph(good, len, edits[k], &nlen);
+        TU_REQUIRE(nb);
+        mcp_session *fs = NULL;
+        TU_CHECK_STATUS(mcp_session_create_from_memory(nb, nlen, NULL, &o, &fs, msg, sizeof msg), MCP_STATUS_OK, msg);
+        const char *note = fs ? mcp_session_load_note(fs) : NULL;
+        if (note) fprintf(stderr, "edit %d: %s\n", k, note);
+#ifdef MCP_WITH_DNNL
+        TU_CHECK(note && strstr(note, "could not be used"));
+#endif
+        mcp_session_destroy(fs);
+        free(nb);
+    }
 
     /* A bounded sweep of single-byte changes before the data area: each
      * load is refused with a message, falls back, or loads; none crashes

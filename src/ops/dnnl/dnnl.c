@@ -420,6 +420,17 @@ bool mcp__dnnl_packed_adopt(mcp_dnnl_packed *pk, const mcp_graph *graph, const m
     return true;
 }
 
+mcp_status mcp__dnnl_packed_settle(mcp_dnnl_packed *pk, bool have_plain, bool *plain_gone, mcp_err *err)
+{
+    if (!pk->borrowed || pk->verified) return MCP_STATUS_OK;
+    if (!have_plain)
+        return mcp_err_set(err, MCP_STATUS_FAILED_PRECONDITION,
+                           "the compiled weights are not in the layout this machine's kernel chose");
+    memset(pk, 0, sizeof *pk);
+    *plain_gone = false;
+    return MCP_STATUS_OK;
+}
+
 bool mcp__dnnl_packed_view(const mcp_dnnl_packed *pk, mcp_prepacked *out)
 {
     if (!pk->have) return false;
@@ -580,10 +591,16 @@ mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp
     mcp_dtype ydt = e->dst.md.data_type == dnnl_u8 ? MCP_DTYPE_UINT8
                     : e->dst.md.data_type == dnnl_s8 ? MCP_DTYPE_INT8
                                                      : MCP_DTYPE_FLOAT;
-    mcp_tensor *y = mcp_kout_format(ctx, 0, ydt, plain->ndims, plain->dims, mcp__dnnl_format_of(&e->dst));
-    if (!y) {
+    /* A per-call primitive's format dies with it: its output is written
+     * plain (through a temporary in its own layout). */
+    const mcp_format *f = mcp__dnnl_format_of(&e->dst);
+    bool via_tmp = e == local && f;
+    mcp_tensor *y = via_tmp ? mcp_kout_uninit(ctx, 0, ydt, plain->ndims, plain->dims)
+                            : mcp_kout_format(ctx, 0, ydt, plain->ndims, plain->dims, f);
+    void *tmp = via_tmp && y ? mcp_malloc(f->nbytes ? f->nbytes : 1) : NULL;
+    if (!y || (via_tmp && !tmp)) {
         if (e == local) mcp__dnnl_entry_release(local);
-        return MCP_STATUS_OUT_OF_MEMORY;
+        return y ? mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory") : MCP_STATUS_OUT_OF_MEMORY;
     }
     int ids[MCP_DNNL_KEYS + 1];
     const dnnl_memory_desc_t *mds[MCP_DNNL_KEYS + 1];
@@ -595,8 +612,14 @@ mcp_status mcp__dnnl_run_entry(mcp_kernel_ctx *ctx, const mcp_dnnl_entry *e, mcp
     }
     ids[n] = DNNL_ARG_DST;
     mds[n] = &e->dst.md;
-    data[n] = y->data;
-    return mcp__dnnl_exec_entry(ctx, e, local, n + 1, ids, mds, data);
+    data[n] = via_tmp ? tmp : y->data;
+    if (!via_tmp) return mcp__dnnl_exec_entry(ctx, e, local, n + 1, ids, mds, data);
+    /* exec_entry releases the local entry: keep it for the conversion. */
+    mcp_status st = mcp__dnnl_exec_entry(ctx, e, NULL, n + 1, ids, mds, data);
+    if (st == MCP_STATUS_OK) st = f->to_plain(f, tmp, y->data, ctx->err);
+    mcp_free(tmp);
+    mcp__dnnl_entry_release(local);
+    return st;
 }
 
 /* ---- the reference kernel as a run-time fallback ---- */
@@ -795,11 +818,11 @@ static bool dnnl_computes_bf16(const mcp_node *node, const mcp_graph *graph)
     const mcp_kernel_def *k = node->kernel;
     if (!mcp__dnnl_bf16_for(graph)) return false;
     if (k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel) return true;
-    /* Products with a constant 2-D B (see dnnl_matmul.c). */
+    /* Products with a constant B that is not batched (see dnnl_matmul.c). */
     const mcp_tensor *b = mcp__dnnl_initializer(node, graph, 1);
     return (k == &mcp__dnnl_gemm_kernel || k == &mcp__dnnl_fused_gemm_kernel || k == &mcp__dnnl_matmul_kernel ||
             k == &mcp__dnnl_fused_matmul_kernel) &&
-           b && b->rank == 2;
+           b && b->rank <= 2;
 }
 
 /* Packed layouts depend on oneDNN's version and the ISA it dispatches to;

@@ -338,9 +338,10 @@ static mcp_status concat_run(mcp_kernel_ctx *ctx)
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, md, n, concat_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
     int64_t outer, inner[MCP_DNNL_KEYS];
-    if (concat_copy_layout(st->axis, n, md, &e->dst.md, &outer, inner)) {
+    /* The direct copy writes e's layout: only an entry that outlives the
+     * call may lend its format to the output. */
+    if (e != &local && concat_copy_layout(st->axis, n, md, &e->dst.md, &outer, inner)) {
         rs = concat_copy(ctx, e, n, in, outer, inner);
-        if (e == &local) mcp__dnnl_entry_release(&local);
         return rs;
     }
     return mcp__dnnl_run_entry(ctx, e, &local, n, in, md, ids);

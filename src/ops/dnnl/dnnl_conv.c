@@ -570,6 +570,11 @@ static mcp_status conv_prepare(const mcp_node *node, const mcp_graph *graph, voi
         if (conv_build(st, in, true, &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
         mcp__dnnl_serial_end(prev);
     }
+    mcp_status rs = mcp__dnnl_packed_settle(&st->packed, st->w->data != NULL, &st->plain_gone, err);
+    if (rs != MCP_STATUS_OK) {
+        conv_release(st);
+        return rs;
+    }
     *state = st;
     return MCP_STATUS_OK;
 }
@@ -590,11 +595,14 @@ static mcp_status conv_lookup(mcp_kernel_ctx *ctx, conv_state *st, const int64_t
         rs = conv_build(st, in, true, &st->prims[st->n_prims], ctx->err);
         if (rs == MCP_STATUS_OK) *out = &st->prims[st->n_prims++];
     }
-    pthread_mutex_unlock(&st->lock);
+    /* A per-call primitive once the cache is full, also under the lock:
+     * its weights may be reordered from the node's packed copy, whose
+     * verification it may write. */
     if (rs == MCP_STATUS_OK && !*out) {
         rs = conv_build(st, in, false, local, ctx->err);
         if (rs == MCP_STATUS_OK) *out = local;
     }
+    pthread_mutex_unlock(&st->lock);
     if (rs != MCP_STATUS_OK) mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
     return rs;
 }

@@ -130,17 +130,31 @@ static mcp_status deconv_run(mcp_kernel_ctx *ctx)
     const mcp_dnnl_entry *e = NULL;
     mcp_status rs = mcp__dnnl_cache_get(ctx, &st->c.cache, st, &xmd, 1, deconv_build, &local, &e);
     if (rs != MCP_STATUS_OK) return rs;
-    mcp_tensor *y = mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, mcp__dnnl_format_of(&e->dst));
+    /* A per-call primitive's format dies with it: its output is written
+     * plain (through a temporary in its own layout). */
+    const mcp_format *f = mcp__dnnl_format_of(&e->dst);
+    bool via_tmp = e == &local && f;
+    mcp_tensor *y = via_tmp ? mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, 4, out)
+                            : mcp_kout_format(ctx, 0, MCP_DTYPE_FLOAT, 4, out, f);
+    void *tmp = via_tmp && y ? mcp_malloc(f->nbytes ? f->nbytes : 1) : NULL;
     const_dnnl_primitive_desc_t pd = NULL;
-    if (!y || dnnl_primitive_get_primitive_desc(e->prim, &pd) != dnnl_success) {
+    if (!y || (via_tmp && !tmp) || dnnl_primitive_get_primitive_desc(e->prim, &pd) != dnnl_success) {
         if (e == &local) mcp__dnnl_entry_release(&local);
-        return y ? mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN primitive query failed") : MCP_STATUS_OUT_OF_MEMORY;
+        mcp_free(tmp);
+        return !y ? MCP_STATUS_OUT_OF_MEMORY
+               : via_tmp && !tmp ? mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory")
+                                 : mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN primitive query failed");
     }
     static const int ids[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS};
     const dnnl_memory_desc_t *mds[4] = {&xmd, dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &e->dst.md,
                                         dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1)};
-    void *data[4] = {x->data, w->data, y->data, st->has_bias ? b->data : NULL};
-    return mcp__dnnl_exec_entry(ctx, e, &local, st->has_bias ? 4 : 3, ids, mds, data);
+    void *data[4] = {x->data, w->data, via_tmp ? tmp : y->data, st->has_bias ? b->data : NULL};
+    if (!via_tmp) return mcp__dnnl_exec_entry(ctx, e, &local, st->has_bias ? 4 : 3, ids, mds, data);
+    rs = mcp__dnnl_exec_entry(ctx, e, NULL, st->has_bias ? 4 : 3, ids, mds, data);
+    if (rs == MCP_STATUS_OK) rs = f->to_plain(f, tmp, y->data, ctx->err);
+    mcp_free(tmp);
+    mcp__dnnl_entry_release(&local);
+    return rs;
 }
 
 const mcp_kernel_def mcp__dnnl_deconv_kernel = {

@@ -371,6 +371,12 @@ static mcp_status mm_prepare(const mcp_node *node, const mcp_graph *graph, void 
         if (mm_build(st, &p, can_prepack(st, &p), &st->prims[0], NULL) == MCP_STATUS_OK) st->n_prims = 1;
         mcp__dnnl_serial_end(prev);
     }
+    mcp_status rs = MCP_STATUS_OK;
+    if (st->b_init) rs = mcp__dnnl_packed_settle(&st->packed, st->b_init->data != NULL, &st->plain_gone, err);
+    if (rs != MCP_STATUS_OK) {
+        mm_release(st);
+        return rs;
+    }
     *state = st;
     return MCP_STATUS_OK;
 }

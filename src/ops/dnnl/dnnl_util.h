@@ -224,6 +224,11 @@ typedef struct mcp_dnnl_packed {
  * needed (the file may not hold them). Nothing reads the descriptor until
  * mcp__dnnl_weights_for verifies it (and the data's size). */
 bool mcp__dnnl_packed_adopt(mcp_dnnl_packed *pk, const mcp_graph *graph, const mcp_node *node);
+/* After a node's load-time build: compiled weights the build did not
+ * verify are dropped when the plain ones are there (they serve instead),
+ * else the load fails (FAILED_PRECONDITION; the session then loads the
+ * embedded ONNX). *plain_gone follows. */
+mcp_status mcp__dnnl_packed_settle(mcp_dnnl_packed *pk, bool have_plain, bool *plain_gone, mcp_err *err);
 /* What pk holds, for compiled models (mcp_kernel_def.packed_weights). */
 bool mcp__dnnl_packed_view(const mcp_dnnl_packed *pk, mcp_prepacked *out);
 
