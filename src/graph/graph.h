@@ -223,6 +223,15 @@ typedef struct mcp_prepacked {
  * slot; NULL when there are none. */
 const mcp_prepacked *mcp_graph_prepacked(const mcp_graph *g, const mcp_node *n, int slot);
 
+/* ONNX's name for TensorProto.DataType number n ("FLOAT", "FLOAT8E4M3FN",
+ * "INT4", ...), the element types this engine implements and the newer
+ * ones it does not; NULL for numbers ONNX does not define. */
+const char *mcp_onnx_dtype_name(int64_t n);
+/* The message part for an element type number this engine does not
+ * implement: "element type 17 (FLOAT8E4M3FN), which this engine does not
+ * implement" into buf. Returns buf. */
+const char *mcp_onnx_dtype_refusal(int64_t n, char *buf, size_t cap);
+
 /* Import an ONNX ModelProto. `base_dir` resolves external data files (may be
  * NULL for in-memory models without external data). The graph is owned by
  * the caller (mcp_graph_free). */

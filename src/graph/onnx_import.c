@@ -56,6 +56,39 @@ static bool dtype_valid(int32_t dt)
     return dt > 0 && dt < MCP_DTYPE_COUNT;
 }
 
+const char *mcp_onnx_dtype_name(int64_t n)
+{
+    /* ONNX's types past BFLOAT16 (16), in its numbering. */
+    static const char *const newer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
+                                        "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
+    static const char *const known[] = {
+#define MCP__ONNX_NAME(name, num, size, text, oip, onnx) onnx,
+        MCP_DTYPE_MAP(MCP__ONNX_NAME)
+#undef MCP__ONNX_NAME
+    };
+    if (n >= 0 && n < MCP_DTYPE_COUNT) return known[n];
+    if (n >= MCP_DTYPE_COUNT && n < MCP_DTYPE_COUNT + (int64_t)(sizeof newer / sizeof newer[0]))
+        return newer[n - MCP_DTYPE_COUNT];
+    return NULL;
+}
+
+const char *mcp_onnx_dtype_refusal(int64_t n, char *buf, size_t cap)
+{
+    const char *name = mcp_onnx_dtype_name(n);
+    if (name) snprintf(buf, cap, "element type %lld (%s), which this engine does not implement", (long long)n, name);
+    else snprintf(buf, cap, "element type %lld, which ONNX does not define", (long long)n);
+    return buf;
+}
+
+/* A declared element type the engine does not implement: UNSUPPORTED for
+ * ONNX's own newer types, INVALID_MODEL for numbers ONNX does not define. */
+static mcp_status refuse_dtype(const import_ctx *ic, const char *what, const char *name, int64_t n)
+{
+    char why[160];
+    return mcp_err_set(ic->err, mcp_onnx_dtype_name(n) ? MCP_STATUS_UNSUPPORTED : MCP_STATUS_INVALID_MODEL,
+                       "%s '%s': %s", what, name, mcp_onnx_dtype_refusal(n, why, sizeof why));
+}
+
 /* Rejects external data paths that could escape the model's folder. */
 static bool external_path_safe(const char *loc)
 {
@@ -178,8 +211,9 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
 {
     const char *name = tp->name ? tp->name : "";
     memset(out, 0, sizeof *out);
-    if (!tp->has_data_type || !dtype_valid(tp->data_type))
-        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': invalid data type %d", name, (int)tp->data_type);
+    if (!tp->has_data_type || tp->data_type == 0)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': no element type", name);
+    if (!dtype_valid(tp->data_type)) return refuse_dtype(ic, "tensor", name, tp->data_type);
     if (tp->n_dims > MCP_MAX_RANK)
         return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': rank %zu above the maximum %d", name, tp->n_dims, MCP_MAX_RANK);
     if (tp->segment) return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", name);
@@ -309,7 +343,11 @@ static mcp_status type_from_proto(const Onnx__TypeProto *tp, const char *vname, 
     case ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE: {
         const Onnx__TypeProto__Tensor *tt = tp->tensor_type;
         out->kind = MCP_VALUE_TENSOR;
-        out->dtype = (tt->has_elem_type && dtype_valid(tt->elem_type)) ? (mcp_dtype)tt->elem_type : MCP_DTYPE_UNDEFINED;
+        /* An element type the engine does not implement is refused here:
+         * left undefined, a value would take whatever type it was fed. */
+        if (tt->has_elem_type && tt->elem_type != 0 && !dtype_valid(tt->elem_type))
+            return refuse_dtype(ic, "value", vname, tt->elem_type);
+        out->dtype = tt->has_elem_type ? (mcp_dtype)tt->elem_type : MCP_DTYPE_UNDEFINED;
         if (tt->shape) {
             if (tt->shape->n_dim > MCP_MAX_RANK)
                 return mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED, "value '%s': rank %zu above the maximum %d", vname, tt->shape->n_dim, MCP_MAX_RANK);

@@ -295,6 +295,24 @@ static mcp_status fail(ictx *c, const char *fmt, ...)
     return MCP_STATUS_INVALID_MODEL;
 }
 
+/* Attribute `name`, an element type number (def when absent), into *out;
+ * a number this engine does not implement fails the load, naming the node,
+ * the attribute and the type (an undefined type would let the output take
+ * whatever a kernel made of it). */
+static mcp_status attr_dtype(ictx *c, const char *name, int64_t def, mcp_dtype *out)
+{
+    int64_t dt = mcp_node_attr_int(c->n, name, def);
+    if (dtype_valid(dt)) {
+        *out = (mcp_dtype)dt;
+        return MCP_STATUS_OK;
+    }
+    char why[160];
+    mcp_err_set(c->err, mcp_onnx_dtype_name(dt) ? MCP_STATUS_UNSUPPORTED : MCP_STATUS_INVALID_MODEL,
+                "attribute '%s' names %s", name, mcp_onnx_dtype_refusal(dt, why, sizeof why));
+    mcp_err_prefix(c->err, "node '%s' (%s)", c->n->name, c->n->op_type);
+    return mcp_onnx_dtype_name(dt) ? MCP_STATUS_UNSUPPORTED : MCP_STATUS_INVALID_MODEL;
+}
+
 static int in_value(const ictx *c, int k)
 {
     if (k < 0 || k >= c->n->n_inputs) return -1;
@@ -657,9 +675,19 @@ static mcp_status infer_where(ictx *c)
 static mcp_status infer_cast(ictx *c)
 {
     stype t;
+    mcp_dtype to = MCP_DTYPE_UNDEFINED;
+    const mcp_attr *a = mcp_node_attr(c->n, "to");
+    if (a && a->type == MCP_ATTR_INT) {
+        mcp_status st = attr_dtype(c, "to", 0, &to);
+        if (st != MCP_STATUS_OK) return st;
+    } else if (a && a->type == MCP_ATTR_STRING) {
+        /* Cast-1 names the type as ONNX's DataType enum does. */
+        to = mcp_dtype_from_onnx_name(a->s);
+        if (to == MCP_DTYPE_UNDEFINED)
+            return fail(c, "attribute 'to' names type \"%.40s\", which this engine does not implement", a->s ? a->s : "");
+    }
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
-    int64_t to = mcp_node_attr_int(c->n, "to", 0);
-    t.dtype = dtype_valid(to) ? (mcp_dtype)to : MCP_DTYPE_UNDEFINED;
+    t.dtype = to;
     return emit(c, 0, &t);
 }
 
@@ -676,10 +704,13 @@ static mcp_status infer_castlike(ictx *c)
 static mcp_status infer_like(ictx *c)
 {
     stype t;
+    mcp_dtype dt = MCP_DTYPE_UNDEFINED;
+    if (mcp_node_attr(c->n, "dtype")) {
+        mcp_status st = attr_dtype(c, "dtype", 0, &dt);
+        if (st != MCP_STATUS_OK) return st;
+    }
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
-    int64_t dt = mcp_node_attr_int(c->n, "dtype", 0);
-    if (dtype_valid(dt)) t.dtype = (mcp_dtype)dt;
-    else if (mcp_node_attr(c->n, "dtype")) t.dtype = MCP_DTYPE_UNDEFINED;
+    if (dt != MCP_DTYPE_UNDEFINED) t.dtype = dt;
     return emit(c, 0, &t);
 }
 
@@ -1790,8 +1821,10 @@ static mcp_status infer_onehot(ictx *c)
 static mcp_status infer_random(ictx *c)
 {
     stype t;
-    int64_t dt = mcp_node_attr_int(c->n, "dtype", MCP_DTYPE_FLOAT);
-    st_unknown(&t, dtype_valid(dt) ? (mcp_dtype)dt : MCP_DTYPE_UNDEFINED);
+    mcp_dtype dt;
+    mcp_status st = attr_dtype(c, "dtype", MCP_DTYPE_FLOAT, &dt);
+    if (st != MCP_STATUS_OK) return st;
+    st_unknown(&t, dt);
     int64_t n;
     const int64_t *shape = mcp_node_attr_ints(c->n, "shape", &n);
     if (shape && n <= MCP_MAX_RANK) {
@@ -1804,9 +1837,11 @@ static mcp_status infer_random(ictx *c)
 static mcp_status infer_multinomial(ictx *c)
 {
     stype x, t;
+    mcp_dtype dt;
+    mcp_status st = attr_dtype(c, "dtype", MCP_DTYPE_INT32, &dt);
+    if (st != MCP_STATUS_OK) return st;
     if (!in_type(c, 0, &x)) return MCP_STATUS_OK;
-    int64_t dt = mcp_node_attr_int(c->n, "dtype", MCP_DTYPE_INT32);
-    st_rank(&t, dtype_valid(dt) ? (mcp_dtype)dt : MCP_DTYPE_UNDEFINED, 2);
+    st_rank(&t, dt, 2);
     if (x.rank == 2) t.d[0] = x.d[0];
     int64_t ss = mcp_node_attr_int(c->n, "sample_size", 1);
     if (ss >= 0) t.d[1] = dim_static(ss);

@@ -427,6 +427,70 @@ static void test_bad_initializers(void)
     mb_model_free(m);
 }
 
+/* Element types the engine does not implement (ONNX's float8, int4, ...)
+ * and numbers ONNX does not define are refused at load, naming the value,
+ * tensor or node attribute and the type: never imported as "undefined". */
+static void test_unknown_element_types(void)
+{
+    const int64_t d2[] = {2}, d22[] = {2, 2};
+    const uint8_t raw[4] = {0};
+
+    mb_model *m = mb_model_new(13);
+    mb_add_input(m, NULL, "X8", (mcp_dtype)17, 1, d2, NULL);
+    mb_add_node(m, NULL, "Identity", "id", "X8", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "value 'X8'", "element type 17 (FLOAT8E4M3FN)",
+                      "does not implement", (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    mb_add_node(m, NULL, "Identity", "id", "X", "Y4");
+    mb_add_output(m, NULL, "Y4", (mcp_dtype)22, 1, d2, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "value 'Y4'", "INT4", (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    mb_add_initializer(m, NULL, "W4", (mcp_dtype)21, 2, d22, raw, sizeof raw);
+    mb_add_output(m, NULL, "W4", MCP_DTYPE_FLOAT, 2, d22, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "tensor 'W4'", "UINT4", (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    Onnx__NodeProto *n = mb_add_node(m, NULL, "Cast", "to_fp4", "X", "Y");
+    mb_attr_int(m, n, "to", 23);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_UNDEFINED, -1, NULL, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "node 'to_fp4' (Cast)", "attribute 'to'", "FLOAT4E2M1",
+                      (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    n = mb_add_node(m, NULL, "RandomNormal", "noise", NULL, "Y");
+    mb_attr_int(m, n, "dtype", 24);
+    mb_attr_ints(m, n, "shape", d2, 1);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_UNDEFINED, -1, NULL, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "node 'noise' (RandomNormal)", "attribute 'dtype'",
+                      "FLOAT8E8M0", (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, d22, NULL);
+    n = mb_add_node(m, NULL, "EyeLike", "eye", "X", "Y");
+    mb_attr_int(m, n, "dtype", 99);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_UNDEFINED, -1, NULL, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "node 'eye' (EyeLike)", "element type 99",
+                      "ONNX does not define", (char *)NULL);
+    mb_model_free(m);
+
+    m = mb_model_new(13);
+    mb_add_input(m, NULL, "Xbad", (mcp_dtype)1000, 1, d2, NULL);
+    mb_add_node(m, NULL, "Identity", "id", "Xbad", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, 1, d2, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "value 'Xbad'", "element type 1000", (char *)NULL);
+    mb_model_free(m);
+}
+
 static void test_external_data(void)
 {
     char path[2048], msg[1024];
@@ -732,6 +796,7 @@ int main(void)
     TU_RUN(test_undefined_and_duplicate_names);
     TU_RUN(test_opsets_and_graph);
     TU_RUN(test_bad_initializers);
+    TU_RUN(test_unknown_element_types);
     TU_RUN(test_external_data);
     TU_RUN(test_bad_runs);
     TU_RUN(test_kernel_runtime_error);
