@@ -2254,7 +2254,7 @@ static const infer_rule RULES[] = {
     {"Sigmoid", infer_same}, {"HardSigmoid", infer_same}, {"Tanh", infer_same}, {"Relu", infer_same},
     {"LeakyRelu", infer_same}, {"Elu", infer_same}, {"Selu", infer_same}, {"Celu", infer_same},
     {"ThresholdedRelu", infer_same}, {"Softplus", infer_same}, {"Softsign", infer_same},
-    {"HardSwish", infer_same}, {"Mish", infer_same}, {"Gelu", infer_same}, {"Erf", infer_same},
+    {"HardSwish", infer_same}, {"Mish", infer_same}, {"Swish", infer_same}, {"Gelu", infer_same}, {"Erf", infer_same},
     {"Sign", infer_same}, {"Clip", infer_same}, {"Shrink", infer_same}, {"BitwiseNot", infer_same},
     {"Softmax", infer_same}, {"LogSoftmax", infer_same}, {"Hardmax", infer_same},
     {"LpNormalization", infer_same}, {"MeanVarianceNormalization", infer_same},

@@ -141,6 +141,8 @@ enum {
     X(SIGMOID, "Sigmoid", 1, 1u, EW_UF_FLOAT) \
     X(HARDSIGMOID, "HardSigmoid", 1, 1u, EW_UF_FLOAT) \
     X(HARDSWISH, "HardSwish", 14, 1u, EW_UF_FLOAT) \
+    X(MISH, "Mish", 18, 1u, EW_UF_FLOAT) \
+    X(SWISH, "Swish", 24, 1u, EW_UF_FLOAT) \
     X(SOFTPLUS, "Softplus", 1, 1u, EW_UF_FLOAT) \
     X(SOFTSIGN, "Softsign", 1, 0u, EW_UF_FLOAT) \
     X(THRESHOLDEDRELU, "ThresholdedRelu", 10, 0u, EW_UF_FLOAT) \
@@ -206,6 +208,7 @@ static mcp_status ew_uparams_read(mcp_kernel_ctx *ctx, ew_unary_op op, ew_uparam
         p->alpha = 1.0 / 6.0;
         p->beta = 0.5;
         break;
+    case EW_U_SWISH: p->alpha = mcp_kattr_float(ctx, "alpha", 1.0f); break;
     case EW_U_SHRINK:
         p->bias = mcp_kattr_float(ctx, "bias", 0.0f);
         p->lambd = mcp_kattr_float(ctx, "lambd", 0.5f);
@@ -288,6 +291,16 @@ static double ew_unary_f64(ew_unary_op op, double x, const ew_uparams *p)
         /* log(1 + exp(x)) without overflow for large x. */
         if (x > 0) return x + log1p(exp(-x));
         return log1p(exp(x));
+    case EW_U_MISH: {
+        /* x tanh(softplus(x)), softplus as above. */
+        double sp = x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+        return x * tanh(sp);
+    }
+    case EW_U_SWISH: {
+        /* x sigmoid(alpha x), the sigmoid's two forms as above. */
+        double a = p->alpha * x;
+        return x * (a >= 0 ? 1.0 / (1.0 + exp(-a)) : exp(a) / (1.0 + exp(a)));
+    }
     case EW_U_SOFTSIGN: return x / (1.0 + fabs(x));
     case EW_U_THRESHOLDEDRELU: return x > p->alpha ? x : 0.0;
     case EW_U_SHRINK:
