@@ -484,7 +484,7 @@ const char *mcp_session_precision(const mcp_session *s)
 {
     const mcp_graph *g = s->graph;
     for (int i = 0; g->bf16 && i < g->n_nodes; i++)
-        if (mcp_ops_node_bf16(&g->nodes[i], g)) return "bf16";
+        if (mcp_ops_node_bf16(&g->nodes[i])) return "bf16";
     return "fp32";
 }
 

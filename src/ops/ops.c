@@ -106,15 +106,10 @@ void mcp_ops_stamp(char *buf, size_t cap)
     }
 }
 
-bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph)
+bool mcp_ops_node_bf16(const mcp_node *node)
 {
-    if (!node->kernel || !node->kernel_backend) return false;
-    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
-        const mcp_backend *b = backends[i];
-        if (b && strcmp(b->name, node->kernel_backend) == 0)
-            return b->computes_bf16 && b->computes_bf16(node, graph);
-    }
-    return false;
+    return node->kernel && node->kernel->computes_bf16 && node->kernel_state &&
+           node->kernel->computes_bf16(node->kernel_state);
 }
 
 /* ---- kernel helpers ---- */

@@ -100,6 +100,9 @@ typedef struct mcp_kernel_def {
      * kernel that offers them adopts a compiled model's in prepare
      * (mcp_graph_prepacked) when they are exactly the layout it chose. */
     bool (*packed_weights)(const void *state, int slot, mcp_prepacked *out);
+    /* Whether the prepared state computes in bfloat16 (graph->bf16 applied;
+     * see the session option bf16). NULL: never. */
+    bool (*computes_bf16)(const void *state);
 } mcp_kernel_def;
 
 /* Table entries in the order of the fields above, capabilities left
@@ -130,9 +133,6 @@ typedef struct mcp_backend {
     int priority;    /* higher wins */
     /* Returns the kernel for the node or NULL when this backend can't run it. */
     const mcp_kernel_def *(*supports)(const mcp_node *node, const mcp_graph *graph);
-    /* Optional: whether node, resolved to this backend, computes in
-     * bfloat16 (graph->bf16 applied; see the session option bf16). */
-    bool (*computes_bf16)(const mcp_node *node, const mcp_graph *graph);
     /* Optional: what the layouts of this backend's packed weights depend on
      * (library version, CPU features), for compiled models' stamps. */
     void (*stamp)(char *buf, size_t cap);
@@ -148,8 +148,8 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
 /* Every backend's stamp, "; "-separated, into buf. */
 void mcp_ops_stamp(char *buf, size_t cap);
 
-/* Whether node's resolved kernel computes in bfloat16. */
-bool mcp_ops_node_bf16(const mcp_node *node, const mcp_graph *graph);
+/* Whether node's prepared kernel computes in bfloat16. */
+bool mcp_ops_node_bf16(const mcp_node *node);
 
 /* The reference backend, and the oneDNN backend when built with it. */
 extern const mcp_backend mcp__ref_backend;

@@ -378,3 +378,8 @@ void mb_mlp_reference(const float *x, int64_t batch, float *y, float *z)
         }
     }
 }
+
+void mb_fill_pattern(float *p, int n, int seed, float scale)
+{
+    for (int i = 0; i < n; i++) p[i] = (float)((i * 37 + seed * 11) % 23 - 11) * scale;
+}

@@ -80,6 +80,10 @@ void mb_tensor_set_external(mb_model *m, Onnx__TensorProto *t, const char *locat
 void mb_tensor_add_external_key(mb_model *m, Onnx__TensorProto *t, const char *key,
                                 const char *value);
 
+/* Fills p[0 .. n) with small multiples of scale in a fixed pattern (seed
+ * shifts it): weights and inputs whose results stay well scaled. */
+void mb_fill_pattern(float *p, int n, int seed, float scale);
+
 /* Serializes the model. The bytes are malloc'd; the caller frees them with
  * free(). */
 uint8_t *mb_pack(mb_model *m, size_t *len);

@@ -23,11 +23,6 @@ enum { CIN = 8, HW = 9 };
 
 static char tmp_dir[1024];
 
-static void fill(float *p, int n, int seed, float scale)
-{
-    for (int i = 0; i < n; i++) p[i] = (float)((i * 37 + seed * 11) % 23 - 11) * scale;
-}
-
 /*
  * X [b,8,9,9] -> A = Relu(Conv1x1 + bias, 16 ch) -> P = MaxPool 3x3 ->
  * S = Relu(Conv3x3(P) + A) -> D = Concat(A, S) -> Y1 = Conv1x1(D) (4 ch);
@@ -41,12 +36,12 @@ static mb_model *cnn(void)
     const int64_t wad[] = {16, CIN, 1, 1}, wbd[] = {16, 16, 3, 3}, wdd[] = {4, 32, 1, 1}, wgd[] = {10, 16};
     const int64_t b16[] = {16}, b10[] = {10};
     static float wa[16 * CIN], ba[16], wb[16 * 16 * 9], wd[4 * 32], wg[10 * 16], bg[10];
-    fill(wa, 16 * CIN, 1, 0.05f);
-    fill(ba, 16, 2, 0.01f);
-    fill(wb, 16 * 16 * 9, 3, 0.02f);
-    fill(wd, 4 * 32, 4, 0.03f);
-    fill(wg, 10 * 16, 5, 0.07f);
-    fill(bg, 10, 6, 0.02f);
+    mb_fill_pattern(wa, 16 * CIN, 1, 0.05f);
+    mb_fill_pattern(ba, 16, 2, 0.01f);
+    mb_fill_pattern(wb, 16 * 16 * 9, 3, 0.02f);
+    mb_fill_pattern(wd, 4 * 32, 4, 0.03f);
+    mb_fill_pattern(wg, 10 * 16, 5, 0.07f);
+    mb_fill_pattern(bg, 10, 6, 0.02f);
     mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 4, xd, params);
     mb_add_initializer(m, NULL, "WA", MCP_DTYPE_FLOAT, 4, wad, wa, sizeof wa);
     mb_add_initializer(m, NULL, "BA", MCP_DTYPE_FLOAT, 1, b16, ba, sizeof ba);
@@ -84,9 +79,9 @@ static mb_model *branches(void)
     mb_model *m = mb_model_new(13);
     const int64_t xd[] = {2, 3}, kd[] = {3, 3}, cd[] = {1};
     static float k0[6], k1[6], k2[9];
-    fill(k0, 6, 7, 0.25f);
-    fill(k1, 6, 8, 0.5f);
-    fill(k2, 9, 9, 0.125f);
+    mb_fill_pattern(k0, 6, 7, 0.25f);
+    mb_fill_pattern(k1, 6, 8, 0.5f);
+    mb_fill_pattern(k2, 9, 9, 0.125f);
     mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, xd, NULL);
     mb_add_input(m, NULL, "C", MCP_DTYPE_BOOL, 1, cd, NULL);
     mb_add_initializer(m, NULL, "K0", MCP_DTYPE_FLOAT, 2, xd, k0, sizeof k0);
@@ -148,7 +143,7 @@ static void make_inputs(const mcp_session *s, int64_t b, bool cond, mcp_value **
         for (int k = 0; k < v->type.rank; k++) dims[k] = v->type.dims[k] < 0 ? b : v->type.dims[k];
         int64_t n = mcp_shape_numel(v->type.rank, dims);
         float *x = mcp_malloc(sizeof *x * (size_t)n);
-        fill(x, (int)n, (int)b, 0.1f);
+        mb_fill_pattern(x, (int)n, (int)b, 0.1f);
         ins[i] = mcp_value_create_tensor(MCP_DTYPE_FLOAT, v->type.rank, dims, x, msg, sizeof msg);
         mcp_free(x);
     }

@@ -813,18 +813,6 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     return NULL;
 }
 
-static bool dnnl_computes_bf16(const mcp_node *node, const mcp_graph *graph)
-{
-    const mcp_kernel_def *k = node->kernel;
-    if (!mcp__dnnl_bf16_for(graph)) return false;
-    if (k == &mcp__dnnl_conv_kernel || k == &mcp__dnnl_fused_conv_kernel) return true;
-    /* Products with a constant B that is not batched (see dnnl_matmul.c). */
-    const mcp_tensor *b = mcp__dnnl_initializer(node, graph, 1);
-    return (k == &mcp__dnnl_gemm_kernel || k == &mcp__dnnl_fused_gemm_kernel || k == &mcp__dnnl_matmul_kernel ||
-            k == &mcp__dnnl_fused_matmul_kernel) &&
-           b && b->rank <= 2;
-}
-
 /* Packed layouts depend on oneDNN's version and the ISA it dispatches to;
  * the descriptor's size guards its binary form. */
 static void dnnl_stamp(char *buf, size_t cap)
@@ -839,6 +827,5 @@ const mcp_backend mcp__dnnl_backend = {
     .name = "dnnl",
     .priority = 10,
     .supports = dnnl_supports,
-    .computes_bf16 = dnnl_computes_bf16,
     .stamp = dnnl_stamp,
 };

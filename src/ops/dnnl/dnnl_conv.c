@@ -429,6 +429,12 @@ static bool conv_packed_weights(const void *state, int slot, mcp_prepacked *out)
     return st && slot == 0 && mcp__dnnl_packed_view(&st->packed, out);
 }
 
+static bool conv_computes_bf16(const void *state)
+{
+    const conv_state *st = state;
+    return st->bf16;
+}
+
 static void conv_release(void *state)
 {
     conv_state *st = state;
@@ -742,20 +748,25 @@ static mcp_status conv_run(mcp_kernel_ctx *ctx)
 const mcp_kernel_def mcp__dnnl_conv_kernel = {
     MCP_KERNEL_FIELDS("", "Conv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
+    .computes_bf16 = conv_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_fused_conv_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedConv", 1, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
+    .computes_bf16 = conv_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_qlinear_conv_kernel = {
     MCP_KERNEL_FIELDS("", "QLinearConv", 10, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
+    .computes_bf16 = conv_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_conv_integer_kernel = {
     MCP_KERNEL_FIELDS("", "ConvInteger", 10, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
+    .computes_bf16 = conv_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_qlinear_conv_add_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearConvAdd", 1, 0, conv_run, NULL, conv_prepare, conv_release),
     .reads_formats = true, .release_plain_input = conv_release_plain, .packed_weights = conv_packed_weights,
+    .computes_bf16 = conv_computes_bf16,
 };

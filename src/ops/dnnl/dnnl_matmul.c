@@ -260,6 +260,13 @@ static bool mm_packed_weights(const void *state, int slot, mcp_prepacked *out)
     return st && slot == 0 && mcp__dnnl_packed_view(&st->packed, out);
 }
 
+/* Products with a constant B that is not batched (see mm_build). */
+static bool mm_computes_bf16(const void *state)
+{
+    const mm_state *st = state;
+    return st->bf16 && st->b_init && st->b_init->rank <= 2;
+}
+
 static void mm_release(void *state)
 {
     mm_state *st = state;
@@ -548,19 +555,23 @@ const mcp_kernel_def mcp__dnnl_gemm_kernel = {
     MCP_KERNEL_FIELDS("", "Gemm", 7, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
     .packed_weights = mm_packed_weights,
+    .computes_bf16 = mm_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_fused_gemm_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedGemm", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
     .packed_weights = mm_packed_weights,
+    .computes_bf16 = mm_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_fused_matmul_kernel = {
     MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "FusedMatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
     .packed_weights = mm_packed_weights,
+    .computes_bf16 = mm_computes_bf16,
 };
 const mcp_kernel_def mcp__dnnl_matmul_kernel = {
     MCP_KERNEL_FIELDS("", "MatMul", 1, 0, mm_run, NULL, mm_prepare, mm_release),
     .release_plain_input = mm_release_plain,
     .packed_weights = mm_packed_weights,
+    .computes_bf16 = mm_computes_bf16,
 };
