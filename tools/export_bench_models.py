@@ -11,6 +11,7 @@ calibrated on random inputs so that activations keep their scale. Nothing here i
 the bench script runs this into its cache folder.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -88,6 +89,50 @@ def export(name, out_dir):
     print(f"{name}: {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
 
 
+# attention[_causal][_decomposed]_S: scaled dot-product self-attention over
+# (batch, 12 heads, S, 64), the one input as Q, K and V: one ONNX
+# Attention-23 node, or the subgraph exporters write without it (Transpose,
+# MatMul, Mul by the scale, Add of a causal mask constant, Softmax, MatMul).
+ATTENTION = re.compile(r"attention(_causal)?(_decomposed)?_(\d+)$")
+
+
+def export_attention(name, out_dir):
+    from onnx import TensorProto, helper, numpy_helper, save
+    causal, decomposed, seq = ATTENTION.match(name).groups()
+    seq, heads, d = int(seq), 12, 64
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", heads, seq, d]) for n in ("input", "output")]
+    if decomposed:
+        inits = [numpy_helper.from_array(np.array(1 / np.sqrt(d), dtype=np.float32), "scale")]
+        nodes = [helper.make_node("Transpose", ["input"], ["kt"], perm=[0, 1, 3, 2]),
+                 helper.make_node("MatMul", ["input", "kt"], ["qk"]),
+                 helper.make_node("Mul", ["qk", "scale"], ["s"])]
+        if causal:
+            mask = np.triu(np.full((seq, seq), -np.inf, dtype=np.float32), k=1)
+            inits.append(numpy_helper.from_array(mask, "mask"))
+            nodes.append(helper.make_node("Add", ["s", "mask"], ["sm"]))
+        nodes += [helper.make_node("Softmax", ["sm" if causal else "s"], ["p"], axis=-1),
+                  helper.make_node("MatMul", ["p", "input"], ["output"])]
+        opset = 17
+    else:
+        inits = []
+        nodes = [helper.make_node("Attention", ["input", "input", "input"], ["output"], is_causal=int(bool(causal)))]
+        opset = 23
+    model = helper.make_model(helper.make_graph(nodes, name, io[:1], io[1:], inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10 if opset >= 23 else 8
+    path = os.path.join(out_dir, f"{name}.onnx")
+    save(model, path)
+    x = torch.randn(2, heads, seq, d, generator=torch.Generator().manual_seed(1))
+    xd = x.double()
+    scores = xd @ xd.transpose(2, 3) / np.sqrt(d)
+    if causal:
+        scores = scores.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
+    y = torch.softmax(scores, dim=-1) @ xd
+    np.save(os.path.join(out_dir, f"{name}.input.npy"), x.numpy())
+    np.save(os.path.join(out_dir, f"{name}.output.npy"), y.float().numpy())
+    print(f"{name}: {path}")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -95,6 +140,9 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     names = sys.argv[2:] or list(MODELS)
     for n in names:
+        if ATTENTION.match(n):
+            export_attention(n, out_dir)
+            continue
         if n not in MODELS:
             sys.exit(f"unknown model '{n}' (known: {', '.join(MODELS)})")
         export(n, out_dir)

@@ -10,31 +10,50 @@ here with numpy in float64 and rounded to the output's type.
 
 Debian's python3-onnx predates these opsets: models are built with its
 helpers and not checked against its (older) schemas.
+
+Cases are grouped by operator family: this file holds the activations and
+the shared writer; each tools/op_cases_<family>.py defines
+cases(out, rng, lib), lib being this module, and is run in name order.
 """
+import glob
+import importlib.util
 import os
 import sys
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
+ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,
+             np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8, np.int16: TensorProto.INT16,
+             np.uint16: TensorProto.UINT16, np.int32: TensorProto.INT32, np.uint32: TensorProto.UINT32,
+             np.int64: TensorProto.INT64, np.uint64: TensorProto.UINT64, np.bool_: TensorProto.BOOL,
+             np.object_: TensorProto.STRING, np.str_: TensorProto.STRING}
 
 
-def write_case(out, name, opset, node, inputs, outputs):
-    """inputs / outputs: lists of (name, numpy array)."""
+def write_case(out, name, opset, node, inputs, outputs, initializers=(), opsets=None, ir_version=8):
+    """inputs / outputs: lists of (name, numpy array); node: one node or a
+    list of them; initializers: TensorProtos; opsets: extra {domain: version}."""
     case = os.path.join(out, "node", name)
     data = os.path.join(case, "test_data_set_0")
     os.makedirs(data, exist_ok=True)
-    info = lambda n, a: helper.make_tensor_value_info(n, ONNX_TYPE[a.dtype.type], list(a.shape))
-    graph = helper.make_graph([node], name, [info(n, a) for n, a in inputs], [info(n, a) for n, a in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
+    # An array may also come as a TensorProto built by hand (types this
+    # onnx has no numpy dtype for): its data_type and dims are declared.
+    info = lambda n, a: (helper.make_tensor_value_info(n, a.data_type, list(a.dims)) if isinstance(a, TensorProto)
+                         else helper.make_tensor_value_info(n, ONNX_TYPE[a.dtype.type], list(a.shape)))
+    nodes = node if isinstance(node, list) else [node]
+    graph = helper.make_graph(nodes, name, [info(n, a) for n, a in inputs], [info(n, a) for n, a in outputs],
+                              initializer=list(initializers))
+    imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in (opsets or {}).items()]
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = ir_version
     with open(os.path.join(case, "model.onnx"), "wb") as f:
         f.write(model.SerializeToString())
     for kind, tensors in (("input", inputs), ("output", outputs)):
         for i, (n, a) in enumerate(tensors):
             with open(os.path.join(data, f"{kind}_{i}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(a, n).SerializeToString())
+                if isinstance(a, TensorProto):
+                    a.name = n
+                f.write((a if isinstance(a, TensorProto) else numpy_helper.from_array(a, n)).SerializeToString())
 
 
 def values(rng, shape, dtype):
@@ -75,6 +94,14 @@ def main(out):
         attrs = {} if alpha is None else {"alpha": alpha}
         write_case(out, f"test_swish{suffix}", 24, helper.make_node("Swish", ["x"], ["y"], **attrs), [("x", x)],
                    [("y", y)])
+
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "op_cases_*.py"))):
+        spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+        family = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(family)
+        family.cases(out, np.random.default_rng(2026), sys.modules[__name__])
 
 
 if __name__ == "__main__":

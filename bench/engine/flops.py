@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""FLOPs of one inference (Conv, ConvTranspose, Gemm, MatMul, MatMulInteger; 2 per MAC) at a
+"""FLOPs of one inference (Conv, ConvTranspose, Gemm, MatMul, MatMulInteger,
+4-D Attention; 2 per MAC) at a
 given batch, from ONNX shape inference.  flops.py MODEL.onnx BATCH"""
 import sys
 
@@ -32,6 +33,9 @@ def main():
             if n.op_type == "Gemm" and any(a.name == "transA" and a.i for a in n.attribute):
                 k = shapes[n.input[0]][0]
             total += 2 * int(np.prod(shapes[n.output[0]])) * k
+        elif n.op_type == "Attention" and len(shapes.get(n.input[0], [])) == 4 and shapes.get(n.input[1]):
+            b, h, s, d = shapes[n.input[0]]  # 4-D Q, K, V: (batch, heads, sequence, head size)
+            total += 2 * b * h * s * shapes[n.input[1]][2] * (d + shapes[n.input[2]][3])
     print(total)
 
 

@@ -6,6 +6,8 @@
 #   MODELS="mlp squeezenet1_1" ITERATIONS=20 bench/engine/run.sh
 #   MODELS="resnet50 resnet50_int8 mobilenet_v2 mobilenet_v2_int8" bench/engine/run.sh
 #   MODELS="resnet50 resnet50_bf16 bert_like bert_like_bf16" bench/engine/run.sh
+#   MODELS="attention_128 attention_decomposed_128 attention_causal_1024 attention_causal_decomposed_1024" \
+#     BATCHES=1 THREADS=2 ROUNDS=3 bench/engine/run.sh
 #
 # For each model (tools/export_bench_models.py: torch, random weights, fixed
 # seed) at batch 1 and 8 with 1 and 2 threads it prints load time, median and
@@ -14,6 +16,10 @@
 # our outputs match torch's within 1e-3 relative. Everything it fetches or
 # generates lives in build/bench-engine/.
 #
+# attention[_causal][_decomposed]_S: one ONNX Attention-23 node over
+# (batch, 12, S, 64), or the same computation as the subgraph exporters
+# write (tools/export_bench_models.py); fused and decomposed pairs are
+# compared side by side at the end.
 # NAME_int8: NAME quantized by `mcpctl quantize`; both engines run that file.
 # NAME_bf16: our engine runs NAME with the session option bf16 (`mcpctl perf
 # --bf16`: convolutions and matrix products in bfloat16); ONNX Runtime has no
@@ -143,6 +149,8 @@ burner_stop() {
 trap burner_stop EXIT
 CONTENDED=$CACHE/contended.txt
 : > "$CONTENDED"
+LATENCIES=$CACHE/latencies.jsonl
+: > "$LATENCIES"
 
 declare -A PEAK
 cc -O2 -o "$CACHE/sgemm_peak" bench/engine/sgemm_peak.c -ldnnl
@@ -200,11 +208,14 @@ o, r, ob, rb = (statistics.median(x["median_ms"] for x in rs) for rs in runs)
 print(f"{m:16s} {b:5d} {t:3d} | {o:9.3f} {ob:9.3f} {ob / o:6.2f}x | {r:9.3f} {rb:9.3f} {rb / r:6.2f}x | {(ob / o) / (rb / r):6.2f}")
 PY
       fi
-      /usr/bin/python3 - "$m" "$b" "$t" "$flops" "${PEAK[$t]}" "$ours" "$ort" <<'PY'
+      /usr/bin/python3 - "$m" "$b" "$t" "$flops" "${PEAK[$t]}" "$ours" "$ort" "$LATENCIES" <<'PY'
 import json, statistics, sys
 m, b, t, flops, peak = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 rounds = [json.loads(line) for line in sys.argv[6].splitlines() if line.strip()]
 orts = [json.loads(line) for line in sys.argv[7].splitlines() if line.strip()]
+with open(sys.argv[8], "a") as f:
+    f.write(json.dumps({"model": m, "batch": b, "threads": t, "ours": [x["median_ms"] for x in rounds],
+                        "ort": [x["median_ms"] for x in orts]}) + "\n")
 med = lambda runs, key: statistics.median(x[key] for x in runs)
 o = {k: med(rounds, k) for k in ("load_ms", "median_ms", "p90_ms", "peak_rss_mb")}
 r = {k: med(orts, k) for k in ("load_ms", "median_ms", "p90_ms", "peak_rss_mb")}
@@ -264,6 +275,32 @@ fi
 echo "(load/median/p90 in ms, rss in MB; ratio = ours/ORT median latency; gflops = ours;"
 echo " at least $ITERATIONS iterations and $MIN_MS ms of runs per engine and configuration;"
 echo " $ROUNDS round(s) per configuration, medians over the rounds)"
+# A fused model NAME beside NAME's subgraph form (its name with
+# _decomposed before the last part, as attention_causal_decomposed_1024):
+# both engines' medians side by side, per round.
+/usr/bin/python3 - "$LATENCIES" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+by = {(r["model"], r["batch"], r["threads"]): r for r in rows}
+pairs = []
+for (m, b, t), r in by.items():
+    head, _, tail = m.rpartition("_")
+    d = by.get((f"{head}_decomposed_{tail}", b, t)) if head else None
+    if d:
+        pairs.append((m, b, t, r, d))
+if pairs:
+    print()
+    print("== fused operator vs its decomposed subgraph (median ms; speed-up = decomposed / fused, per round)")
+    print(f"{'model':24s} {'batch':>5s} {'thr':>3s} | {'ours fused':>10s} {'ours dec':>9s} {'speed-up':>15s} | "
+          f"{'ORT fused':>10s} {'ORT dec':>9s} {'speed-up':>15s} | {'ours/ORT fused':>14s}")
+    for m, b, t, r, d in pairs:
+        def side(f, g):
+            ups = [y / x for x, y in zip(f, g)]
+            return statistics.median(f), statistics.median(g), f"{statistics.median(ups):5.2f} ({min(ups):.2f}-{max(ups):.2f})"
+        of, od, ou = side(r["ours"], d["ours"])
+        rf, rd, ru = side(r["ort"], d["ort"])
+        print(f"{m:24s} {b:5d} {t:3d} | {of:10.3f} {od:9.3f} {ou:>15s} | {rf:10.3f} {rd:9.3f} {ru:>15s} | {of / rf:14.2f}")
+PY
 if [ "$CONTEND" = 1 ]; then
   echo
   echo "== with a CPU-burning neighbour on core 0 (idle: the runs above; busy: ROUNDS alternations right after them)"

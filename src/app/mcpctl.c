@@ -66,6 +66,11 @@ static mcp_status read_input(const char *file, const mcp_graph_value *gv, mcp_va
             mcp_status st = mcp_npy_read(path, &t, err);
             if (st != MCP_STATUS_OK) return st;
             if (gv->type.dtype == MCP_DTYPE_BFLOAT16 && t.dtype == MCP_DTYPE_UINT16) t.dtype = MCP_DTYPE_BFLOAT16;
+            if (mcp_dtype_is_narrow(gv->type.dtype) && (st = mcp_npy_to_narrow(&t, gv->type.dtype, err)) != MCP_STATUS_OK) {
+                mcp_tensor_release(&t);
+                mcp_err_prefix(err, "input '%s' (%s)", gv->name, path);
+                return st;
+            }
             st = mcp_value_seq_push_move(v, &t, err);
             if (st != MCP_STATUS_OK) {
                 mcp_tensor_release(&t);
@@ -78,6 +83,11 @@ static mcp_status read_input(const char *file, const mcp_graph_value *gv, mcp_va
     mcp_status st = mcp_npy_read(file, &v->tensor, err);
     if (st == MCP_STATUS_OK && gv->type.dtype == MCP_DTYPE_BFLOAT16 && v->tensor.dtype == MCP_DTYPE_UINT16)
         v->tensor.dtype = MCP_DTYPE_BFLOAT16;
+    /* The narrow types come one element a byte (see mcp_npy_write). */
+    if (st == MCP_STATUS_OK && mcp_dtype_is_narrow(gv->type.dtype)) {
+        st = mcp_npy_to_narrow(&v->tensor, gv->type.dtype, err);
+        if (st != MCP_STATUS_OK) mcp_err_prefix(err, "input '%s' (%s)", gv->name, file);
+    }
     return st;
 }
 

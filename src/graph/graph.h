@@ -29,6 +29,11 @@ typedef struct mcp_graph mcp_graph;
  *   Gelu(X) -> Y                       Y = 0.5 X (1 + erf(X / sqrt 2))
  *   LayerNormalization(X, Scale, [B]) -> Y
  *       ONNX LayerNormalization over the last axis (`axis` -1, `epsilon`).
+ *   Attention(Q, K, V, [Mask]) -> Y
+ *       ONNX Attention-23 without its past / present and qk outputs: float
+ *       `scale`, 3-D inputs with `q_num_heads` = `kv_num_heads` = 1 or 4-D
+ *       ones; a float Mask of the scores' shape or broadcast to it.
+ *       Y = Softmax(scale Q K^T + Mask) V (a scaled dot-product subgraph).
  *   QLinearAdd(A, A_scale, A_zp, B, B_scale, B_zp, Y_scale, Y_zp) -> Y
  *       8-bit A and B of one shape, one scale and zero point each; int
  *       `relu` (0/1). Y = QuantizeLinear([Relu](DequantizeLinear(A) +
@@ -224,12 +229,12 @@ typedef struct mcp_prepacked {
 const mcp_prepacked *mcp_graph_prepacked(const mcp_graph *g, const mcp_node *n, int slot);
 
 /* ONNX's name for TensorProto.DataType number n ("FLOAT", "FLOAT8E4M3FN",
- * "INT4", ...), the element types this engine implements and the newer
- * ones it does not; NULL for numbers ONNX does not define. */
+ * "INT4", ...: every number in MCP_DTYPE_MAP); NULL for numbers past it,
+ * which ONNX does not define. */
 const char *mcp_onnx_dtype_name(int64_t n);
 /* The message part for an element type number this engine does not
- * implement: "element type 17 (FLOAT8E4M3FN), which this engine does not
- * implement" into buf. Returns buf. */
+ * implement: "element type 27, which ONNX does not define" into buf.
+ * Returns buf. */
 const char *mcp_onnx_dtype_refusal(int64_t n, char *buf, size_t cap);
 
 /* Import an ONNX ModelProto. `base_dir` resolves external data files (may be

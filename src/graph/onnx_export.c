@@ -202,6 +202,11 @@ static Onnx__TensorProto *tensor_to_proto(export_ctx *x, const char *name, const
     tp->has_raw_data = true;
     tp->raw_data.data = xcalloc(x, nb ? nb : 1, 1);
     if (tp->raw_data.data && nb) memcpy(tp->raw_data.data, t->data, nb);
+    /* A packed type's unused high bits in the last byte are written as
+     * zero, as ONNX pads them. */
+    size_t used_bits = (size_t)n * (size_t)mcp_dtype_bits(t->dtype) % 8;
+    if (tp->raw_data.data && nb && mcp_dtype_is_packed(t->dtype) && used_bits)
+        tp->raw_data.data[nb - 1] &= (uint8_t)((1u << used_bits) - 1);
     tp->raw_data.len = tp->raw_data.data ? nb : 0;
     return tp;
 }

@@ -58,17 +58,12 @@ static bool dtype_valid(int32_t dt)
 
 const char *mcp_onnx_dtype_name(int64_t n)
 {
-    /* ONNX's types past BFLOAT16 (16), in its numbering. */
-    static const char *const newer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
-                                        "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
     static const char *const known[] = {
 #define MCP__ONNX_NAME(name, num, size, text, oip, onnx) onnx,
         MCP_DTYPE_MAP(MCP__ONNX_NAME)
 #undef MCP__ONNX_NAME
     };
     if (n >= 0 && n < MCP_DTYPE_COUNT) return known[n];
-    if (n >= MCP_DTYPE_COUNT && n < MCP_DTYPE_COUNT + (int64_t)(sizeof newer / sizeof newer[0]))
-        return newer[n - MCP_DTYPE_COUNT];
     return NULL;
 }
 
@@ -181,7 +176,7 @@ static mcp_status tensor_in_blob(const Onnx__TensorProto *tp, const import_ctx *
                                e->key, e->value);
     }
     mcp_dtype dt = (mcp_dtype)tp->data_type;
-    int es = mcp_dtype_size(dt);
+    int es = mcp_dtype_bits(dt);
     bool released = loc && strcmp(loc, MCP_RELEASED_LOCATION) == 0;
     if (!loc || (!released && strcmp(loc, MCP_BLOB_LOCATION) != 0))
         return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': a compiled model's data lies in its own file, not at '%s'",
@@ -189,9 +184,10 @@ static mcp_status tensor_in_blob(const Onnx__TensorProto *tp, const import_ctx *
     if (dt == MCP_DTYPE_STRING || es <= 0 || (released && dt != MCP_DTYPE_FLOAT))
         return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': %s data cannot be %s", name, mcp_dtype_name(dt),
                            released ? "held packed" : "mapped");
-    size_t nbytes;
-    if (!mcp_mul_overflow_size(claimed, (size_t)es, &nbytes))
+    size_t nbits;
+    if (!mcp_mul_overflow_size(claimed, (size_t)es, &nbits))
         return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': shape overflows", name);
+    size_t nbytes = nbits / 8 + (nbits % 8 != 0);
     memset(out, 0, sizeof *out);
     out->dtype = dt;
     out->rank = (int)tp->n_dims;
@@ -245,8 +241,11 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
         raw = tp->raw_data.data;
         raw_len = tp->raw_data.len;
     }
-    size_t present = raw ? raw_len / (size_t)(mcp_dtype_size(dt) ? mcp_dtype_size(dt) : 1)
-                         : tp->n_float_data + tp->n_int32_data + tp->n_string_data + tp->n_int64_data +
+    /* Elements the data can hold at most (packed types: per byte, and per
+     * int32_data entry, which holds one packed byte as ONNX writes them). */
+    size_t per_byte = mcp_dtype_is_packed(dt) ? (size_t)(8 / mcp_dtype_bits(dt)) : 1;
+    size_t present = raw ? raw_len * per_byte / (size_t)(mcp_dtype_size(dt) ? mcp_dtype_size(dt) : 1)
+                         : tp->n_float_data + tp->n_int32_data * per_byte + tp->n_string_data + tp->n_int64_data +
                                tp->n_double_data + tp->n_uint64_data;
     if (claimed > present) {
         mcp_free(ext);
@@ -298,8 +297,12 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
         mcp_free(ext);
         return MCP_STATUS_OK;
     }
-    /* Typed fields. Complex types store two scalars per element. */
-    int64_t scalars = (dt == MCP_DTYPE_COMPLEX64 || dt == MCP_DTYPE_COMPLEX128) ? 2 * n : n;
+    /* Typed fields. Complex types store two scalars per element; the
+     * packed types one byte of packed elements per int32_data entry, the
+     * float8 types one element per entry (ONNX's TensorProto comments). */
+    int64_t scalars = (dt == MCP_DTYPE_COMPLEX64 || dt == MCP_DTYPE_COMPLEX128) ? 2 * n
+                      : mcp_dtype_is_packed(dt)                                  ? (int64_t)nbytes
+                                                                                 : n;
     size_t have = 0;
     switch (dt) {
     case MCP_DTYPE_FLOAT: case MCP_DTYPE_COMPLEX64: have = tp->n_float_data; break;
@@ -310,6 +313,10 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
     }
     if ((int64_t)have != scalars) {
         mcp_tensor_release(out);
+        if (mcp_dtype_is_packed(dt))
+            return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                               "tensor '%s': %zu int32_data entries for %lld %s elements (%lld packed bytes, one an entry)", name,
+                               have, (long long)n, mcp_dtype_name(dt), (long long)scalars);
         return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "tensor '%s': %zu values for %lld elements", name, have, (long long)n);
     }
     for (int64_t i = 0; i < scalars; i++) {
@@ -326,7 +333,11 @@ static mcp_status tensor_from_proto(const Onnx__TensorProto *tp, const import_ct
         case MCP_DTYPE_INT8: ((int8_t *)dst)[i] = (int8_t)tp->int32_data[i]; break;
         case MCP_DTYPE_UINT8: ((uint8_t *)dst)[i] = (uint8_t)tp->int32_data[i]; break;
         case MCP_DTYPE_BOOL: dst[i] = tp->int32_data[i] != 0; break;
-        default: (void)es; break;
+        default:
+            /* The narrow types: a code (float8), or a packed byte. */
+            if (mcp_dtype_is_narrow(dt)) dst[i] = (uint8_t)tp->int32_data[i];
+            (void)es;
+            break;
         }
     }
     return MCP_STATUS_OK;

@@ -2,7 +2,8 @@
  * Backend-independent graph passes (mcp_graph_optimize): Identity and
  * inference Dropout elimination, BatchNormalization folded into Conv,
  * MatMul + bias Add rewritten as Gemm, the fusions into the internal ops of
- * graph.h (FusedConv, FusedGemm, FusedMatMul, Gelu, LayerNormalization),
+ * graph.h (FusedConv, FusedGemm, FusedMatMul, Gelu, LayerNormalization,
+ * Attention),
  * dead-node removal and unused initializer removal. mcp_graph_optimize runs
  * them in that order, except that Gelu and LayerNormalization come before
  * the other fusions, which take a Gelu as their activation.
@@ -1135,6 +1136,145 @@ static mcp_status pass_layernorm(pass_ctx *c)
     return MCP_STATUS_OK;
 }
 
+/* ---- scaled dot-product attention => Attention ---- */
+
+/*
+ * K for a pattern reading KT = Transpose(X, perm), KT's last two axes being
+ * K's swapped: X itself when the swap undoes the perm (the Transpose then
+ * goes with the pattern: *drop set), else KT once the Transpose is
+ * rewritten to produce K (*rewrite set; only when the pattern is its sole
+ * reader; untranspose() does it). -1 when KT is not such a Transpose.
+ */
+static int untransposed(const pass_ctx *c, int kt, int r, int *drop, int *rewrite)
+{
+    *drop = *rewrite = -1;
+    int t = producer_of(c, kt);
+    if (t < 0 || !node_is(&c->g->nodes[t], "Transpose", 1) || !only_node_uses(c, kt, 1)) return -1;
+    const mcp_node *n = &c->g->nodes[t];
+    const mcp_attr *pa = mcp_node_attr(n, "perm");
+    if (!pa || pa->type != MCP_ATTR_INTS || pa->count != r) return -1;
+    bool identity = true;
+    for (int i = 0; i < r; i++) identity = identity && pa->ints[i < r - 2 ? i : 2 * r - 3 - i] == i;
+    if (identity) {
+        *drop = t;
+        return n->inputs[0];
+    }
+    *rewrite = t;
+    return kt;
+}
+
+/* Swaps the last two entries of Transpose t's perm and of its output's
+ * declared dims. */
+static void untranspose(pass_ctx *c, int t)
+{
+    mcp_node *n = &c->g->nodes[t];
+    mcp_attr *pa = NULL;
+    for (int a = 0; a < n->n_attrs; a++)
+        if (strcmp(n->attrs[a].name, "perm") == 0) pa = &n->attrs[a];
+    int r = (int)pa->count;
+    int64_t last = pa->ints[r - 1];
+    pa->ints[r - 1] = pa->ints[r - 2];
+    pa->ints[r - 2] = last;
+    mcp_type *ty = &c->g->values[n->outputs[0]].type;
+    int64_t d = ty->dims[r - 1];
+    char *sym = ty->dim_params[r - 1];
+    ty->dims[r - 1] = ty->dims[r - 2];
+    ty->dim_params[r - 1] = ty->dim_params[r - 2];
+    ty->dims[r - 2] = d;
+    ty->dim_params[r - 2] = sym;
+}
+
+/*
+ * MatMul(Q, Transpose(K)) [-> Mul / Div by scalar constants] [-> Add of a
+ * float mask] -> Softmax(last axis) -> MatMul(., V), on 3-D (batch, seq,
+ * size: one head) or 4-D (batch, heads, seq, size) float32 tensors, becomes
+ * the internal Attention (ops/attention.h; leading dims broadcast as the
+ * MatMuls broadcast them): the fused kernel never writes the score tensor. The mask must have static
+ * dims, 1 or the scores' own on each axis and the key count on the last
+ * (Attention pads a shorter one instead of broadcasting it).
+ */
+static mcp_status pass_attention(pass_ctx *c)
+{
+    mcp_graph *g = c->g;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (c->removed[i]) continue;
+        const mcp_node *sm = &g->nodes[i];
+        if (!node_is(sm, "Softmax", 1)) continue;
+        int sv = sm->inputs[0], pv = sm->outputs[0];
+        if (!is_f32(c, sv)) continue;
+        const mcp_type *st = type_of(c, sv);
+        int r = st->rank;
+        int64_t axis = mcp_node_attr_int(sm, "axis", sm->opset >= 13 ? -1 : 1);
+        if ((r != 3 && r != 4) || (axis != -1 && axis != r - 1)) continue;
+        int m2 = sole_reader(c, pv, i, "MatMul", 2);
+        if (m2 < 0 || g->nodes[m2].inputs[0] != pv) continue;
+        int v = g->nodes[m2].inputs[1];
+        /* Up the chain: an optional mask Add, then scalar scales. */
+        int others[8], n_others = 0, x = sv, mask = -1;
+        double scale = 1.0;
+        int p = producer_of(c, x);
+        if (p >= 0 && node_is(&g->nodes[p], "Add", 2) && only_node_uses(c, x, 1)) {
+            const mcp_node *add = &g->nodes[p];
+            for (int k = 0; k < 2 && mask < 0; k++) {
+                int m = add->inputs[k], up = add->inputs[1 - k];
+                const mcp_type *mt = type_of(c, m);
+                int q = producer_of(c, up);
+                /* 3-D scores are (batch, q, keys) with one head: a mask of
+                 * rank 3 would be read as (heads, q, keys). */
+                if (!is_f32(c, m) || mt->rank < 1 || mt->rank > (r == 3 ? 2 : r) || q < 0 ||
+                    (!is_op(&g->nodes[q], "MatMul") && !is_op(&g->nodes[q], "Mul") && !is_op(&g->nodes[q], "Div")))
+                    continue;
+                bool fits = mt->dims[mt->rank - 1] >= 0 && mt->dims[mt->rank - 1] == st->dims[r - 1];
+                for (int d = 0; fits && d < mt->rank - 1; d++) {
+                    int64_t want = st->dims[r - mt->rank + d];
+                    fits = mt->dims[d] == 1 || (mt->dims[d] >= 0 && mt->dims[d] == want);
+                }
+                if (fits) mask = m, x = up;
+            }
+            if (mask < 0) continue;
+            others[n_others++] = p;
+        }
+        for (p = producer_of(c, x); p >= 0 && n_others < 6 && only_node_uses(c, x, 1); p = producer_of(c, x)) {
+            const mcp_node *n = &g->nodes[p];
+            double f;
+            if (!node_is(n, "Mul", 2) && !node_is(n, "Div", 2)) break;
+            int k = const_f32(c, n->inputs[1], 0, &f) == 1 ? 1 : is_op(n, "Mul") && const_f32(c, n->inputs[0], 0, &f) == 1 ? 0 : -1;
+            if (k < 0 || f == 0.0 || !isfinite(f)) break;
+            scale = is_op(n, "Div") ? scale / f : scale * f;
+            others[n_others++] = p;
+            x = n->inputs[1 - k];
+        }
+        int m1 = producer_of(c, x);
+        if (m1 < 0 || !node_is(&g->nodes[m1], "MatMul", 2) || !only_node_uses(c, x, 1)) continue;
+        int q = g->nodes[m1].inputs[0], kt = g->nodes[m1].inputs[1];
+        if (!is_f32(c, q) || !is_f32(c, kt) || !is_f32(c, v) || type_of(c, q)->rank != r ||
+            type_of(c, kt)->rank != r || type_of(c, v)->rank != r || !isfinite(scale) || fabs(scale) > FLT_MAX)
+            continue;
+        int drop, rewrite;
+        int k = untransposed(c, kt, r, &drop, &rewrite);
+        if (k < 0) continue;
+        others[n_others++] = m1;
+        others[n_others++] = i;
+        if (drop >= 0) others[n_others++] = drop;
+        int ins[4] = {q, k, v, mask};
+        node_form f;
+        mcp_status st2 = form_begin(c, &g->nodes[m2], "Attention", mask >= 0 ? 4 : 3, ins, false, 3, &f);
+        if (st2 != MCP_STATUS_OK) return st2;
+        mcp_attr *sa = form_attr(&f, "scale", MCP_ATTR_FLOAT);
+        mcp_attr *qh = sa && r == 3 ? form_attr(&f, "q_num_heads", MCP_ATTR_INT) : NULL;
+        mcp_attr *kh = qh ? form_attr(&f, "kv_num_heads", MCP_ATTR_INT) : NULL;
+        if (!sa || (r == 3 && !kh)) {
+            form_abort(&f, &g->nodes[m2]);
+            return mcp_err_set(c->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
+        sa->f = (float)scale;
+        if (qh) qh->i = kh->i = 1;
+        if (rewrite >= 0) untranspose(c, rewrite);
+        replace_pattern(c, m2, &f, others, n_others);
+    }
+    return MCP_STATUS_OK;
+}
+
 /* ---- dead nodes ---- */
 
 static void pass_dead_nodes(pass_ctx *c)
@@ -1652,6 +1792,7 @@ mcp_status mcp_graph_optimize(mcp_graph *g, mcp_err *err)
     /* Gelu first: the fusions below take it as an activation. */
     if (st == MCP_STATUS_OK) st = pass_gelu(&c);
     if (st == MCP_STATUS_OK) st = pass_layernorm(&c);
+    if (st == MCP_STATUS_OK) st = pass_attention(&c);
     if (st == MCP_STATUS_OK) st = pass_fuse_conv(&c);
     if (st == MCP_STATUS_OK) st = pass_fuse_gemm(&c);
     if (st == MCP_STATUS_OK) st = pass_fuse_matmul(&c);

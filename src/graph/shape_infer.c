@@ -672,6 +672,17 @@ static mcp_status infer_where(ictx *c)
     return emit(c, 0, &t);
 }
 
+/* Cast-24's round_mode: "up", "down" or "nearest". */
+static mcp_status check_round_mode(ictx *c)
+{
+    const mcp_attr *a = mcp_node_attr(c->n, "round_mode");
+    if (!a) return MCP_STATUS_OK;
+    if (a->type == MCP_ATTR_STRING && a->s &&
+        (strcmp(a->s, "up") == 0 || strcmp(a->s, "down") == 0 || strcmp(a->s, "nearest") == 0))
+        return MCP_STATUS_OK;
+    return fail(c, "attribute 'round_mode' must be \"up\", \"down\" or \"nearest\"");
+}
+
 static mcp_status infer_cast(ictx *c)
 {
     stype t;
@@ -686,6 +697,8 @@ static mcp_status infer_cast(ictx *c)
         if (to == MCP_DTYPE_UNDEFINED)
             return fail(c, "attribute 'to' names type \"%.40s\", which this engine does not implement", a->s ? a->s : "");
     }
+    mcp_status rst = check_round_mode(c);
+    if (rst != MCP_STATUS_OK) return rst;
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
     t.dtype = to;
     return emit(c, 0, &t);
@@ -694,9 +707,20 @@ static mcp_status infer_cast(ictx *c)
 static mcp_status infer_castlike(ictx *c)
 {
     stype t;
+    mcp_status st = check_round_mode(c);
+    if (st != MCP_STATUS_OK) return st;
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
     t.dtype = in_dtype(c, 1);
     return emit(c, 0, &t);
+}
+
+/* Attribute output_dtype of QuantizeLinear-21+ / DequantizeLinear-25
+ * (UNDEFINED when absent or 0). */
+static mcp_status attr_output_dtype(ictx *c, mcp_dtype *out)
+{
+    *out = MCP_DTYPE_UNDEFINED;
+    if (!mcp_node_attr(c->n, "output_dtype") || mcp_node_attr_int(c->n, "output_dtype", 0) == 0) return MCP_STATUS_OK;
+    return attr_dtype(c, "output_dtype", 0, out);
 }
 
 /* Ops whose output takes the input's shape and a dtype from attribute
@@ -1916,9 +1940,16 @@ static mcp_status infer_rnn(ictx *c)
 static mcp_status infer_quantize(ictx *c)
 {
     stype t;
+    mcp_dtype od;
+    mcp_status st = attr_output_dtype(c, &od);
+    if (st != MCP_STATUS_OK) return st;
+    if (od != MCP_DTYPE_UNDEFINED && has_in(c, 2) && in_dtype(c, 2) != MCP_DTYPE_UNDEFINED && in_dtype(c, 2) != od)
+        return fail(c, "attribute 'output_dtype' (%s) differs from the type of 'y_zero_point' (%s)", mcp_dtype_name(od),
+                    mcp_dtype_name(in_dtype(c, 2)));
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
-    /* The output takes the zero point's type, uint8 without one. */
-    t.dtype = has_in(c, 2) ? in_dtype(c, 2) : MCP_DTYPE_UINT8;
+    /* The output takes the zero point's type, else output_dtype's, else
+     * uint8. */
+    t.dtype = has_in(c, 2) ? in_dtype(c, 2) : od != MCP_DTYPE_UNDEFINED ? od : MCP_DTYPE_UINT8;
     return emit(c, 0, &t);
 }
 
@@ -1926,8 +1957,11 @@ static mcp_status infer_dequantize(ictx *c)
 {
     stype t;
     if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
-    /* Float until opset 19, then the scale's type. */
-    t.dtype = c->n->opset >= 19 ? in_dtype(c, 1) : MCP_DTYPE_FLOAT;
+    mcp_dtype od;
+    mcp_status st = attr_output_dtype(c, &od);
+    if (st != MCP_STATUS_OK) return st;
+    /* Float until opset 19, then the scale's type, or output_dtype's. */
+    t.dtype = od != MCP_DTYPE_UNDEFINED ? od : c->n->opset >= 19 ? in_dtype(c, 1) : MCP_DTYPE_FLOAT;
     return emit(c, 0, &t);
 }
 
@@ -2237,6 +2271,191 @@ static mcp_status propagate(ictx *c)
     return MCP_STATUS_OK;
 }
 
+/* ---- Attention (Y, present_key, present_value, qk_matmul_output) ---- */
+
+static sdim dim_sum(sdim a, sdim b)
+{
+    return dim_known(a) && dim_known(b) && a.v <= INT64_MAX - b.v ? dim_static(a.v + b.v) : DIM_UNKNOWN;
+}
+
+static sdim dim_div(sdim a, int64_t by)
+{
+    return dim_known(a) && by > 0 && a.v % by == 0 ? dim_static(a.v / by) : DIM_UNKNOWN;
+}
+
+static mcp_status infer_attention(ictx *c)
+{
+    stype q, k, v, y, pk, pv, qk;
+    if (!in_type(c, 0, &q) || !in_type(c, 1, &k) || !in_type(c, 2, &v)) return MCP_STATUS_OK;
+    st_unknown(&y, q.dtype);
+    st_unknown(&pk, k.dtype);
+    st_unknown(&pv, v.dtype);
+    st_unknown(&qk, q.dtype);
+    int64_t qh = mcp_node_attr_int(c->n, "q_num_heads", 0), kvh = mcp_node_attr_int(c->n, "kv_num_heads", 0);
+    sdim batch = DIM_UNKNOWN, hq = DIM_UNKNOWN, hkv = DIM_UNKNOWN, sq = DIM_UNKNOWN, skv = DIM_UNKNOWN;
+    sdim d = DIM_UNKNOWN, dv = DIM_UNKNOWN;
+    bool known = false;
+    if (q.rank == 4 && k.rank == 4 && v.rank == 4) {
+        batch = q.d[0], hq = q.d[1], sq = q.d[2], d = q.d[3], hkv = k.d[1], skv = k.d[2], dv = v.d[3];
+        y.rank = 4;
+        y.d[0] = batch, y.d[1] = hq, y.d[2] = sq, y.d[3] = dv;
+        known = true;
+    } else if (q.rank == 3 && k.rank == 3 && v.rank == 3 && qh > 0 && kvh > 0) {
+        batch = q.d[0], sq = q.d[1], skv = k.d[1], hq = dim_static(qh), hkv = dim_static(kvh);
+        d = dim_div(q.d[2], qh), dv = dim_div(v.d[2], kvh);
+        y.rank = 3;
+        y.d[0] = batch, y.d[1] = sq, y.d[2] = dim_mul(hq, dv);
+        known = true;
+    }
+    if (known && strcmp(c->n->domain, MCP_DOMAIN_INTERNAL) == 0) {
+        /* The passes' Attention: leading dims broadcast as MatMul's do. */
+        for (int a = 0; a < q.rank - 2; a++) {
+            sdim b = q.d[a];
+            if (!dim_broadcast(b, k.d[a], &b) || !dim_broadcast(b, v.d[a], &b)) b = DIM_UNKNOWN;
+            y.d[a] = b;
+        }
+        if (q.rank == 3) y.d[2] = dv;
+        return emit(c, 0, &y);
+    }
+    if (known) {
+        stype past;
+        sdim total = skv;
+        if (has_in(c, 4)) total = in_type(c, 4, &past) && past.rank == 4 ? dim_sum(past.d[2], skv) : DIM_UNKNOWN;
+        pk.rank = pv.rank = qk.rank = 4;
+        pk.d[0] = pv.d[0] = qk.d[0] = batch;
+        pk.d[1] = pv.d[1] = hkv;
+        pk.d[2] = pv.d[2] = qk.d[3] = total;
+        pk.d[3] = d, pv.d[3] = dv;
+        qk.d[1] = hq, qk.d[2] = sq;
+    }
+    mcp_status st = emit(c, 0, &y);
+    if (st == MCP_STATUS_OK) st = emit(c, 1, &pk);
+    if (st == MCP_STATUS_OK) st = emit(c, 2, &pv);
+    if (st == MCP_STATUS_OK) st = emit(c, 3, &qk);
+    return st;
+}
+
+/* ---- operators after opset 17 (BitCast, Col2Im, CenterCropPad, AffineGrid, strings) ---- */
+
+static mcp_status infer_bitcast(ictx *c)
+{
+    stype t;
+    mcp_dtype to;
+    mcp_status st = attr_dtype(c, "to", 0, &to);
+    if (st != MCP_STATUS_OK) return st;
+    if (!in_type(c, 0, &t)) return MCP_STATUS_OK;
+    /* Widths in bits, so packed sub-byte types (size 0) are compared too; a
+     * type without a fixed width (string) is the kernel's check to refuse. */
+    if (t.dtype != MCP_DTYPE_UNDEFINED && mcp_dtype_bits(to) > 0 && mcp_dtype_bits(t.dtype) != mcp_dtype_bits(to))
+        return fail(c, "input type %s and attribute 'to' %s differ in bit width", mcp_dtype_name(t.dtype), mcp_dtype_name(to));
+    t.dtype = to;
+    return emit(c, 0, &t);
+}
+
+/* [N, C / prod(block_shape), *image_shape] when the shapes are constant. */
+static mcp_status infer_col2im(ictx *c)
+{
+    stype x, t;
+    int64_t img[MCP_MAX_RANK], blk[MCP_MAX_RANK], ni = 0, nb = 0;
+    if (!in_type(c, 0, &x)) return MCP_STATUS_OK;
+    st_unknown(&t, x.dtype);
+    if (!const_ints(c, 1, MCP_MAX_RANK - 2, img, &ni)) return emit(c, 0, &t);
+    st_rank(&t, x.dtype, (int)ni + 2);
+    for (int64_t i = 0; i < ni; i++) {
+        if (img[i] <= 0) return fail(c, "input 'image_shape' holds a non-positive size %lld", (long long)img[i]);
+        t.d[2 + i] = dim_static(img[i]);
+    }
+    if (x.rank == 3) {
+        t.d[0] = x.d[0];
+        int64_t k = 1;
+        bool ok = const_ints(c, 2, MCP_MAX_RANK - 2, blk, &nb) && nb == ni;
+        for (int64_t i = 0; ok && i < nb; i++) ok = blk[i] > 0 && mul_i64(k, blk[i], &k);
+        if (ok && dim_known(x.d[1])) {
+            if (x.d[1].v % k != 0)
+                return fail(c, "input dim 1 (%lld) is not a multiple of prod(block_shape) (%lld)", (long long)x.d[1].v,
+                            (long long)k);
+            t.d[1] = dim_static(x.d[1].v / k);
+        }
+    }
+    return emit(c, 0, &t);
+}
+
+static mcp_status infer_center_crop_pad(ictx *c)
+{
+    stype x, t;
+    int64_t shape[MCP_MAX_RANK], ns = 0, na = 0;
+    if (!in_type(c, 0, &x)) return MCP_STATUS_OK;
+    t = x;
+    if (x.rank < 0) return emit(c, 0, &t);
+    for (int i = 0; i < x.rank; i++) t.d[i] = DIM_UNKNOWN;
+    const int64_t *axes = mcp_node_attr_ints(c->n, "axes", &na);
+    if (!axes) na = x.rank;
+    bool moved[MCP_MAX_RANK] = {false};
+    if (na > x.rank) return fail(c, "attribute 'axes' has %lld entries for input rank %d", (long long)na, x.rank);
+    for (int64_t i = 0; i < na; i++) {
+        int ax = (int)i;
+        if (axes && !norm_axis(axes[i], x.rank, &ax)) return fail(c, "attribute 'axes' entry %lld is out of range", (long long)axes[i]);
+        moved[ax] = true;
+    }
+    for (int i = 0; i < x.rank; i++)
+        if (!moved[i]) t.d[i] = x.d[i];
+    if (const_ints(c, 1, MCP_MAX_RANK, shape, &ns)) {
+        if (ns != na) return fail(c, "input 'shape' has %lld entries for %lld axes", (long long)ns, (long long)na);
+        for (int64_t i = 0; i < na; i++) {
+            int ax = (int)i;
+            if (axes) norm_axis(axes[i], x.rank, &ax);
+            if (shape[i] < 0) return fail(c, "input 'shape' holds a negative size %lld", (long long)shape[i]);
+            t.d[ax] = dim_static(shape[i]);
+        }
+    }
+    return emit(c, 0, &t);
+}
+
+/* [N, H, W, 2] or [N, D, H, W, 3] from a constant `size`. */
+static mcp_status infer_affine_grid(ictx *c)
+{
+    stype t;
+    int64_t size[5], ns = 0;
+    mcp_dtype dt = in_dtype(c, 0);
+    st_unknown(&t, dt);
+    if (!const_ints(c, 1, 5, size, &ns)) return emit(c, 0, &t);
+    if (ns != 4 && ns != 5) return fail(c, "input 'size' has %lld entries, expected 4 or 5", (long long)ns);
+    st_rank(&t, dt, (int)ns);
+    t.d[0] = dim_static(size[0]);
+    for (int64_t i = 2; i < ns; i++) {
+        if (size[i] <= 0) return fail(c, "input 'size' holds a non-positive size %lld", (long long)size[i]);
+        t.d[i - 1] = dim_static(size[i]);
+    }
+    t.d[ns - 1] = dim_static(ns - 2);
+    return emit(c, 0, &t);
+}
+
+static mcp_status infer_string_concat(ictx *c)
+{
+    stype t;
+    bool ok;
+    mcp_status st = broadcast_inputs(c, 0, 1, &t, &ok);
+    if (st != MCP_STATUS_OK || !ok) return st;
+    t.dtype = MCP_DTYPE_STRING;
+    return emit(c, 0, &t);
+}
+
+/* Output 0 adds a last dim (the most substrings, known only at run time);
+ * output 1 counts them per input element. */
+static mcp_status infer_string_split(ictx *c)
+{
+    stype x, t;
+    if (!in_type(c, 0, &x)) return MCP_STATUS_OK;
+    t = x;
+    t.dtype = MCP_DTYPE_INT64;
+    mcp_status st = emit(c, 1, &t);
+    if (st != MCP_STATUS_OK) return st;
+    t.dtype = MCP_DTYPE_STRING;
+    if (x.rank >= 0 && x.rank < MCP_MAX_RANK) t.d[t.rank++] = DIM_UNKNOWN;
+    else t.rank = -1;
+    return emit(c, 0, &t);
+}
+
 /* ---- dispatch ---- */
 
 typedef struct infer_rule {
@@ -2258,6 +2477,8 @@ static const infer_rule RULES[] = {
     {"Sign", infer_same}, {"Clip", infer_same}, {"Shrink", infer_same}, {"BitwiseNot", infer_same},
     {"Softmax", infer_same}, {"LogSoftmax", infer_same}, {"Hardmax", infer_same},
     {"LpNormalization", infer_same}, {"MeanVarianceNormalization", infer_same},
+    {"RMSNormalization", infer_same}, {"GroupNormalization", infer_same}, {"RotaryEmbedding", infer_same},
+    {"Attention", infer_attention},
     {"InstanceNormalization", infer_same}, {"LRN", infer_same}, {"BatchNormalization", infer_batchnorm},
     {"CumSum", infer_same}, {"Trilu", infer_same}, {"ReverseSequence", infer_same},
     {"Scatter", infer_same}, {"ScatterElements", infer_same}, {"ScatterND", infer_same},
@@ -2279,6 +2500,7 @@ static const infer_rule RULES[] = {
     {"MatMul", infer_matmul}, {"MatMulInteger", infer_matmul_integer}, {"QLinearMatMul", infer_qlinear_matmul},
     {"Gemm", infer_gemm}, {"Conv", infer_conv}, {"ConvInteger", infer_conv_integer},
     {"QLinearConv", infer_qlinear_conv}, {"ConvTranspose", infer_conv_transpose},
+    {"DeformConv", infer_conv}, /* Conv's geometry; offset and mask do not change it */
     {"MaxPool", infer_pool}, {"AveragePool", infer_pool}, {"LpPool", infer_pool},
     {"GlobalAveragePool", infer_global_pool}, {"GlobalMaxPool", infer_global_pool},
     {"GlobalLpPool", infer_global_pool},
@@ -2305,6 +2527,10 @@ static const infer_rule RULES[] = {
     {"DynamicQuantizeLinear", infer_dynamic_quantize},
     /* Control flow (after the bodies are inferred). */
     {"If", infer_if}, {"Loop", infer_loop}, {"Scan", infer_scan},
+    /* Operators after opset 17. */
+    {"CumProd", infer_same}, {"TensorScatter", infer_same}, {"BitCast", infer_bitcast}, {"Col2Im", infer_col2im},
+    {"CenterCropPad", infer_center_crop_pad}, {"AffineGrid", infer_affine_grid},
+    {"StringConcat", infer_string_concat}, {"StringSplit", infer_string_split}, {"RegexFullMatch", infer_bool_same},
 };
 
 /* FusedConv has Conv's output; Sum, when given, has that shape too. */
@@ -2320,7 +2546,7 @@ static mcp_status infer_fused_conv(ictx *c)
  * graph.h); the session infers shapes again after the passes. */
 static const infer_rule INTERNAL_RULES[] = {
     {"FusedConv", infer_fused_conv}, {"FusedGemm", infer_gemm}, {"FusedMatMul", infer_matmul},
-    {"Gelu", infer_same}, {"LayerNormalization", infer_layernorm},
+    {"Gelu", infer_same}, {"LayerNormalization", infer_layernorm}, {"Attention", infer_attention},
 };
 
 static infer_fn find_rule(const mcp_node *n)

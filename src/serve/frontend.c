@@ -2062,6 +2062,7 @@ static void sample_gauges(void *user, mcp_metrics_gauges *g)
     mcp_repository_totals(fe->repo, &g->loaded_models, &g->model_memory_bytes);
     g->http_requests_open = atomic_load(&fe->open_requests);
     g->http_connections = atomic_load(&fe->connections);
+    g->body_bytes_held = (int64_t)atomic_load(&fe->body_bytes);
     g->queue_depth = 0;
     mcp_repository_entry *list;
     int n = mcp_repository_index(fe->repo, &list);

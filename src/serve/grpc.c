@@ -474,7 +474,7 @@ static void fill_tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t
     *t = init;
     const char *dt = mcp_oip_datatype(m->dtype);
     t->name = (char *)m->name;
-    t->datatype = (char *)(dt ? dt : "UNKNOWN");
+    t->datatype = (char *)(dt ? dt : mcp_dtype_is_narrow(m->dtype) ? mcp_onnx_dtype_name(m->dtype) : "UNKNOWN");
     t->n_shape = (size_t)(m->rank > 0 ? m->rank : 0);
     memcpy(dims, m->dims, sizeof(int64_t) * t->n_shape);
     t->shape = dims;

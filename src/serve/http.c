@@ -273,7 +273,11 @@ static void json_tensor_meta(mcp_buf *b, const mcp_tensor_meta *m, bool with_bat
     mcp_buf_puts(b, "{\"name\":");
     mcp_buf_json_string(b, m->name);
     mcp_buf_puts(b, ",\"datatype\":");
-    mcp_buf_json_string(b, mcp_oip_datatype(m->dtype) ? mcp_oip_datatype(m->dtype) : "UNKNOWN");
+    /* A type OIP has no name for shows as ONNX names it ("FLOAT8E4M3FN"),
+     * so a client sees why its requests are refused. */
+    mcp_buf_json_string(b, mcp_oip_datatype(m->dtype)            ? mcp_oip_datatype(m->dtype)
+                           : mcp_dtype_is_narrow(m->dtype) ? mcp_onnx_dtype_name(m->dtype)
+                                                           : "UNKNOWN");
     mcp_buf_puts(b, ",\"shape\":[");
     for (int d = with_batch ? 0 : 1; d < m->rank; d++)
         mcp_buf_printf(b, "%s%lld", d > (with_batch ? 0 : 1) ? "," : "", (long long)m->dims[d]);

@@ -867,6 +867,9 @@ void mcp_metrics_render(mcp_metrics *m, mcp_buf *out)
         mcp_buf_printf(out, "mcp_http_requests_open %lld\n", (long long)g.http_requests_open);
         put_family(out, "mcp_http_connections", "gauge", "Open HTTP connections.");
         mcp_buf_printf(out, "mcp_http_connections %lld\n", (long long)g.http_connections);
+        put_family(out, "mcp_request_body_bytes_held", "gauge",
+                   "Request body bytes read and held before their request runs (capped by --max-inflight-body-bytes).");
+        mcp_buf_printf(out, "mcp_request_body_bytes_held %lld\n", (long long)g.body_bytes_held);
         put_family(out, "mcp_models_loaded", "gauge", "Model versions loaded.");
         mcp_buf_printf(out, "mcp_models_loaded %d\n", g.loaded_models);
         put_family(out, "mcp_model_memory_bytes", "gauge", "Memory held by loaded models, in bytes.");

@@ -269,6 +269,19 @@ static mcp_status check_input(const mcp_req_tensor *in, const mcp_tensor_meta *m
 mcp_status mcp_request_validate(mcp_request *r, const mcp_model_version *m, mcp_err *err)
 {
     char names[256];
+    /* The narrow types (float8, int4, ...) have no Open Inference Protocol
+     * or gRPC datatype: a model that takes or gives one loads and describes
+     * itself, but no request reaches it, so no client ever reads codes as
+     * some other type. */
+    for (int k = 0; k < m->n_inputs + m->n_outputs; k++) {
+        const mcp_tensor_meta *t = k < m->n_inputs ? &m->inputs[k] : &m->outputs[k - m->n_inputs];
+        if (mcp_dtype_is_narrow(t->dtype))
+            return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
+                               "model '%s' %s '%s' has element type %s, which no serving protocol carries (wrap the model "
+                               "with a Cast to a wider type)",
+                               model_label(m), k < m->n_inputs ? "input" : "output", t->name ? t->name : "",
+                               mcp_dtype_name(t->dtype));
+    }
     /* Every input is known and given once. */
     for (int i = 0; i < r->n_inputs; i++) {
         const char *name = r->inputs[i].name;

@@ -201,6 +201,7 @@ typedef struct mcp_metrics_gauges {
     int64_t queue_depth; /* all models */
     int64_t http_requests_open; /* HTTP requests whose headers arrived, not yet answered */
     int64_t http_connections;   /* open HTTP connections */
+    int64_t body_bytes_held;    /* request body bytes read and held, counted against the cap */
 } mcp_metrics_gauges;
 typedef void (*mcp_metrics_sample_fn)(void *user, mcp_metrics_gauges *g);
 void mcp_metrics_set_sampler(mcp_metrics *m, mcp_metrics_sample_fn fn, void *user);

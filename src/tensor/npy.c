@@ -210,6 +210,38 @@ static const char *npy_descr(mcp_dtype d)
     }
 }
 
+/* The signed narrow types, written as int8 values rather than codes. */
+static bool npy_narrow_signed(mcp_dtype d) { return d == MCP_DTYPE_INT4 || d == MCP_DTYPE_INT2; }
+
+mcp_status mcp_npy_to_narrow(mcp_tensor *t, mcp_dtype narrow, mcp_err *err)
+{
+    bool sgn = npy_narrow_signed(narrow);
+    mcp_dtype want = sgn ? MCP_DTYPE_INT8 : MCP_DTYPE_UINT8;
+    if (!mcp_dtype_is_narrow(narrow) || t->dtype != want)
+        return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "%s data comes as .npy %s (one element a byte), not %s",
+                           mcp_dtype_name(narrow), sgn ? "int8 '|i1'" : "uint8 '|u1'", mcp_dtype_name(t->dtype));
+    int bits = mcp_dtype_bits(narrow);
+    int64_t n = mcp_tensor_numel(t);
+    for (int64_t i = 0; bits < 8 && i < n; i++) {
+        int v = sgn ? ((const int8_t *)t->data)[i] : ((const uint8_t *)t->data)[i];
+        int lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+        if (v < lo || v > hi)
+            return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "element %lld (%d) is outside %s's codes %d..%d", (long long)i,
+                               v, mcp_dtype_name(narrow), lo, hi);
+    }
+    if (bits == 8) {
+        t->dtype = narrow;
+        return MCP_STATUS_OK;
+    }
+    mcp_tensor packed;
+    mcp_status st = mcp_tensor_alloc(&packed, narrow, t->rank, t->dims, err);
+    if (st != MCP_STATUS_OK) return st;
+    for (int64_t i = 0; i < n; i++) mcp_packed_set(packed.data, bits, i, ((const uint8_t *)t->data)[i]);
+    mcp_tensor_release(t);
+    *t = packed;
+    return MCP_STATUS_OK;
+}
+
 mcp_status mcp_npy_write(const char *path, const mcp_tensor *t, mcp_err *err)
 {
     char descr[32];
@@ -225,6 +257,8 @@ mcp_status mcp_npy_write(const char *path, const mcp_tensor *t, mcp_err *err)
         }
         if (width == 0) width = 1;
         snprintf(descr, sizeof descr, "<U%zu", width);
+    } else if (mcp_dtype_is_narrow(t->dtype)) {
+        snprintf(descr, sizeof descr, "%s", npy_narrow_signed(t->dtype) ? "|i1" : "|u1");
     } else {
         const char *d = npy_descr(t->dtype);
         if (!d) return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "cannot write dtype %s as .npy", mcp_dtype_name(t->dtype));
@@ -260,6 +294,14 @@ mcp_status mcp_npy_write(const char *path, const mcp_tensor *t, mcp_err *err)
                 fwrite(b, 1, 4, f);
             }
             for (; k < width; k++) fwrite("\0\0\0\0", 1, 4, f);
+        }
+    } else if (n > 0 && mcp_dtype_is_packed(t->dtype)) {
+        /* One element a byte: the code, sign-extended for int4 / int2. */
+        int bits = mcp_dtype_bits(t->dtype);
+        for (int64_t i = 0; i < n; i++) {
+            unsigned c = mcp_packed_get(t->data, bits, i);
+            if (npy_narrow_signed(t->dtype) && (c >> (bits - 1))) c |= 0xFFu << bits;
+            fputc((int)(c & 0xFF), f);
         }
     } else if (n > 0) {
         fwrite(t->data, 1, mcp_tensor_nbytes(t), f);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 typedef struct dtype_info {
-    int size;
+    int bits;
     const char *name;
     const char *oip;
     const char *onnx;
@@ -13,7 +13,7 @@ typedef struct dtype_info {
 
 /* Indexed by the ONNX number, which MCP_DTYPE_MAP lists densely from 0. */
 static const dtype_info dtypes[] = {
-#define MCP__DTYPE_ROW(nm, num, sz, text, oip, onnx) [num] = {sz, text, oip, onnx},
+#define MCP__DTYPE_ROW(nm, num, bits, text, oip, onnx) [num] = {bits, text, oip, onnx},
     MCP_DTYPE_MAP(MCP__DTYPE_ROW)
 #undef MCP__DTYPE_ROW
 };
@@ -26,7 +26,19 @@ static dtype_info dtype_lookup(mcp_dtype d)
 }
 
 const char *mcp_dtype_name(mcp_dtype d) { return dtype_lookup(d).name; }
-int mcp_dtype_size(mcp_dtype d) { return dtype_lookup(d).size; }
+int mcp_dtype_size(mcp_dtype d) { return dtype_lookup(d).bits % 8 ? 0 : dtype_lookup(d).bits / 8; }
+int mcp_dtype_bits(mcp_dtype d) { return dtype_lookup(d).bits; }
+
+bool mcp_dtype_is_narrow(mcp_dtype d) { return d >= MCP_DTYPE_FLOAT8E4M3FN && d <= MCP_DTYPE_INT2; }
+bool mcp_dtype_is_packed(mcp_dtype d) { return mcp_dtype_is_narrow(d) && mcp_dtype_bits(d) < 8; }
+
+size_t mcp_dtype_nbytes(mcp_dtype d, int64_t n)
+{
+    if (n <= 0) return 0;
+    if (d == MCP_DTYPE_STRING) return (size_t)n * sizeof(char *);
+    if (mcp_dtype_is_packed(d)) return ((size_t)n * (size_t)mcp_dtype_bits(d) + 7) / 8;
+    return (size_t)n * (size_t)mcp_dtype_size(d);
+}
 const char *mcp_dtype_oip_name(mcp_dtype d) { return dtype_lookup(d).oip; }
 
 mcp_dtype mcp_dtype_from_name(const char *name)
@@ -84,18 +96,16 @@ int64_t mcp_shape_numel(int rank, const int64_t *dims)
 
 int64_t mcp_tensor_numel(const mcp_tensor *t) { return mcp_shape_numel(t->rank, t->dims); }
 
-size_t mcp_tensor_nbytes(const mcp_tensor *t)
-{
-    size_t es = t->dtype == MCP_DTYPE_STRING ? sizeof(char *) : (size_t)mcp_dtype_size(t->dtype);
-    return (size_t)mcp_tensor_numel(t) * es;
-}
+size_t mcp_tensor_nbytes(const mcp_tensor *t) { return mcp_dtype_nbytes(t->dtype, mcp_tensor_numel(t)); }
 
 mcp_status mcp_tensor_size_check(mcp_dtype dtype, int rank, const int64_t *dims, size_t *nbytes, mcp_err *err)
 {
     if (rank < 0 || rank > MCP_MAX_RANK)
         return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "rank %d outside 0..%d", rank,
                            MCP_MAX_RANK);
-    size_t es = dtype == MCP_DTYPE_STRING ? sizeof(char *) : (size_t)mcp_dtype_size(dtype);
+    bool packed = mcp_dtype_is_packed(dtype);
+    /* Packed types count elements here and bytes at the end. */
+    size_t es = dtype == MCP_DTYPE_STRING ? sizeof(char *) : packed ? 1 : (size_t)mcp_dtype_size(dtype);
     if (es == 0)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "cannot allocate a tensor of dtype %s",
                            mcp_dtype_name(dtype));
@@ -107,7 +117,7 @@ mcp_status mcp_tensor_size_check(mcp_dtype dtype, int rank, const int64_t *dims,
         if (!mcp_mul_overflow_size(total, (size_t)dims[i], &total) || total > ((size_t)1 << 46))
             return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "tensor size overflows");
     }
-    *nbytes = total;
+    *nbytes = packed ? (total * (size_t)mcp_dtype_bits(dtype) + 7) / 8 : total;
     return MCP_STATUS_OK;
 }
 
@@ -267,6 +277,195 @@ uint16_t mcp_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
+/* ---- narrow types (ONNX 17-26) ---- */
+
+uint8_t mcp_packed_get(const void *data, int bits, int64_t i)
+{
+    int per = 8 / bits;
+    unsigned shift = (unsigned)((i % per) * bits);
+    return (uint8_t)((((const uint8_t *)data)[i / per] >> shift) & ((1u << bits) - 1));
+}
+
+void mcp_packed_set(void *data, int bits, int64_t i, uint8_t code)
+{
+    int per = 8 / bits;
+    unsigned shift = (unsigned)((i % per) * bits), mask = ((1u << bits) - 1) << shift;
+    uint8_t *b = (uint8_t *)data + i / per;
+    *b = (uint8_t)((*b & ~mask) | (((unsigned)code << shift) & mask));
+}
+
+/*
+ * The small float formats, described by their fields. `nan` says where a
+ * format keeps NaN: S.1111.111 (E4M3FN), the negative-zero code 0x80 (the
+ * FNUZ kinds, which have neither -0 nor infinities), IEEE's all-ones
+ * exponent with infinities (E5M2), or nowhere (float4e2m1).
+ */
+typedef enum mini_nan { MINI_NAN_ALL_ONES, MINI_NAN_NEG_ZERO, MINI_NAN_IEEE, MINI_NAN_NONE } mini_nan;
+
+typedef struct mini_fmt {
+    int mbits;        /* mantissa bits */
+    int bias;         /* exponent bias */
+    uint8_t sign;     /* the sign bit */
+    uint8_t max_code; /* the largest finite magnitude */
+    mini_nan nan;
+} mini_fmt;
+
+static const mini_fmt *mini_of(mcp_dtype d)
+{
+    static const mini_fmt e4m3fn = {3, 7, 0x80, 0x7E, MINI_NAN_ALL_ONES};
+    static const mini_fmt e4m3fnuz = {3, 8, 0x80, 0x7F, MINI_NAN_NEG_ZERO};
+    static const mini_fmt e5m2 = {2, 15, 0x80, 0x7B, MINI_NAN_IEEE};
+    static const mini_fmt e5m2fnuz = {2, 16, 0x80, 0x7F, MINI_NAN_NEG_ZERO};
+    static const mini_fmt e2m1 = {1, 1, 0x08, 0x07, MINI_NAN_NONE};
+    switch (d) {
+    case MCP_DTYPE_FLOAT8E4M3FN: return &e4m3fn;
+    case MCP_DTYPE_FLOAT8E4M3FNUZ: return &e4m3fnuz;
+    case MCP_DTYPE_FLOAT8E5M2: return &e5m2;
+    case MCP_DTYPE_FLOAT8E5M2FNUZ: return &e5m2fnuz;
+    case MCP_DTYPE_FLOAT4E2M1: return &e2m1;
+    default: return NULL;
+    }
+}
+
+/* The magnitude a code (sign bit clear) stands for, specials aside. */
+static double mini_magnitude(const mini_fmt *f, unsigned c)
+{
+    unsigned e = c >> f->mbits, m = c & ((1u << f->mbits) - 1);
+    if (e == 0) return ldexp((double)m, 1 - f->bias - f->mbits);
+    return ldexp((double)((1u << f->mbits) | m), (int)e - f->bias - f->mbits);
+}
+
+static double mini_decode(const mini_fmt *f, uint8_t c)
+{
+    unsigned mag = c & (unsigned)(f->sign - 1);
+    bool neg = (c & f->sign) != 0;
+    switch (f->nan) {
+    case MINI_NAN_ALL_ONES:
+        if (mag == 0x7F) return NAN;
+        break;
+    case MINI_NAN_NEG_ZERO:
+        if (c == 0x80) return NAN;
+        break;
+    case MINI_NAN_IEEE:
+        if ((mag >> f->mbits) == 0x1F) return (mag & 3) ? NAN : neg ? -INFINITY : INFINITY;
+        break;
+    case MINI_NAN_NONE: break;
+    }
+    double v = mini_magnitude(f, mag);
+    return neg ? -v : v;
+}
+
+/* Rounds |v| to the format with an unbounded exponent (nearest, ties to
+ * even: rint in the default rounding mode), then places it. */
+static uint8_t mini_encode(const mini_fmt *f, double v, bool saturate)
+{
+    uint8_t s = signbit(v) ? f->sign : 0;
+    if (isnan(v)) {
+        switch (f->nan) {
+        case MINI_NAN_ALL_ONES: return (uint8_t)(s | 0x7F);
+        case MINI_NAN_NEG_ZERO: return 0x80;
+        case MINI_NAN_IEEE: return (uint8_t)(s | 0x7F);
+        case MINI_NAN_NONE: return f->max_code; /* float4e2m1: NaN gives 6 */
+        }
+    }
+    double a = fabs(v), max = mini_magnitude(f, f->max_code);
+    unsigned code = 0;
+    bool over = isinf(a);
+    if (!over) {
+        int k = 0;
+        (void)frexp(a, &k);
+        int e = k - 1, emin = 1 - f->bias;
+        if (e < emin) e = emin;
+        double r = rint(ldexp(a, f->mbits - e)); /* exact scaling, one rounding */
+        double one = (double)(1u << f->mbits);
+        if (r >= 2 * one) { /* rounded up to the next binade */
+            r /= 2;
+            e++;
+        }
+        over = ldexp(r, e - f->mbits) > max;
+        if (!over) code = r < one ? (unsigned)r : ((unsigned)(e + f->bias) << f->mbits) | (unsigned)(r - one);
+    }
+    if (over) {
+        if (saturate || f->nan == MINI_NAN_NONE) return (uint8_t)(s | f->max_code);
+        switch (f->nan) {
+        case MINI_NAN_ALL_ONES: return (uint8_t)(s | 0x7F);
+        case MINI_NAN_IEEE: return (uint8_t)(s | 0x7C);
+        default: return 0x80;
+        }
+    }
+    if (code == 0 && f->nan == MINI_NAN_NEG_ZERO) return 0; /* no -0 */
+    return (uint8_t)(s | code);
+}
+
+static uint8_t e8m0_encode(double v, bool saturate, mcp_e8m0_round round)
+{
+    /* The sign is ignored (negative inputs are unspecified); zero is the
+     * smallest value when saturating, NaN otherwise; infinity the largest
+     * when saturating (Cast-24's table). */
+    if (isnan(v)) return 0xFF;
+    double a = fabs(v);
+    if (isinf(a)) return saturate ? 0xFE : 0xFF;
+    if (a == 0) return saturate ? 0x00 : 0xFF;
+    int k = 0;
+    double fr = frexp(a, &k); /* a = fr * 2^k, fr in [0.5, 1) */
+    int e = k - 1;            /* a = (2 fr) * 2^e */
+    double m = 2 * fr - 1;    /* fraction above the power of two */
+    if (round == MCP_E8M0_ROUND_UP && m > 0) e++;
+    else if (round == MCP_E8M0_ROUND_NEAREST && m >= 0.5) e++;
+    int code = e + 127;
+    if (code > 254) return saturate ? 0xFE : 0xFF;
+    if (code < 0) return saturate ? 0x00 : 0xFF;
+    return (uint8_t)code;
+}
+
+static bool narrow_int_range(mcp_dtype d, int *lo, int *hi)
+{
+    switch (d) {
+    case MCP_DTYPE_UINT4: *lo = 0, *hi = 15; return true;
+    case MCP_DTYPE_INT4: *lo = -8, *hi = 7; return true;
+    case MCP_DTYPE_UINT2: *lo = 0, *hi = 3; return true;
+    case MCP_DTYPE_INT2: *lo = -2, *hi = 1; return true;
+    default: return false;
+    }
+}
+
+double mcp_narrow_to_f64(mcp_dtype d, uint8_t code)
+{
+    const mini_fmt *f = mini_of(d);
+    if (f) return mini_decode(f, code);
+    switch (d) {
+    case MCP_DTYPE_FLOAT8E8M0: return code == 0xFF ? NAN : ldexp(1.0, (int)code - 127);
+    case MCP_DTYPE_UINT4: return code & 0xF;
+    case MCP_DTYPE_INT4: return (code & 0x8) ? (double)(code & 0xF) - 16 : (double)(code & 0xF);
+    case MCP_DTYPE_UINT2: return code & 0x3;
+    case MCP_DTYPE_INT2: return (code & 0x2) ? (double)(code & 0x3) - 4 : (double)(code & 0x3);
+    default: return 0.0;
+    }
+}
+
+uint8_t mcp_narrow_from_f64(mcp_dtype d, double v, bool saturate, mcp_e8m0_round round)
+{
+    const mini_fmt *f = mini_of(d);
+    if (f) return mini_encode(f, v, saturate);
+    if (d == MCP_DTYPE_FLOAT8E8M0) return e8m0_encode(v, saturate, round);
+    int lo = 0, hi = 0;
+    if (!narrow_int_range(d, &lo, &hi) || isnan(v)) return 0;
+    double r = v < lo ? lo : v > hi ? hi : rint(v);
+    return (uint8_t)((int)r & ((1 << mcp_dtype_bits(d)) - 1));
+}
+
+/* A narrow element's code, unpacked. */
+static uint8_t narrow_code(mcp_dtype d, const void *p, int64_t i)
+{
+    return mcp_dtype_is_packed(d) ? mcp_packed_get(p, mcp_dtype_bits(d), i) : ((const uint8_t *)p)[i];
+}
+
+static void narrow_store(mcp_dtype d, void *p, int64_t i, uint8_t code)
+{
+    if (mcp_dtype_is_packed(d)) mcp_packed_set(p, mcp_dtype_bits(d), i, code);
+    else ((uint8_t *)p)[i] = code;
+}
+
 /* ---- generic element access ---- */
 
 double mcp_elem_get_f64(mcp_dtype d, const void *p, int64_t i)
@@ -285,7 +484,7 @@ double mcp_elem_get_f64(mcp_dtype d, const void *p, int64_t i)
     case MCP_DTYPE_UINT32: return ((const uint32_t *)p)[i];
     case MCP_DTYPE_UINT64: return (double)((const uint64_t *)p)[i];
     case MCP_DTYPE_BOOL: return ((const uint8_t *)p)[i] ? 1.0 : 0.0;
-    default: return 0.0;
+    default: return mcp_dtype_is_narrow(d) ? mcp_narrow_to_f64(d, narrow_code(d, p, i)) : 0.0;
     }
 }
 
@@ -322,7 +521,9 @@ void mcp_elem_set_f64(mcp_dtype d, void *p, int64_t i, double v)
     case MCP_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)f64_to_u64(v); break;
     case MCP_DTYPE_UINT64: ((uint64_t *)p)[i] = f64_to_u64(v); break;
     case MCP_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
-    default: break;
+    default:
+        if (mcp_dtype_is_narrow(d)) narrow_store(d, p, i, mcp_narrow_from_f64(d, v, true, MCP_E8M0_ROUND_UP));
+        break;
     }
 }
 
@@ -354,6 +555,10 @@ void mcp_elem_set_i64(mcp_dtype d, void *p, int64_t i, int64_t v)
     case MCP_DTYPE_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
     case MCP_DTYPE_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
     case MCP_DTYPE_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case MCP_DTYPE_UINT4: case MCP_DTYPE_INT4: case MCP_DTYPE_UINT2: case MCP_DTYPE_INT2:
+        /* Exact for every int64: the clamp comes before any rounding. */
+        mcp_elem_set_f64(d, p, i, v < -16 ? -16.0 : v > 16 ? 16.0 : (double)v);
+        break;
     default: mcp_elem_set_f64(d, p, i, (double)v); break;
     }
 }

@@ -54,7 +54,8 @@ typedef struct mcp_tensor {
 
 int64_t mcp_tensor_numel(const mcp_tensor *t);
 int64_t mcp_shape_numel(int rank, const int64_t *dims);
-/* Bytes of data (numel * element size; numel * sizeof(char *) for strings). */
+/* Bytes of data (numel * element size; numel * sizeof(char *) for strings;
+ * ceil(numel * bits / 8) for the packed types). */
 size_t mcp_tensor_nbytes(const mcp_tensor *t);
 
 /* The byte size of a tensor of this dtype and shape into *nbytes; fails
@@ -74,7 +75,9 @@ mcp_status mcp_tensor_copy(mcp_tensor *dst, const mcp_tensor *src, mcp_err *err)
 mcp_status mcp_tensor_set_string(mcp_tensor *t, int64_t i, const char *s, size_t len);
 
 /* Element access as double / int64 for every numeric dtype (incl. bool,
- * float16, bfloat16). Slow, for reference kernels. */
+ * float16, bfloat16) and the narrow types (mcp_narrow_to_f64 /
+ * mcp_narrow_from_f64 with saturation and rounding up). Slow, for
+ * reference kernels. */
 double mcp_tensor_get_f64(const mcp_tensor *t, int64_t i);
 void mcp_tensor_set_f64(mcp_tensor *t, int64_t i, double v);
 int64_t mcp_tensor_get_i64(const mcp_tensor *t, int64_t i);
@@ -89,6 +92,42 @@ bool mcp_dtype_is_float(mcp_dtype d);    /* float16, bfloat16, float, double */
 bool mcp_dtype_is_integer(mcp_dtype d);  /* signed and unsigned ints */
 bool mcp_dtype_is_signed(mcp_dtype d);
 bool mcp_dtype_is_numeric(mcp_dtype d);  /* floats, ints and bool */
+
+/* The element types ONNX numbers 17-26 (float8 in its four kinds, the
+ * float8e8m0 scale type, 4-bit and 2-bit integers, float4e2m1): the engine
+ * stores, moves, converts and (de)quantizes them, but no arithmetic
+ * operator computes on them, so none of them counts as float, integer or
+ * numeric above. */
+bool mcp_dtype_is_narrow(mcp_dtype d);
+/* Narrow types of fewer than 8 bits, stored packed (see MCP_DTYPE_MAP). */
+bool mcp_dtype_is_packed(mcp_dtype d);
+/* Bytes that n elements of dtype take: n * size, ceil(n * bits / 8) for the
+ * packed types, n * sizeof(char *) for strings. */
+size_t mcp_dtype_nbytes(mcp_dtype d, int64_t n);
+
+/* Element i of a packed array of `bits`-bit codes (2 or 4), first element
+ * in the lowest bits of byte 0; set writes the low `bits` bits of code and
+ * leaves the neighbours alone. */
+uint8_t mcp_packed_get(const void *data, int bits, int64_t i);
+void mcp_packed_set(void *data, int bits, int64_t i, uint8_t code);
+
+/* float8e8m0 rounding (Cast-24 round_mode): up (to the next power of two,
+ * the default), down, or to the nearest power of two with ties up. */
+typedef enum mcp_e8m0_round {
+    MCP_E8M0_ROUND_UP = 0,
+    MCP_E8M0_ROUND_DOWN,
+    MCP_E8M0_ROUND_NEAREST,
+} mcp_e8m0_round;
+
+/* The value of a narrow-type code as double (exact; NaN for the NaN codes,
+ * 2^(e-127) for float8e8m0, the integer for int4/uint4/int2/uint2). */
+double mcp_narrow_to_f64(mcp_dtype d, uint8_t code);
+/* v as the code of a narrow type, ONNX's Cast rules: round to nearest even;
+ * float8 out of range gives the largest finite value with saturate, else
+ * NaN (E5M2: infinity); -0 and NaN as each kind defines them; float4e2m1
+ * always saturates (NaN gives 6); float8e8m0 rounds by `round`; the
+ * integer types round to nearest even and clamp to their range (NaN: 0). */
+uint8_t mcp_narrow_from_f64(mcp_dtype d, double v, bool saturate, mcp_e8m0_round round);
 
 float mcp_f16_to_f32(uint16_t h);
 uint16_t mcp_f32_to_f16(float f);        /* round to nearest even */
@@ -151,7 +190,13 @@ mcp_status mcp_value_seq_push_move(mcp_value *v, mcp_tensor *t, mcp_err *err);
 mcp_status mcp_npy_read(const char *path, mcp_tensor *out, mcp_err *err);
 mcp_status mcp_npy_read_mem(const uint8_t *buf, size_t len, mcp_tensor *out, mcp_err *err);
 /* Writes a tensor as .npy. bfloat16 is written as uint16 bit patterns;
- * strings as fixed-width unicode. */
+ * strings as fixed-width unicode; the narrow types one element a byte:
+ * float8 / float8e8m0 / float4e2m1 / uint4 / uint2 as their codes ('|u1'),
+ * int4 / int2 as int8 values ('|i1'). */
 mcp_status mcp_npy_write(const char *path, const mcp_tensor *t, mcp_err *err);
+/* Turns a tensor read from .npy in that layout (uint8, int8 for int4 /
+ * int2) into the narrow type `narrow`, packing 4-bit and 2-bit elements;
+ * fails, naming the element, on a value outside the type's codes. */
+mcp_status mcp_npy_to_narrow(mcp_tensor *t, mcp_dtype narrow, mcp_err *err);
 
 #endif

@@ -83,6 +83,19 @@ static bool compare_tensor(const mcp_tensor *got, const mcp_tensor *want, char *
                 snprintf(msg, cap, "element %lld is \"%.100s\", expected \"%.100s\"", (long long)i, x, y);
                 return false;
             }
+        } else if (mcp_dtype_is_narrow(want->dtype)) {
+            /* float8, float4, int4, int2...: the codes, bit for bit (NaN's
+             * sign and -0 included; the packed types' padding excluded). */
+            bool packed = mcp_dtype_is_packed(want->dtype);
+            int bits = mcp_dtype_bits(want->dtype);
+            unsigned x = packed ? mcp_packed_get(got->data, bits, i) : ((const uint8_t *)got->data)[i];
+            unsigned y = packed ? mcp_packed_get(want->data, bits, i) : ((const uint8_t *)want->data)[i];
+            if (x != y) {
+                snprintf(msg, cap, "element %lld is code 0x%02x (%.9g), expected 0x%02x (%.9g) in %s", (long long)i, x,
+                         mcp_narrow_to_f64(want->dtype, (uint8_t)x), y, mcp_narrow_to_f64(want->dtype, (uint8_t)y),
+                         mcp_dtype_name(want->dtype));
+                return false;
+            }
         } else if (mcp_dtype_is_float(want->dtype) || want->dtype == MCP_DTYPE_COMPLEX64 || want->dtype == MCP_DTYPE_COMPLEX128) {
             int64_t scal = (want->dtype == MCP_DTYPE_COMPLEX64 || want->dtype == MCP_DTYPE_COMPLEX128) ? 2 : 1;
             for (int64_t k = 0; k < scal; k++) {

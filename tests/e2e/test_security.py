@@ -677,6 +677,12 @@ class RequestShapeTests(ts.ServerTestCase):
             sock.sendall(b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                          b"Content-Length: 85000\r\n\r\n{" + b" " * 79999)
             feeder.start()
+            # The server reads the 80,000 bytes on its own time; a probe
+            # that came first would hold its bytes and push the first body
+            # over the cap instead (then dropped, never held).
+            ts.wait_for(lambda: ts.metric_sum(ts.get_metrics(self, self.server)[1], "mcp_request_body_bytes_held")
+                        >= 80000, "the first body's bytes to be held")
+
             def second():
                 return raw_exchange(self.server.port, b"POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
                                     b"Content-Type: application/json\r\nConnection: close\r\n"

@@ -1752,6 +1752,7 @@ class MetricsTests(ServerTestCase):
         "mcp_inflight_requests": "gauge",
         "mcp_http_requests_open": "gauge",
         "mcp_http_connections": "gauge",
+        "mcp_request_body_bytes_held": "gauge",
         "mcp_models_loaded": "gauge",
         "mcp_model_memory_bytes": "gauge",
     }

@@ -1,9 +1,16 @@
 #!/usr/bin/python3
-"""Seeds of the ONNX importer's fuzz corpus for element types the engine
-does not implement (ONNX's FLOAT8E4M3FN = 17 through INT2 = 26): a model
-whose input, output and initializer each declare one such type. Debian's
-python3-onnx predates these types (its enums are closed), so the model is
-written with FLOAT and the one-byte type fields are patched afterwards.
+"""Seeds of the ONNX importer's fuzz corpus for ONNX's narrow element types
+(FLOAT8E4M3FN = 17 through INT2 = 26), and for numbers ONNX does not define.
+
+For each narrow type: dtype_N_NAME.onnx, an Add whose input, output and
+initializer declare the type, which the engine refuses (Add does not
+compute on it), and dtype_N_NAME_loads.onnx, which loads: an initializer of
+the type (raw_data, packed for the 4-bit and 2-bit types) cast to float,
+and a float input cast to the type and back. dtype_27_undefined.onnx and
+dtype_99_undefined.onnx declare numbers ONNX does not define and must be
+refused. Debian's python3-onnx predates these types (its enums are
+closed), so the Add model is written with FLOAT and the one-byte type
+fields are patched afterwards; the other fields are plain integers.
 
     /usr/bin/python3 tests/fuzz/make_onnx_dtype_corpus.py
 """
@@ -30,3 +37,32 @@ for number, name in enumerate(NAMES, start=17):
     data = data.replace(b"\x08\x02\x10\x01\x22", bytes([0x08, 0x02, 0x10, number, 0x22]))
     with open(os.path.join(OUT, f"dtype_{number}_{name.lower()}.onnx"), "wb") as f:
         f.write(bytes(data))
+
+
+def loads(number, opset=25):
+    """A model that loads: initializer w (3 elements of the type) and input
+    x cast through the type."""
+    w = TensorProto()
+    w.name = "w"
+    w.data_type = number
+    w.dims.extend([3])
+    bits = {21: 4, 22: 4, 23: 4, 25: 2, 26: 2}.get(number, 8)
+    w.raw_data = bytes([0x21, 0x03]) if bits == 4 else bytes([0x24]) if bits == 2 else bytes([0x38, 0x40, 0x01])
+    nodes = [helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["x"], ["xn"], to=number),
+             helper.make_node("Cast", ["xn"], ["y"], to=TensorProto.FLOAT)]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "dtypes", [info("x", TensorProto.FLOAT, [3])],
+                              [info("wf", TensorProto.FLOAT, [3]), info("y", TensorProto.FLOAT, [3]),
+                               info("xn", number, [3])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 11
+    return model.SerializeToString()
+
+
+for number, name in enumerate(NAMES, start=17):
+    with open(os.path.join(OUT, f"dtype_{number}_{name.lower()}_loads.onnx"), "wb") as f:
+        f.write(loads(number))
+for number in (27, 99):
+    with open(os.path.join(OUT, f"dtype_{number}_undefined.onnx"), "wb") as f:
+        f.write(loads(number))

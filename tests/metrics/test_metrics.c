@@ -64,6 +64,7 @@ static const char *families[][2] = {
     {"mcp_inflight_requests", "gauge"},
     {"mcp_http_requests_open", "gauge"},
     {"mcp_http_connections", "gauge"},
+    {"mcp_request_body_bytes_held", "gauge"},
     {"mcp_models_loaded", "gauge"},
     {"mcp_model_memory_bytes", "gauge"},
     {"mcp_request_bytes", "histogram"},
@@ -106,6 +107,7 @@ static void test_empty(void)
     CHECK_LINE(t, "mcp_inflight_requests 0");
     CHECK_LINE(t, "mcp_http_requests_open 0");
     CHECK_LINE(t, "mcp_http_connections 0");
+    CHECK_LINE(t, "mcp_request_body_bytes_held 0");
     CHECK_LINE(t, "mcp_models_loaded 0");
     CHECK_LINE(t, "mcp_model_memory_bytes 0");
     /* Every line is a comment or a sample; the text ends with a newline. */

@@ -1024,6 +1024,118 @@ static void test_layernorm(void)
     EXPECT_OPS(m, "Constant,ReduceMean,Sub,Pow,ReduceMean,Add,Sqrt,Div,Mul,Add");
 }
 
+/* ---- scaled dot-product attention => Attention ---- */
+
+typedef struct sdpa_case {
+    const char *what;
+    int rank;            /* 3: (batch, seq, size); 4: (batch, heads, seq, size) */
+    int64_t k_batch;     /* K's and V's batch (1 broadcasts, as MatMul does) */
+    const char *kt_perm; /* "swap": Transpose swapping the last two axes; "seq-major": K given (seq, batch, size) */
+    const char *scale;   /* "div", "mul", "none" */
+    int mask_rank;       /* 0: none */
+    int64_t mask_last;   /* the mask's last dim */
+    int softmax_axis;
+    bool kt_shared;      /* the transposed K is also a graph output */
+    const char *expect;  /* op types after the passes */
+} sdpa_case;
+
+static mb_model *sdpa_model(const sdpa_case *sc, int64_t *qd, int64_t *kd, int64_t *md)
+{
+    const int r = sc->rank;
+    const int64_t b = 2, h = 3, sq = 5, skv = 7, d = 4;
+    if (r == 3) {
+        qd[0] = b, qd[1] = sq, qd[2] = d;
+        kd[0] = sc->k_batch, kd[1] = skv, kd[2] = d;
+    } else {
+        qd[0] = b, qd[1] = h, qd[2] = sq, qd[3] = d;
+        kd[0] = sc->k_batch, kd[1] = h, kd[2] = skv, kd[3] = d;
+    }
+    mb_model *m = mb_model_new(13);
+    mb_add_input(m, NULL, "Q", MCP_DTYPE_FLOAT, r, qd, NULL);
+    bool seq_major = strcmp(sc->kt_perm, "seq-major") == 0;
+    int64_t kin[4];
+    memcpy(kin, kd, sizeof kin);
+    if (seq_major) kin[0] = kd[1], kin[1] = kd[0]; /* 3-D: (seq, batch, size) */
+    mb_add_input(m, NULL, "K", MCP_DTYPE_FLOAT, r, kin, NULL);
+    mb_add_input(m, NULL, "V", MCP_DTYPE_FLOAT, r, kd, NULL);
+    int64_t perm[4];
+    for (int i = 0; i < r; i++) perm[i] = i;
+    perm[r - 1] = r - 2, perm[r - 2] = r - 1;
+    if (seq_major) perm[0] = 1, perm[1] = 2, perm[2] = 0;
+    Onnx__NodeProto *t = mb_add_node(m, NULL, "Transpose", "kt", "K", "KT");
+    mb_attr_ints(m, t, "perm", perm, (size_t)r);
+    mb_add_node(m, NULL, "MatMul", "qk", "Q,KT", "S0");
+    const char *sv = "S0";
+    if (strcmp(sc->scale, "none") != 0) {
+        add_scalar(m, false, "c", strcmp(sc->scale, "div") == 0 ? 2.0f : 0.5f);
+        mb_add_node(m, NULL, strcmp(sc->scale, "div") == 0 ? "Div" : "Mul", "scale", "S0,c", "S1");
+        sv = "S1";
+    }
+    if (sc->mask_rank) {
+        float mask[5 * 7];
+        for (int i = 0; i < 35; i++) mask[i] = (i % 3 == 0) ? -1e9f : (float)(i % 5) * 0.25f;
+        for (int i = 0; i < sc->mask_rank; i++) md[i] = 1;
+        md[sc->mask_rank - 1] = sc->mask_last;
+        if (sc->mask_rank >= 2) md[sc->mask_rank - 2] = sq;
+        mb_add_initializer(m, NULL, "M", MCP_DTYPE_FLOAT, sc->mask_rank, md, mask,
+                           sizeof(float) * (size_t)(sc->mask_rank >= 2 ? sq : 1) * (size_t)sc->mask_last);
+        char ins[16];
+        snprintf(ins, sizeof ins, "%s,M", sv);
+        mb_add_node(m, NULL, "Add", "mask", ins, "S2");
+        sv = "S2";
+    }
+    Onnx__NodeProto *sm = mb_add_node(m, NULL, "Softmax", "softmax", sv, "P");
+    mb_attr_int(m, sm, "axis", sc->softmax_axis);
+    mb_add_node(m, NULL, "MatMul", "pv", "P,V", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    if (sc->kt_shared) mb_add_output(m, NULL, "KT", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    return m;
+}
+
+static void test_attention(void)
+{
+    static const sdpa_case cases[] = {
+        {"4-D, Div, 2-D mask", 4, 2, "swap", "div", 2, 7, -1, false, "Attention"},
+        {"4-D, Mul, 4-D mask", 4, 2, "swap", "mul", 4, 7, 3, false, "Attention"},
+        {"3-D, no scale, no mask", 3, 2, "swap", "none", 0, 0, 2, false, "Attention"},
+        {"3-D, K and V broadcast over the batch", 3, 1, "swap", "div", 1, 7, -1, false, "Attention"},
+        {"3-D, K seq-major (the Transpose kept, rewritten)", 3, 2, "seq-major", "div", 0, 0, -1, false,
+         "Transpose,Attention"},
+        {"mask broadcast along the keys: Attention would pad it", 4, 2, "swap", "div", 2, 1, -1, false,
+         "Transpose,MatMul,Div,Add,Softmax,MatMul"},
+        {"Softmax over another axis", 4, 2, "swap", "div", 0, 0, 2, false, "Transpose,MatMul,Div,Softmax,MatMul"},
+        {"transposed K also read elsewhere", 4, 2, "swap", "none", 0, 0, -1, true, "Transpose,MatMul,Softmax,MatMul"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const sdpa_case *sc = &cases[i];
+        fprintf(stderr, "  attention: %s\n", sc->what);
+        int64_t qd[4], kd[4], md[4];
+        mb_model *m = sdpa_model(sc, qd, kd, md);
+        mcp_graph *g = optimized(m);
+        if (g) {
+            char ob[256];
+            tu_checks++;
+            if (strcmp(ops_of(g, ob, sizeof ob), sc->expect) != 0)
+                TU_FAIL_AT(__FILE__, __LINE__, "%s: ops \"%s\", expected \"%s\"", sc->what, ob, sc->expect);
+            mcp_graph_free(g);
+        }
+        if (!sc->kt_shared) {
+            int64_t kin[4];
+            memcpy(kin, kd, sizeof kin);
+            if (strcmp(sc->kt_perm, "seq-major") == 0) kin[0] = kd[1], kin[1] = kd[0];
+            float q[2 * 3 * 5 * 4], k[2 * 3 * 7 * 4], v[2 * 3 * 7 * 4];
+            fill(q, 120, 51 + i);
+            fill(k, 168, 61 + i);
+            fill(v, 168, 71 + i);
+            const int64_t *dims[3] = {qd, kin, kd};
+            int ranks[3] = {sc->rank, sc->rank, sc->rank};
+            const float *data[3] = {q, k, v};
+            check_same_numbers(__LINE__, m, 3, dims, ranks, data);
+        }
+        mb_model_free(m);
+    }
+}
+
 /* ---- the fused reference kernels, written directly in a model ---- */
 
 /* Loads m on the reference backend; returns the session or NULL with the
@@ -1289,6 +1401,7 @@ int main(void)
     TU_RUN(test_matmul_fusions);
     TU_RUN(test_gelu);
     TU_RUN(test_layernorm);
+    TU_RUN(test_attention);
     TU_RUN(test_fused_kernels_direct);
     TU_RUN(test_fold_constants);
     TU_RUN(test_fold_bounds);

@@ -27,6 +27,11 @@ static void test_dtype_table(void)
         {MCP_DTYPE_UINT32, 4, "uint32"},       {MCP_DTYPE_UINT64, 8, "uint64"},
         {MCP_DTYPE_COMPLEX64, 8, "complex64"}, {MCP_DTYPE_COMPLEX128, 16, "complex128"},
         {MCP_DTYPE_BFLOAT16, 2, "bfloat16"},
+        {MCP_DTYPE_FLOAT8E4M3FN, 1, "float8e4m3fn"},     {MCP_DTYPE_FLOAT8E4M3FNUZ, 1, "float8e4m3fnuz"},
+        {MCP_DTYPE_FLOAT8E5M2, 1, "float8e5m2"},         {MCP_DTYPE_FLOAT8E5M2FNUZ, 1, "float8e5m2fnuz"},
+        {MCP_DTYPE_UINT4, 0, "uint4"},                   {MCP_DTYPE_INT4, 0, "int4"},
+        {MCP_DTYPE_FLOAT4E2M1, 0, "float4e2m1"},         {MCP_DTYPE_FLOAT8E8M0, 1, "float8e8m0"},
+        {MCP_DTYPE_UINT2, 0, "uint2"},                   {MCP_DTYPE_INT2, 0, "int2"},
     };
     int n = (int)(sizeof expect / sizeof expect[0]);
     TU_CHECK_INT(n, MCP_DTYPE_COUNT);
@@ -58,6 +63,12 @@ static void test_dtype_table(void)
     TU_CHECK(mcp_dtype_is_signed(MCP_DTYPE_INT8) && !mcp_dtype_is_signed(MCP_DTYPE_UINT8));
     TU_CHECK(mcp_dtype_is_numeric(MCP_DTYPE_BOOL) && !mcp_dtype_is_numeric(MCP_DTYPE_STRING));
     TU_CHECK(!mcp_dtype_is_numeric(MCP_DTYPE_UNDEFINED));
+    /* The narrow types count as none of those. */
+    for (int d = MCP_DTYPE_FLOAT8E4M3FN; d <= MCP_DTYPE_INT2; d++)
+        TU_CHECK(mcp_dtype_is_narrow((mcp_dtype)d) && !mcp_dtype_is_numeric((mcp_dtype)d));
+    TU_CHECK(!mcp_dtype_is_narrow(MCP_DTYPE_BFLOAT16) && !mcp_dtype_is_narrow((mcp_dtype)27));
+    TU_CHECK_INT(mcp_dtype_from_onnx_name("FLOAT8E5M2FNUZ"), MCP_DTYPE_FLOAT8E5M2FNUZ);
+    TU_CHECK(mcp_dtype_oip_name(MCP_DTYPE_INT4) == NULL);
 
     TU_CHECK_STR(mcp_status_str(MCP_STATUS_OK), "ok");
     TU_CHECK_STR(mcp_status_str(MCP_STATUS_INVALID_MODEL), "invalid model");
@@ -860,6 +871,105 @@ static void test_npy_malformed(void)
     }
 }
 
+/* ---- narrow types: packing, sizes, conversions ---- */
+
+static void test_narrow_packing(void)
+{
+    /* Byte sizes: ceil(n * bits / 8). */
+    TU_CHECK_INT(mcp_dtype_bits(MCP_DTYPE_INT4), 4);
+    TU_CHECK_INT(mcp_dtype_bits(MCP_DTYPE_UINT2), 2);
+    TU_CHECK_INT(mcp_dtype_bits(MCP_DTYPE_FLOAT8E8M0), 8);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_INT4, 5), 3);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_FLOAT4E2M1, 4), 2);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_INT2, 5), 2);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_UINT2, 8), 2);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_FLOAT8E4M3FN, 5), 5);
+    TU_CHECK_INT((int)mcp_dtype_nbytes(MCP_DTYPE_INT4, 0), 0);
+    const int64_t d3[] = {3, 1, 3};
+    mcp_tensor t;
+    TU_CHECK_STATUS(mcp_tensor_alloc(&t, MCP_DTYPE_INT4, 3, d3, NULL), MCP_STATUS_OK, NULL);
+    TU_CHECK_INT((int)mcp_tensor_nbytes(&t), 5); /* 9 elements */
+    /* First element in the low nibble; setting leaves neighbours alone. */
+    for (int64_t i = 0; i < 9; i++) mcp_tensor_set_i64(&t, i, i - 4);
+    TU_CHECK_INT(((uint8_t *)t.data)[0], 0xDC); /* -4 low, -3 high */
+    TU_CHECK_INT(((uint8_t *)t.data)[4], 0x04); /* 4, then padding */
+    for (int64_t i = 0; i < 9; i++) TU_CHECK_INT((int)mcp_tensor_get_i64(&t, i), (int)i - 4);
+    /* Out of range saturates (Cast's clamp). */
+    mcp_tensor_set_i64(&t, 0, 100);
+    mcp_tensor_set_f64(&t, 1, -9.5);
+    mcp_tensor_set_f64(&t, 2, 2.5); /* ties to even */
+    TU_CHECK_INT((int)mcp_tensor_get_i64(&t, 0), 7);
+    TU_CHECK_INT((int)mcp_tensor_get_i64(&t, 1), -8);
+    TU_CHECK_INT((int)mcp_tensor_get_i64(&t, 2), 2);
+    TU_CHECK_INT((int)mcp_tensor_get_i64(&t, 3), -1);
+    mcp_tensor c;
+    TU_CHECK_STATUS(mcp_tensor_copy(&c, &t, NULL), MCP_STATUS_OK, NULL);
+    TU_CHECK(memcmp(c.data, t.data, 5) == 0);
+    mcp_tensor_release(&c);
+    mcp_tensor_release(&t);
+
+    uint8_t two[2] = {0, 0};
+    for (int i = 0; i < 5; i++) mcp_packed_set(two, 2, i, (uint8_t)(i & 3));
+    TU_CHECK_INT(two[0], 0xE4); /* 0,1,2,3 from the low bits up */
+    TU_CHECK_INT(two[1], 0x00);
+    TU_CHECK_INT(mcp_packed_get(two, 2, 3), 3);
+    TU_CHECK_INT((int)mcp_narrow_to_f64(MCP_DTYPE_INT2, 3), -1);
+    TU_CHECK_INT((int)mcp_narrow_to_f64(MCP_DTYPE_INT4, 8), -8);
+}
+
+static void test_narrow_conversions(void)
+{
+    /* float8e4m3fn: max 448, 464 ties to 448, past it NaN without
+     * saturation; -0 kept; NaN keeps its sign. */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 448, true, 0), 0x7E);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 464, false, 0), 0x7E);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 465, false, 0), 0x7F);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, -INFINITY, true, 0), 0xFE);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, -0.0, true, 0), 0x80);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, -NAN, true, 0), 0xFF);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 1.0625, true, 0), 0x38); /* tie to even: 1.0 */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 1.1875, true, 0), 0x3A); /* tie to even: 1.25 */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 0x1p-10, true, 0), 0x00); /* half the smallest: to 0 */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FN, 0x1.8p-9, true, 0), 0x02); /* 1.5 smallest: to 2 */
+    /* fnuz: no -0, NaN is 0x80, overflow without saturation is NaN. */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FNUZ, -0.0, true, 0), 0x00);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FNUZ, -1e-9, true, 0), 0x00);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FNUZ, NAN, true, 0), 0x80);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E4M3FNUZ, 1e6, false, 0), 0x80);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E5M2FNUZ, -1e6, true, 0), 0xFF);
+    TU_CHECK(isnan(mcp_narrow_to_f64(MCP_DTYPE_FLOAT8E5M2FNUZ, 0x80)));
+    /* e5m2: infinities stay without saturation. */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E5M2, INFINITY, false, 0), 0x7C);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E5M2, INFINITY, true, 0), 0x7B);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E5M2, 61440, false, 0), 0x7C); /* tie past max */
+    TU_CHECK(mcp_narrow_to_f64(MCP_DTYPE_FLOAT8E5M2, 0x7B) == 57344.0);
+    TU_CHECK(mcp_narrow_to_f64(MCP_DTYPE_FLOAT8E4M3FNUZ, 0x7F) == 240.0);
+    /* Every code of every float8 decodes and encodes back to itself. */
+    for (int d = MCP_DTYPE_FLOAT8E4M3FN; d <= MCP_DTYPE_FLOAT8E5M2FNUZ; d++)
+        for (int c = 0; c < 256; c++) {
+            double v = mcp_narrow_to_f64((mcp_dtype)d, (uint8_t)c);
+            if (isnan(v) || isinf(v)) continue;
+            TU_CHECK_INT(mcp_narrow_from_f64((mcp_dtype)d, v, true, 0), c);
+        }
+    /* float4e2m1: saturating, NaN to 6, ties to even. */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT4E2M1, NAN, false, 0), 0x7);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT4E2M1, -100, false, 0), 0xF);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT4E2M1, 2.5, true, 0), 0x4);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT4E2M1, 0.25, true, 0), 0x0);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT4E2M1, 0.75, true, 0), 0x2);
+    /* float8e8m0: powers of two, rounding by mode. */
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 1.0, true, MCP_E8M0_ROUND_UP), 127);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 1.25, true, MCP_E8M0_ROUND_UP), 128);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 1.75, true, MCP_E8M0_ROUND_DOWN), 127);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 1.5, true, MCP_E8M0_ROUND_NEAREST), 128);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 1.25, true, MCP_E8M0_ROUND_NEAREST), 127);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 0x1.8p127, true, MCP_E8M0_ROUND_UP), 254);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, 0x1.8p127, false, MCP_E8M0_ROUND_UP), 255);
+    TU_CHECK_INT(mcp_narrow_from_f64(MCP_DTYPE_FLOAT8E8M0, NAN, true, MCP_E8M0_ROUND_UP), 255);
+    TU_CHECK(mcp_narrow_to_f64(MCP_DTYPE_FLOAT8E8M0, 0) == 0x1p-127);
+    TU_CHECK(isnan(mcp_narrow_to_f64(MCP_DTYPE_FLOAT8E8M0, 0xFF)));
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "tensor") != 0) {
@@ -868,6 +978,8 @@ int main(void)
     }
     int64_t live = mcp_alloc_live_count();
     TU_RUN(test_dtype_table);
+    TU_RUN(test_narrow_packing);
+    TU_RUN(test_narrow_conversions);
     TU_RUN(test_f16_known_values);
     TU_RUN(test_f16_exhaustive);
     TU_RUN(test_bf16);

@@ -785,6 +785,7 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
             return mcp__dnnl_matmul_supported(node, graph) ? &mcp__dnnl_fused_matmul_kernel : NULL;
         if (mcp__dnnl_eltwise_supported(node, graph)) return &mcp__dnnl_eltwise_kernel;
         if (mcp__dnnl_layernorm_supported(node, graph)) return &mcp__dnnl_layernorm_kernel;
+        if (mcp__dnnl_attention_supported(node, graph)) return &mcp__dnnl_attention_kernel;
         return NULL;
     }
     if (strcmp(node->domain, "") != 0) return NULL;
@@ -810,6 +811,7 @@ static const mcp_kernel_def *dnnl_supports(const mcp_node *node, const mcp_graph
     if (mcp__dnnl_layernorm_supported(node, graph)) return &mcp__dnnl_layernorm_kernel;
     if (mcp__dnnl_softmax_supported(node, graph)) return &mcp__dnnl_softmax_kernel;
     if (mcp__dnnl_transpose_supported(node, graph)) return &mcp__dnnl_transpose_kernel;
+    if (mcp__dnnl_attention_supported(node, graph)) return &mcp__dnnl_attention_kernel;
     return NULL;
 }
 

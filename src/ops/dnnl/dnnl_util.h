@@ -304,6 +304,8 @@ bool mcp__dnnl_eltwise_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_layernorm_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_softmax_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_transpose_supported(const mcp_node *node, const mcp_graph *graph);
+extern const mcp_kernel_def mcp__dnnl_attention_kernel;
+bool mcp__dnnl_attention_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_conv_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_qmatmul_supported(const mcp_node *node, const mcp_graph *graph);
 bool mcp__dnnl_gemm_supported(const mcp_node *node, const mcp_graph *graph);

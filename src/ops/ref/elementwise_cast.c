@@ -7,6 +7,11 @@
  * even. Casting to bfloat16 truncates the float32 bit pattern, which is what
  * the ONNX test data (onnx 1.12) expects.
  *
+ * Casts to and from the narrow types (ONNX 17-26: float8, float8e8m0,
+ * float4e2m1, int4/uint4, int2/uint2) follow the spec's own rules
+ * (mcp_narrow_from_f64): round to nearest even, saturate (the attribute,
+ * for float8), round_mode for float8e8m0, integers clamped.
+ *
  * Strings parse as numbers (strtod syntax, so "NaN", "INF", "-inf" work) and
  * numbers print like numpy's str(): the shortest digits that round-trip in
  * the source type, positional for 1e-4 <= |x| < 1e16, scientific otherwise
@@ -201,8 +206,72 @@ static void cast_i32_f32(mcp_kernel_ctx *ctx, const int32_t *x, float *y, int64_
     for (int64_t c = 0; c < nchunks; c++) cast_i32_f32_chunk(x, y, c * chunk, (c + 1) * chunk < n ? (c + 1) * chunk : n);
 }
 
-static mcp_status ew_cast_to(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_dtype to)
+/* How a cast to float8 / float8e8m0 treats values out of range. */
+typedef struct ew_cast_opts {
+    bool saturate;
+    mcp_e8m0_round round;
+} ew_cast_opts;
+
+/*
+ * Casts where either side is a narrow type. Values travel as double, which
+ * holds every value of every source type exactly (int64 beyond 2^53 aside,
+ * far outside every narrow range, where clamping gives the same result),
+ * so each result is rounded once.
+ */
+static mcp_status ew_cast_narrow(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_tensor *y, ew_cast_opts o)
 {
+    int64_t n = mcp_tensor_numel(x);
+    mcp_dtype from = x->dtype, to = y->dtype;
+    ew_kind ks = ew_kind_of(from), kt = ew_kind_of(to);
+    bool int_narrow_src = from == MCP_DTYPE_INT4 || from == MCP_DTYPE_UINT4 || from == MCP_DTYPE_INT2 || from == MCP_DTYPE_UINT2;
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        if (from == MCP_DTYPE_STRING) {
+            const char *s = ((char *const *)x->data)[i];
+            char *end = NULL;
+            v = strtod(s ? s : "", &end);
+            if (!s || end == s)
+                return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'input' element %lld (\"%.40s\") is not a number",
+                                 (long long)i, s ? s : "");
+        } else if (ks == EW_KIND_INT) {
+            v = (double)ew_load_i64(from, x->data, i);
+        } else if (ks == EW_KIND_UINT) {
+            v = (double)ew_load_u64(from, x->data, i);
+        } else {
+            v = mcp_elem_get_f64(from, x->data, i); /* float kinds and narrow codes, exact */
+        }
+        if (mcp_dtype_is_narrow(to)) {
+            uint8_t code = mcp_narrow_from_f64(to, v, o.saturate, o.round);
+            if (mcp_dtype_is_packed(to)) mcp_packed_set(y->data, mcp_dtype_bits(to), i, code);
+            else ((uint8_t *)y->data)[i] = code;
+        } else if (to == MCP_DTYPE_STRING) {
+            char buf[64];
+            if (int_narrow_src) snprintf(buf, sizeof buf, "%lld", (long long)v);
+            else ew_format_float(v, MCP_DTYPE_DOUBLE, buf, sizeof buf);
+            if (mcp_tensor_set_string(y, i, buf, strlen(buf)) != MCP_STATUS_OK)
+                return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        } else if (int_narrow_src && kt != EW_KIND_FLOAT) {
+            ew_store_i64(to, y->data, i, (int64_t)v);
+        } else {
+            /* Every narrow value is exact in bfloat16 too, so truncation
+             * and rounding agree. */
+            ew_store_f64(to, y->data, i, v);
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+static mcp_status ew_cast_to(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_dtype to, ew_cast_opts o)
+{
+    if (mcp_dtype_is_narrow(x->dtype) || mcp_dtype_is_narrow(to)) {
+        bool ok_from = x->dtype == MCP_DTYPE_STRING || mcp_dtype_is_narrow(x->dtype) || ew_kind_of(x->dtype) != EW_KIND_OTHER;
+        bool ok_to = to == MCP_DTYPE_STRING || mcp_dtype_is_narrow(to) || ew_kind_of(to) != EW_KIND_OTHER;
+        if (!ok_from || !ok_to)
+            return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "cannot cast %s to %s", mcp_dtype_name(x->dtype), mcp_dtype_name(to));
+        mcp_tensor *y = mcp_kout(ctx, 0, to, x->rank, x->dims);
+        if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+        return ew_cast_narrow(ctx, x, y, o);
+    }
     if (!ew_cast_dtype_ok(x->dtype))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'input' has unsupported type %s",
                          mcp_dtype_name(x->dtype));
@@ -267,6 +336,17 @@ static mcp_status ew_cast_to(mcp_kernel_ctx *ctx, const mcp_tensor *x, mcp_dtype
     return MCP_STATUS_OK;
 }
 
+/* Cast-19+'s saturate (default 1) and Cast-24+'s round_mode ("up"). An
+ * unknown round_mode reads as "up"; the load-time check refuses it. */
+static ew_cast_opts ew_cast_options(const mcp_kernel_ctx *ctx)
+{
+    ew_cast_opts o = {mcp_kattr_int(ctx, "saturate", 1) != 0, MCP_E8M0_ROUND_UP};
+    const char *r = mcp_kattr_string(ctx, "round_mode", "up");
+    if (r && strcmp(r, "down") == 0) o.round = MCP_E8M0_ROUND_DOWN;
+    else if (r && strcmp(r, "nearest") == 0) o.round = MCP_E8M0_ROUND_NEAREST;
+    return o;
+}
+
 mcp_status mcp__ew_run_cast(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
@@ -289,7 +369,7 @@ mcp_status mcp__ew_run_cast(mcp_kernel_ctx *ctx)
     } else {
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'to' must be an int");
     }
-    return ew_cast_to(ctx, x, to);
+    return ew_cast_to(ctx, x, to, ew_cast_options(ctx));
 }
 
 mcp_status mcp__ew_run_castlike(mcp_kernel_ctx *ctx)
@@ -298,5 +378,5 @@ mcp_status mcp__ew_run_castlike(mcp_kernel_ctx *ctx)
     const mcp_tensor *like = mcp_kin(ctx, 1);
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'input' is missing");
     if (!like) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'target_type' is missing");
-    return ew_cast_to(ctx, x, like->dtype);
+    return ew_cast_to(ctx, x, like->dtype, ew_cast_options(ctx));
 }

@@ -9,6 +9,11 @@
  * which is the separable N-D interpolation of the ONNX reference. Taps with
  * zero weight are dropped, so dims that are not resized cost nothing.
  *
+ * With antialias (Resize-18+, linear and cubic), a dim that shrinks by
+ * scale < 1 stretches its filter by 1 / scale: the taps are every input
+ * index whose distance d from the mapped coordinate has kernel(d * scale)
+ * nonzero, weights normalized to sum 1, as the specification defines it.
+ *
  * Upsample and Resize-10 follow the pre-opset-11 behaviour (asymmetric
  * coordinates; nearest takes floor when upsampling a dim and ceil when
  * downsampling it), as onnxruntime does.
@@ -48,6 +53,7 @@ typedef struct rs_params {
     rs_nearest nearest;
     double cubic_a;
     bool exclude_outside;
+    bool antialias; /* linear / cubic only; nearest ignores it */
     double extrapolation;
     int rank;
     int64_t in[MCP_MAX_RANK];
@@ -58,11 +64,12 @@ typedef struct rs_params {
 } rs_params;
 
 /* Taps of one output coordinate of one dim; n == 0 marks a coordinate
- * outside the crop (tf_crop_and_resize), which takes extrapolation_value. */
+ * outside the crop (tf_crop_and_resize), which takes extrapolation_value.
+ * idx and w point into rs_compute's pools, rs_tap_width() entries each. */
 typedef struct rs_tap {
-    int n;
-    int64_t idx[4];
-    double w[4];
+    int64_t n;
+    int64_t *idx;
+    double *w;
 } rs_tap;
 
 /* ---- parameters ---- */
@@ -119,8 +126,11 @@ static mcp_status rs_parse_attrs(mcp_kernel_ctx *ctx, rs_params *p)
     p->cubic_a = mcp_kattr_float(ctx, "cubic_coeff_a", -0.75f);
     p->exclude_outside = mcp_kattr_int(ctx, "exclude_outside", 0) != 0;
     p->extrapolation = mcp_kattr_float(ctx, "extrapolation_value", 0.0f);
-    if (mcp_kattr_int(ctx, "antialias", 0) != 0 && p->mode != RS_MODE_NEAREST)
-        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "attribute 'antialias' is not supported");
+    int64_t antialias = mcp_kattr_int(ctx, "antialias", 0);
+    if (antialias != 0 && antialias != 1)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'antialias' is %lld, not 0 or 1",
+                         (long long)antialias);
+    p->antialias = antialias == 1 && p->mode != RS_MODE_NEAREST;
     return MCP_STATUS_OK;
 }
 
@@ -187,6 +197,41 @@ static int64_t rs_clamp(int64_t i, int64_t n)
     return i < 0 ? 0 : (i >= n ? n - 1 : i);
 }
 
+/* Half-width of the interpolation kernel in input pixels at scale 1. */
+static double rs_support(const rs_params *p)
+{
+    return p->mode == RS_MODE_LINEAR ? 1.0 : 2.0;
+}
+
+/* First tap offset of an antialiased filter, relative to the pixel left of
+ * the coordinate: the leftmost i with |i - ratio| * scale < support for
+ * every ratio in (0, 1]. The filter spans 2 - 2 * start taps. */
+static int64_t rs_aa_start(const rs_params *p, int d)
+{
+    double s = p->scale[d] < 1.0 ? p->scale[d] : 1.0;
+    return (int64_t)floor(-rs_support(p) / s) + 1;
+}
+
+/* Taps one output coordinate of dim d can have. */
+static int64_t rs_tap_width(const rs_params *p, int d)
+{
+    if (p->mode == RS_MODE_NEAREST) return 1;
+    if (p->antialias) return 2 - 2 * rs_aa_start(p, d);
+    return p->mode == RS_MODE_LINEAR ? 2 : 4;
+}
+
+/* The filters the antialiased modes stretch: the triangle and Keys' cubic
+ * convolution kernel with coefficient a. */
+static double rs_aa_kernel(const rs_params *p, double x)
+{
+    x = fabs(x);
+    if (p->mode == RS_MODE_LINEAR) return x < 1.0 ? 1.0 - x : 0.0;
+    double a = p->cubic_a, x2 = x * x, x3 = x2 * x;
+    if (x <= 1.0) return (a + 2.0) * x3 - (a + 3.0) * x2 + 1.0;
+    if (x < 2.0) return a * x3 - 5.0 * a * x2 + 8.0 * a * x - 4.0 * a;
+    return 0.0;
+}
+
 static void rs_make_tap(const rs_params *p, int d, int64_t xo, rs_tap *t)
 {
     int64_t in = p->in[d];
@@ -212,10 +257,29 @@ static void rs_make_tap(const rs_params *p, int d, int64_t xo, rs_tap *t)
         t->w[0] = 1.0;
         return;
     }
-    int n;
-    int64_t first;
-    double w[4];
-    if (p->mode == RS_MODE_LINEAR) {
+    /* Weights go to t->w[0..n) for input indices first .. first + n - 1. */
+    int64_t n, first;
+    double *w = t->w;
+    if (p->antialias) {
+        /* The reference takes the pixel left of x, so a coordinate on a
+         * pixel centre has ratio 1 and that pixel is the right one; the
+         * window is then symmetric about x. */
+        double ratio = r;
+        if (r == 0.0) {
+            ratio = 1.0;
+            base -= 1;
+        }
+        double s = p->scale[d] < 1.0 ? p->scale[d] : 1.0, sum = 0.0;
+        int64_t start = rs_aa_start(p, d);
+        n = 2 - 2 * start;
+        first = base + start;
+        for (int64_t k = 0; k < n; k++) {
+            w[k] = rs_aa_kernel(p, ((double)(start + k) - ratio) * s);
+            sum += w[k];
+        }
+        if (sum != 0.0)
+            for (int64_t k = 0; k < n; k++) w[k] /= sum;
+    } else if (p->mode == RS_MODE_LINEAR) {
         n = 2;
         first = base;
         w[0] = 1.0 - r;
@@ -231,16 +295,18 @@ static void rs_make_tap(const rs_params *p, int d, int64_t xo, rs_tap *t)
     }
     if (p->exclude_outside) {
         double sum = 0.0;
-        for (int k = 0; k < n; k++) {
+        for (int64_t k = 0; k < n; k++) {
             int64_t i = first + k;
             if (i < 0 || i >= in) w[k] = 0.0;
             sum += w[k];
         }
         if (sum != 0.0)
-            for (int k = 0; k < n; k++) w[k] /= sum;
+            for (int64_t k = 0; k < n; k++) w[k] /= sum;
     }
+    /* Compact in place (the write index never passes the read index);
+     * taps past an edge read the edge pixel, as edge padding does. */
     t->n = 0;
-    for (int k = 0; k < n; k++) {
+    for (int64_t k = 0; k < n; k++) {
         if (w[k] == 0.0) continue;
         t->idx[t->n] = rs_clamp(first + k, in);
         t->w[t->n] = w[k];
@@ -324,16 +390,44 @@ static mcp_status rs_compute(mcp_kernel_ctx *ctx, const mcp_tensor *x, const rs_
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                              "input 'X' has an empty dim %d but the output does not", d);
 
-    /* taps[d] points into one block: off[d] is dim d's first entry. */
-    int64_t total = 0, off[MCP_MAX_RANK];
+    /* taps[d] points into one block: off[d] is dim d's first entry; their
+     * indices and weights share two pools, width[d] slots per tap. */
+    int64_t total = 0, slots = 0, off[MCP_MAX_RANK], width[MCP_MAX_RANK];
     for (int d = 0; d < p->rank; d++) {
+        /* A nonempty output keeps scale * in near 1 or more, so the widest
+         * filter spans a few times the input; only a corrupt scale gets
+         * here, and the bound keeps the arithmetic below exact. */
+        if (p->antialias && !(rs_support(p) / p->scale[d] <= 1.0e9))
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "attribute 'antialias' with scale %g on dim %d needs a filter "
+                             "too wide to compute", p->scale[d], d);
+        width[d] = rs_tap_width(p, d);
         off[d] = total;
         total += p->out[d];
+        if ((double)p->out[d] * (double)width[d] + (double)slots > 1.0e15)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "output dim %d (%lld) needs too many interpolation taps", d,
+                             (long long)p->out[d]);
+        slots += p->out[d] * width[d];
     }
     rs_tap *taps = mcp_malloc((size_t)(total > 0 ? total : 1) * sizeof(rs_tap));
-    if (!taps) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for taps");
+    int64_t *idx_pool = mcp_malloc((size_t)(slots > 0 ? slots : 1) * sizeof(int64_t));
+    double *w_pool = mcp_malloc((size_t)(slots > 0 ? slots : 1) * sizeof(double));
+    if (!taps || !idx_pool || !w_pool) {
+        mcp_free(taps);
+        mcp_free(idx_pool);
+        mcp_free(w_pool);
+        return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory for taps");
+    }
+    int64_t slot = 0;
     for (int d = 0; d < p->rank; d++)
-        for (int64_t i = 0; i < p->out[d]; i++) rs_make_tap(p, d, i, &taps[off[d] + i]);
+        for (int64_t i = 0; i < p->out[d]; i++) {
+            rs_tap *t = &taps[off[d] + i];
+            t->idx = idx_pool + slot;
+            t->w = w_pool + slot;
+            slot += width[d];
+            rs_make_tap(p, d, i, t);
+        }
 
     int64_t stride[MCP_MAX_RANK];
     mcp_contiguous_strides(p->rank, p->in, stride);
@@ -354,7 +448,7 @@ static mcp_status rs_compute(mcp_kernel_ctx *ctx, const mcp_tensor *x, const rs_
             st = mcp__ref_index_copy(ctx, y, e, x, src, 1);
         } else {
             /* Sum over every combination of the dims' taps. */
-            int t[MCP_MAX_RANK] = {0};
+            int64_t t[MCP_MAX_RANK] = {0};
             double acc = 0.0;
             for (;;) {
                 double w = 1.0;
@@ -376,6 +470,8 @@ static mcp_status rs_compute(mcp_kernel_ctx *ctx, const mcp_tensor *x, const rs_
         }
     }
     mcp_free(taps);
+    mcp_free(idx_pool);
+    mcp_free(w_pool);
     return st;
 }
 

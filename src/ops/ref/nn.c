@@ -795,6 +795,7 @@ const mcp_kernel_def mcp__ref_nn_kernels[] = {
     MCP_KERNEL_ENTRY("", "ConvTranspose", 1, 0, mcp__nn_run_conv_transpose, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "ConvInteger", 10, 0, mcp__nn_run_conv_integer, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "QLinearConv", 10, 0, mcp__nn_run_qlinear_conv, NULL, NULL, NULL),
+    MCP_KERNEL_ENTRY("", "DeformConv", 19, 0, mcp__nn_run_deform_conv, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "AveragePool", 1, 0, mcp__nn_run_average_pool, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "MaxPool", 1, 0, mcp__nn_run_max_pool, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "LpPool", 1, 0, mcp__nn_run_lp_pool, NULL, NULL, NULL),

@@ -5,6 +5,13 @@
  * Rounding is half to even (nearbyint in the default rounding mode). Float
  * inputs with float scales are (de)quantized in float, the precision the
  * spec's reference formulas use, so ties round the same way.
+ *
+ * The narrow types (ONNX 17-26) quantize as the spec says: int4 / uint4 /
+ * int2 / uint2 like the 8-bit integers with their own ranges; float8 and
+ * float4e2m1 by casting x / y_scale (+ zero point) with Cast's rounding
+ * (saturate: the attribute, for float8). Scales may be float8e8m0 (24+).
+ * Opset 21 adds blocked scales (block_size) and output_dtype, 23 the
+ * precision of the division.
  */
 #include <math.h>
 #include <string.h>
@@ -18,8 +25,20 @@ static bool q_range(mcp_dtype d, double *lo, double *hi) {
     case MCP_DTYPE_INT8: *lo = -128; *hi = 127; return true;
     case MCP_DTYPE_UINT16: *lo = 0; *hi = 65535; return true;
     case MCP_DTYPE_INT16: *lo = -32768; *hi = 32767; return true;
+    case MCP_DTYPE_UINT4: *lo = 0; *hi = 15; return true;
+    case MCP_DTYPE_INT4: *lo = -8; *hi = 7; return true;
+    case MCP_DTYPE_UINT2: *lo = 0; *hi = 3; return true;
+    case MCP_DTYPE_INT2: *lo = -2; *hi = 1; return true;
     default: return false;
     }
+}
+
+/* Element i of a float8 / float4e2m1 tensor from v, Cast's rounding. */
+static void q_store_float(mcp_tensor *t, int64_t i, double v, bool sat)
+{
+    uint8_t code = mcp_narrow_from_f64(t->dtype, v, sat, MCP_E8M0_ROUND_UP);
+    if (mcp_dtype_is_packed(t->dtype)) mcp_packed_set(t->data, mcp_dtype_bits(t->dtype), i, code);
+    else ((uint8_t *)t->data)[i] = code;
 }
 
 static double saturate(double v, double lo, double hi) {
@@ -27,15 +46,54 @@ static double saturate(double v, double lo, double hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* The float types a quantized value may have instead of an integer one. */
+static bool q_float_out(mcp_dtype d)
+{
+    return d == MCP_DTYPE_FLOAT8E4M3FN || d == MCP_DTYPE_FLOAT8E4M3FNUZ || d == MCP_DTYPE_FLOAT8E5M2 ||
+           d == MCP_DTYPE_FLOAT8E5M2FNUZ || d == MCP_DTYPE_FLOAT4E2M1;
+}
+
+/* A scale's type: float, or float8e8m0 (powers of two). */
+static bool q_scale_ok(mcp_dtype d) { return mcp__nn_is_float(d) || d == MCP_DTYPE_FLOAT8E8M0; }
+
 /*
- * Layout of a scale / zero point against x: one value for the tensor, or a
- * 1-D tensor with one value per index of x's `axis` dim. The value for
- * element i of x is at (i / inner) % axis_dim, or 0.
+ * Layout of a scale / zero point against x: one value for the tensor, a
+ * 1-D tensor with one value per index of x's `axis` dim, or (block > 0)
+ * x's shape with that dim cut into blocks of `block`. The value for element
+ * i of x is at (i / inner) % axis_dim, at its block's place, or at 0.
  */
 typedef struct qaxis {
     bool per_axis;
     int64_t inner, axis_dim;
+    int64_t block, blocks; /* blocked: block size, blocks along the axis */
 } qaxis;
+
+static mcp_status qaxis_init_blocked(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp_tensor *scale,
+                                     const mcp_tensor *zp, const char *scale_name, const char *zp_name, int64_t block,
+                                     qaxis *q)
+{
+    int axis = 0;
+    if (!mcp_axis_normalize(mcp_kattr_int(ctx, "axis", 1), x->rank, &axis))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'axis' is out of range for rank %d", x->rank);
+    if (scale->rank != x->rank)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "blocked input '%s' must have the rank of the input (%d), not %d",
+                         scale_name, x->rank, scale->rank);
+    for (int d = 0; d < x->rank; d++) {
+        int64_t want = d == axis ? (x->dims[d] + block - 1) / block : x->dims[d];
+        if (scale->dims[d] != want)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "blocked input '%s' has %lld at dim %d, expected %lld (block_size %lld on axis %d)", scale_name,
+                             (long long)scale->dims[d], d, (long long)want, (long long)block, axis);
+        if (zp && zp->dims[d] != scale->dims[d])
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' must have the shape of '%s'", zp_name, scale_name);
+    }
+    q->per_axis = true;
+    q->axis_dim = x->dims[axis];
+    q->inner = mcp__nn_prod(x->rank - axis - 1, x->dims + axis + 1);
+    q->block = block;
+    q->blocks = scale->dims[axis];
+    return MCP_STATUS_OK;
+}
 
 static mcp_status qaxis_init(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp_tensor *scale,
                              const mcp_tensor *zp, const char *scale_name, const char *zp_name,
@@ -45,6 +103,11 @@ static mcp_status qaxis_init(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp
     if (zp && (zp->rank != scale->rank || mcp_tensor_numel(zp) != ns))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input '%s' must have the shape of '%s'", zp_name, scale_name);
+    int64_t block = ctx->opset >= 21 ? mcp_kattr_int(ctx, "block_size", 0) : 0;
+    if (block < 0)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'block_size' must not be negative, not %lld",
+                         (long long)block);
+    if (block > 0) return qaxis_init_blocked(ctx, x, scale, zp, scale_name, zp_name, block, q);
     if (ns == 1) return MCP_STATUS_OK;
     if (scale->rank != 1)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
@@ -64,7 +127,23 @@ static mcp_status qaxis_init(mcp_kernel_ctx *ctx, const mcp_tensor *x, const mcp
 }
 
 static int64_t qaxis_at(const qaxis *q, int64_t i) {
-    return q->per_axis ? (i / q->inner) % q->axis_dim : 0;
+    if (!q->per_axis) return 0;
+    int64_t a = (i / q->inner) % q->axis_dim;
+    if (!q->block) return a;
+    int64_t outer = i / (q->inner * q->axis_dim);
+    return (outer * q->blocks + a / q->block) * q->inner + i % q->inner;
+}
+
+/* x / scale rounded to the precision `p` (Quantize-23's attribute, else the
+ * scale's type; float8e8m0 scales divide in float, where they are exact). */
+static double q_divide(mcp_dtype p, double x, double scale)
+{
+    switch (p) {
+    case MCP_DTYPE_DOUBLE: return x / scale;
+    case MCP_DTYPE_FLOAT16: return mcp_f16_to_f32(mcp_f32_to_f16((float)x / (float)scale));
+    case MCP_DTYPE_BFLOAT16: return mcp_bf16_to_f32(mcp_f32_to_bf16((float)x / (float)scale));
+    default: return (float)x / (float)scale;
+    }
 }
 
 /*
@@ -241,12 +320,17 @@ mcp_status mcp__nn_run_quantize_linear(mcp_kernel_ctx *ctx) {
     if (!mcp__nn_is_float(x->dtype) && x->dtype != MCP_DTYPE_INT32)
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'x' has unsupported type %s",
                          mcp_dtype_name(x->dtype));
-    if (!mcp__nn_is_float(ys->dtype))
+    if (!q_scale_ok(ys->dtype))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'y_scale' must be a float tensor");
-    mcp_dtype ydt = yzp ? yzp->dtype : MCP_DTYPE_UINT8;
-    double lo, hi;
-    if (!q_range(ydt, &lo, &hi))
-        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'y_zero_point' has unsupported type %s",
+    int64_t odt = mcp_kattr_int(ctx, "output_dtype", 0);
+    if (yzp && odt && odt != (int64_t)yzp->dtype)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'output_dtype' (%lld) is not the type of 'y_zero_point' (%s)",
+                         (long long)odt, mcp_dtype_name(yzp->dtype));
+    mcp_dtype ydt = yzp ? yzp->dtype : odt > 0 && odt < MCP_DTYPE_COUNT ? (mcp_dtype)odt : MCP_DTYPE_UINT8;
+    double lo = 0, hi = 0;
+    bool to_float = q_float_out(ydt);
+    if (!to_float && !q_range(ydt, &lo, &hi))
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "output type %s is not a quantized type",
                          mcp_dtype_name(ydt));
     qaxis q;
     mcp_status st = qaxis_init(ctx, x, ys, yzp, "y_scale", "y_zero_point", &q);
@@ -262,6 +346,23 @@ mcp_status mcp__nn_run_quantize_linear(mcp_kernel_ctx *ctx) {
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
     bool in_float = x->dtype == MCP_DTYPE_FLOAT && ys->dtype == MCP_DTYPE_FLOAT;
+    int64_t prec = ctx->opset >= 23 ? mcp_kattr_int(ctx, "precision", 0) : 0;
+    if (prec && prec != MCP_DTYPE_FLOAT && prec != MCP_DTYPE_DOUBLE && prec != MCP_DTYPE_FLOAT16 && prec != MCP_DTYPE_BFLOAT16)
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "attribute 'precision' (%lld) is not a float type", (long long)prec);
+    if (to_float || mcp_dtype_is_narrow(ydt) || mcp_dtype_is_narrow(ys->dtype) || prec) {
+        /* The narrow types, and any explicit precision: per element in
+         * double with the division rounded to its precision. */
+        mcp_dtype p = prec ? (mcp_dtype)prec : ys->dtype;
+        bool sat = mcp_kattr_int(ctx, "saturate", 1) != 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t pi = qaxis_at(&q, i);
+            double d = q_divide(p, mcp_tensor_get_f64(x, i), mcp_tensor_get_f64(ys, pi));
+            double zp = yzp ? mcp_tensor_get_f64(yzp, pi) : 0.0;
+            if (to_float) q_store_float(y, i, d + zp, sat);
+            else mcp_tensor_set_i64(y, i, (int64_t)saturate(nearbyint(d) + zp, lo, hi));
+        }
+        return MCP_STATUS_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t pi = qaxis_at(&q, i);
         double zp = yzp ? mcp__nn_get_f64(yzp, pi) : 0.0;
@@ -280,27 +381,45 @@ mcp_status mcp__nn_run_dequantize_linear(mcp_kernel_ctx *ctx) {
     if (!x || !xs)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "inputs 'x' and 'x_scale' are required");
     double lo, hi;
-    if (!q_range(x->dtype, &lo, &hi) && x->dtype != MCP_DTYPE_INT32)
+    bool from_float = q_float_out(x->dtype);
+    if (!q_range(x->dtype, &lo, &hi) && x->dtype != MCP_DTYPE_INT32 && !from_float)
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'x' has unsupported type %s",
                          mcp_dtype_name(x->dtype));
-    if (!mcp__nn_is_float(xs->dtype))
+    if (!q_scale_ok(xs->dtype))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'x_scale' must be a float tensor");
+    int64_t odt = mcp_kattr_int(ctx, "output_dtype", 0);
+    mcp_dtype ydt = odt ? (mcp_dtype)odt : ctx->opset >= 19 ? xs->dtype : MCP_DTYPE_FLOAT;
+    if (!mcp__nn_is_float(ydt))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "output type %s is not a float type (set output_dtype)",
+                         odt > 0 && odt < MCP_DTYPE_COUNT ? mcp_dtype_name(ydt) : "unknown");
     if (xzp && xzp->dtype != x->dtype)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "input 'x_zero_point' must have the type of 'x'");
     qaxis q;
     mcp_status st = qaxis_init(ctx, x, xs, xzp, "x_scale", "x_zero_point", &q);
     if (st != MCP_STATUS_OK) return st;
-    if (q8_per_tensor(xs, xzp, x->dtype)) {
+    if (q8_per_tensor(xs, xzp, x->dtype) && ydt == MCP_DTYPE_FLOAT) {
         mcp_tensor *y = mcp_kout_uninit(ctx, 0, MCP_DTYPE_FLOAT, x->rank, x->dims);
         if (!y) return MCP_STATUS_OUT_OF_MEMORY;
         dequantize_q8_f32(ctx, x->data, ((const float *)xs->data)[0], q8_zero_point(xzp), x->dtype == MCP_DTYPE_UINT8,
                           y->data, mcp_tensor_numel(x));
         return MCP_STATUS_OK;
     }
-    mcp_tensor *y = mcp_kout(ctx, 0, xs->dtype, x->rank, x->dims);
+    mcp_tensor *y = mcp_kout(ctx, 0, ydt, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
+    if (mcp_dtype_is_narrow(x->dtype) || mcp_dtype_is_narrow(xs->dtype) || ydt != xs->dtype) {
+        /* (x - zero point) * scale, in the output's precision (float for
+         * float16 / bfloat16, as the 8-bit path below). */
+        for (int64_t i = 0; i < n; i++) {
+            int64_t pi = qaxis_at(&q, i);
+            double s = mcp_tensor_get_f64(xs, pi), d;
+            if (from_float) d = mcp_tensor_get_f64(x, i) - (xzp ? mcp_tensor_get_f64(xzp, pi) : 0.0);
+            else d = (double)(mcp_tensor_get_i64(x, i) - (xzp ? mcp_tensor_get_i64(xzp, pi) : 0));
+            mcp_tensor_set_f64(y, i, ydt == MCP_DTYPE_DOUBLE ? d * s : (double)((float)d * (float)s));
+        }
+        return MCP_STATUS_OK;
+    }
     for (int64_t i = 0; i < n; i++) {
         int64_t pi = qaxis_at(&q, i);
         int64_t d = mcp__nn_get_i64(x, i) - (xzp ? mcp__nn_get_i64(xzp, pi) : 0);

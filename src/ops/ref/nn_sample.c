@@ -176,42 +176,39 @@ mcp_status mcp__nn_run_roi_align(mcp_kernel_ctx *ctx) {
     return st;
 }
 
-/* ---- GridSample ---- */
+/* ---- GridSample ----
+ *
+ * Any number r >= 1 of spatial dims (opset 16 defines 4-D X, opset 20 and
+ * up any rank): X (N, C, d_0 .. d_r-1), grid (N, o_0 .. o_r-1, r) whose
+ * last axis lists coordinates innermost dim first (x, y, z ...). Follows
+ * the specification's reference: the sample point is mapped to pixel
+ * space, rounded to nearest even for "nearest", then brought inside the
+ * borders (border: clamped to [0, d - 1]; reflection: reflected about the
+ * borders) when it lies outside them; linear and cubic then read 2 or 4
+ * taps per dim, each tap resolved by the padding mode again (zeros: 0
+ * outside). The borders are pixel centres 0 and d - 1 with align_corners,
+ * else the image edges -0.5 and d - 0.5. A NaN coordinate samples 0.
+ */
 
 enum gs_pad { GS_ZEROS, GS_BORDER, GS_REFLECTION };
+enum gs_mode { GS_LINEAR, GS_NEAREST, GS_CUBIC };
 
 /* Maps a normalized coordinate in [-1, 1] to pixel space. */
 static double gs_unnormalize(double c, int64_t size, bool align) {
     return align ? (c + 1.0) / 2.0 * (double)(size - 1) : ((c + 1.0) * (double)size - 1.0) / 2.0;
 }
 
-static double gs_clip(double c, int64_t size) {
-    return fmin((double)(size - 1), fmax(c, 0.0));
-}
-
-/* Reflects c into [twice_low / 2, twice_high / 2]. */
-static double gs_reflect(double c, int64_t twice_low, int64_t twice_high) {
-    if (twice_low == twice_high) return 0.0;
-    double mn = (double)twice_low / 2.0, span = (double)(twice_high - twice_low) / 2.0;
-    c = fabs(c - mn);
-    double extra = fmod(c, span);
-    double flips = floor(c / span);
-    return fmod(flips, 2.0) == 0.0 ? extra + mn : span - extra + mn;
-}
-
-static double gs_pad_coord(double c, int64_t size, enum gs_pad pad, bool align) {
-    if (pad == GS_BORDER) return gs_clip(c, size);
-    if (pad == GS_REFLECTION) {
-        c = align ? gs_reflect(c, 0, 2 * (size - 1)) : gs_reflect(c, -1, 2 * size - 1);
-        return gs_clip(c, size);
-    }
-    return c;
-}
-
-/* Value at integer pixel (y, x) of a plane, 0 outside. */
-static double gs_pixel(const double *plane, int64_t H, int64_t W, int64_t y, int64_t x) {
-    if (y < 0 || y >= H || x < 0 || x >= W) return 0.0;
-    return plane[y * W + x];
+/* Reflects c about lo and hi until it lies in [lo, hi]. */
+static double gs_reflect(double c, double lo, double hi) {
+    double span = hi - lo;
+    if (!(span > 0.0)) return lo;
+    if (c >= lo && c <= hi) return c;
+    double dist = c < lo ? lo - c : c - hi;
+    double flips = floor(dist / span), rest = dist - flips * span;
+    bool even = fmod(flips, 2.0) == 0.0;
+    double v = (c < lo) == even ? lo + rest : hi - rest;
+    /* Far-out coordinates lose the fraction to rounding; stay inside. */
+    return v < lo ? lo : (v > hi ? hi : v);
 }
 
 static void gs_cubic_coeffs(double t, double coeffs[4]) {
@@ -223,6 +220,70 @@ static void gs_cubic_coeffs(double t, double coeffs[4]) {
     coeffs[3] = ((A * x4 - 5.0 * A) * x4 + 8.0 * A) * x4 - 4.0 * A;
 }
 
+/* The taps of one sample point along one dim: element offsets (index times
+ * the dim's stride) and weights; n == 0 when every tap reads zero padding. */
+typedef struct gs_taps {
+    int n;
+    int64_t off[4];
+    double w[4];
+} gs_taps;
+
+/* Resolves integer index i of a dim of `size` by the padding mode; false
+ * when it reads zero padding. */
+static bool gs_index(double i, int64_t size, enum gs_pad pad, double lo, double hi, int64_t *out) {
+    if (pad == GS_BORDER) {
+        i = i < 0.0 ? 0.0 : (i > (double)(size - 1) ? (double)(size - 1) : i);
+    } else if (pad == GS_REFLECTION) {
+        i = trunc(gs_reflect(i, lo, hi));
+        if (i > (double)(size - 1)) i = (double)(size - 1);
+    } else if (i < 0.0 || i >= (double)size) {
+        return false;
+    }
+    *out = (int64_t)i;
+    return true;
+}
+
+/* Fills t for coordinate c (already in pixel space) along a dim of `size`.
+ * False when the coordinate is NaN. */
+static bool gs_dim_taps(double c, int64_t size, int64_t stride, enum gs_mode mode, enum gs_pad pad,
+                        bool align, gs_taps *t) {
+    double lo = align ? 0.0 : -0.5, hi = align ? (double)(size - 1) : (double)size - 0.5;
+    if (isnan(c)) return false;
+    if (mode == GS_NEAREST) c = nearbyint(c);
+    if (c < lo || c > hi) {
+        if (pad == GS_BORDER) c = c < 0.0 ? 0.0 : (c > (double)(size - 1) ? (double)(size - 1) : c);
+        else if (pad == GS_REFLECTION) c = gs_reflect(c, lo, hi);
+    }
+    t->n = 0;
+    /* Beyond this every tap is zero padding (only zeros mode leaves such
+     * points); the check also keeps the casts below in range. */
+    if (!(fabs(c) < 4.0e15)) return true;
+    double f = floor(c), w[4], first;
+    int count;
+    if (mode == GS_NEAREST) {
+        count = 1;
+        first = c;
+        w[0] = 1.0;
+    } else if (mode == GS_LINEAR) {
+        count = 2;
+        first = f;
+        w[0] = 1.0 - (c - f);
+        w[1] = c - f;
+    } else {
+        count = 4;
+        first = f - 1.0;
+        gs_cubic_coeffs(c - f, w);
+    }
+    for (int k = 0; k < count; k++) {
+        int64_t idx;
+        if (!gs_index(first + k, size, pad, lo, hi, &idx)) continue;
+        t->off[t->n] = idx * stride;
+        t->w[t->n] = w[k];
+        t->n++;
+    }
+    return true;
+}
+
 mcp_status mcp__nn_run_grid_sample(mcp_kernel_ctx *ctx) {
     const mcp_tensor *x = mcp_kin(ctx, 0), *grid = mcp_kin(ctx, 1);
     if (!x || !grid)
@@ -230,17 +291,26 @@ mcp_status mcp__nn_run_grid_sample(mcp_kernel_ctx *ctx) {
     if (!mcp_dtype_is_numeric(x->dtype) || !mcp__nn_is_float(grid->dtype))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED,
                          "input 'X' must be numeric and 'grid' a float tensor");
-    if (x->rank != 4 || grid->rank != 4 || grid->dims[0] != x->dims[0] || grid->dims[3] != 2)
+    int r = x->rank - 2;
+    if (r < 1 || (ctx->opset < 20 && r != 2))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                         "inputs 'X' (N, C, H, W) and 'grid' (N, H_out, W_out, 2) have bad shapes");
-    const char *mode = mcp_kattr_string(ctx, "mode", "bilinear");
-    int imode;
+                         "input 'X' has rank %d; GridSample-%d takes %s", x->rank, ctx->opset,
+                         ctx->opset < 20 ? "4 (N, C, H, W)" : "3 or more (N, C, spatial...)");
+    if (grid->rank != x->rank || grid->dims[0] != x->dims[0] || grid->dims[r + 1] != r)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "input 'grid' must have shape (N, out spatial..., %d) for 'X' of rank %d "
+                         "with N = %lld",
+                         r, x->rank, (long long)x->dims[0]);
+    const char *mode = mcp_kattr_string(ctx, "mode", ctx->opset < 20 ? "bilinear" : "linear");
+    enum gs_mode imode;
+    /* Opset 16 names the modes bilinear and bicubic, opset 20 linear and
+     * cubic; both spellings are accepted at any opset. */
     if (strcmp(mode, "bilinear") == 0 || strcmp(mode, "linear") == 0)
-        imode = 0;
+        imode = GS_LINEAR;
     else if (strcmp(mode, "nearest") == 0)
-        imode = 1;
+        imode = GS_NEAREST;
     else if (strcmp(mode, "bicubic") == 0 || strcmp(mode, "cubic") == 0)
-        imode = 2;
+        imode = GS_CUBIC;
     else
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'mode' has unknown value '%s'",
                          mode);
@@ -255,66 +325,62 @@ mcp_status mcp__nn_run_grid_sample(mcp_kernel_ctx *ctx) {
     else
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "attribute 'padding_mode' has unknown value '%s'", pm);
-    bool align = mcp_kattr_int(ctx, "align_corners", 0) != 0;
-    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
-    int64_t Ho = grid->dims[1], Wo = grid->dims[2];
-    int64_t dims[4] = {N, C, Ho, Wo};
-    mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, 4, dims);
+    int64_t align_attr = mcp_kattr_int(ctx, "align_corners", 0);
+    if (align_attr != 0 && align_attr != 1)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'align_corners' is %lld, not 0 or 1", (long long)align_attr);
+    bool align = align_attr == 1;
+    int64_t N = x->dims[0], C = x->dims[1];
+    int64_t dims[MCP_MAX_RANK], in_stride[MCP_MAX_RANK];
+    dims[0] = N;
+    dims[1] = C;
+    for (int i = 0; i < r; i++) dims[2 + i] = grid->dims[1 + i];
+    mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
+    const int64_t *in = x->dims + 2;
+    for (int i = 0; i < r; i++)
+        if (in[i] == 0)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                             "input 'X' has an empty spatial dim %d but the output does not", i);
+    in_stride[r - 1] = 1;
+    for (int i = r - 2; i >= 0; i--) in_stride[i] = in_stride[i + 1] * in[i + 1];
+    int64_t plane = in_stride[0] * in[0];
+    int64_t n_out = mcp__nn_prod(r, grid->dims + 1);
     double *xv = mcp__nn_load_f64(x);
     if (!xv) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    gs_taps taps[MCP_MAX_RANK];
     for (int64_t n = 0; n < N; n++)
-        for (int64_t o = 0; o < Ho * Wo; o++) {
-            double gx = mcp__nn_get_f64(grid, (n * Ho * Wo + o) * 2);
-            double gy = mcp__nn_get_f64(grid, (n * Ho * Wo + o) * 2 + 1);
-            double ix = gs_unnormalize(gx, W, align), iy = gs_unnormalize(gy, H, align);
+        for (int64_t o = 0; o < n_out; o++) {
+            /* Grid entry k addresses spatial dim r - 1 - k. */
+            bool zero = false;
+            for (int i = 0; i < r && !zero; i++) {
+                double g = mcp__nn_get_f64(grid, (n * n_out + o) * r + (r - 1 - i));
+                if (!gs_dim_taps(gs_unnormalize(g, in[i], align), in[i], in_stride[i], imode, pad,
+                                 align, &taps[i]) ||
+                    taps[i].n == 0)
+                    zero = true;
+            }
             for (int64_t c = 0; c < C; c++) {
-                const double *plane = xv + (n * C + c) * H * W;
+                const double *src = xv + (n * C + c) * plane;
                 double v = 0.0;
-                if (imode == 0) {
-                    double px = gs_pad_coord(ix, W, pad, align);
-                    double py = gs_pad_coord(iy, H, pad, align);
-                    double fx = floor(px), fy = floor(py);
-                    double tx = px - fx, ty = py - fy;
-                    /* Points with no tap inside the image (NaN included)
-                     * sample 0; the check also keeps the casts in range. */
-                    if (!(fx >= -1.0 && fx < (double)W && fy >= -1.0 && fy < (double)H)) {
-                        v = 0.0;
-                    } else {
-                        int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
-                        v = gs_pixel(plane, H, W, y0, x0) * (1 - tx) * (1 - ty) +
-                            gs_pixel(plane, H, W, y0, x0 + 1) * tx * (1 - ty) +
-                            gs_pixel(plane, H, W, y0 + 1, x0) * (1 - tx) * ty +
-                            gs_pixel(plane, H, W, y0 + 1, x0 + 1) * tx * ty;
-                    }
-                } else if (imode == 1) {
-                    double px = nearbyint(gs_pad_coord(ix, W, pad, align));
-                    double py = nearbyint(gs_pad_coord(iy, H, pad, align));
-                    if (!isnan(px) && !isnan(py) && px >= 0 && px < (double)W && py >= 0 &&
-                        py < (double)H)
-                        v = plane[(int64_t)py * W + (int64_t)px];
-                } else if (!isnan(ix) && !isnan(iy)) {
-                    /* Bicubic reads a 4x4 neighbourhood; padding applies to
-                     * each tap rather than to the sample point. */
-                    double fx = floor(ix), fy = floor(iy);
-                    double cx[4], cy[4];
-                    gs_cubic_coeffs(ix - fx, cx);
-                    gs_cubic_coeffs(iy - fy, cy);
-                    for (int j = 0; j < 4; j++) {
-                        double row = 0.0;
-                        for (int i = 0; i < 4; i++) {
-                            double tx = gs_pad_coord(fx - 1 + i, W, pad, align);
-                            double ty = gs_pad_coord(fy - 1 + j, H, pad, align);
-                            double pv = 0.0;
-                            if (tx >= 0 && tx < (double)W && ty >= 0 && ty < (double)H)
-                                pv = plane[(int64_t)ty * W + (int64_t)tx];
-                            row += cx[i] * pv;
+                if (!zero) {
+                    /* Sum over every combination of the dims' taps. */
+                    int t[MCP_MAX_RANK] = {0};
+                    for (;;) {
+                        double w = 1.0;
+                        int64_t off = 0;
+                        for (int i = 0; i < r; i++) {
+                            w *= taps[i].w[t[i]];
+                            off += taps[i].off[t[i]];
                         }
-                        v += cy[j] * row;
+                        v += w * src[off];
+                        int i = r - 1;
+                        while (i >= 0 && ++t[i] == taps[i].n) t[i--] = 0;
+                        if (i < 0) break;
                     }
                 }
-                mcp__nn_set_f64(y, (n * C + c) * Ho * Wo + o, v);
+                mcp__nn_set_f64(y, (n * C + c) * n_out + o, v);
             }
         }
     mcp_free(xv);

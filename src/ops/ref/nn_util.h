@@ -95,6 +95,7 @@ mcp_status mcp__nn_run_conv(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_conv_transpose(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_conv_integer(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_qlinear_conv(mcp_kernel_ctx *ctx);
+mcp_status mcp__nn_run_deform_conv(mcp_kernel_ctx *ctx); /* nn_deform.c */
 
 mcp_status mcp__nn_run_average_pool(mcp_kernel_ctx *ctx);
 mcp_status mcp__nn_run_max_pool(mcp_kernel_ctx *ctx);

@@ -454,6 +454,49 @@ mcp_status mcp__ref_reduce_mvn_run(mcp_kernel_ctx *ctx)
     return MCP_STATUS_OK;
 }
 
+/* ---- LpNormalization ---- */
+
+/* Y = X / ||X||_p along `axis` (p 1 or 2). A slice whose norm is zero is
+ * all zeros and stays zeros rather than becoming 0/0. */
+mcp_status mcp__ref_reduce_lpnorm_run(mcp_kernel_ctx *ctx)
+{
+    const mcp_tensor *x = mcp_kin(ctx, 0);
+    if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'input' is missing");
+    if (!mcp__red_is_float(x->dtype))
+        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'input' has unsupported type %s",
+                         mcp_dtype_name(x->dtype));
+    int64_t p = mcp_kattr_int(ctx, "p", 2), a = mcp_kattr_int(ctx, "axis", -1);
+    int axis;
+    if (p != 1 && p != 2)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'p' is %lld, only 1 and 2 are defined",
+                         (long long)p);
+    if (x->rank == 0 || !mcp_axis_normalize(a, x->rank, &axis))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'axis' %lld is out of range for rank %d",
+                         (long long)a, x->rank);
+    mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
+    if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+    /* An empty tensor may still have a huge dim (2^62 x 0): the loops
+     * below would run over it without touching an element. */
+    if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
+    int64_t outer = mcp__red_span(x->dims, 0, axis), n = x->dims[axis];
+    int64_t inner = mcp__red_span(x->dims, axis + 1, x->rank);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            int64_t base = o * n * inner + in;
+            double norm = 0.0;
+            for (int64_t j = 0; j < n; j++) {
+                double v = mcp__red_ld_f64(x->dtype, x->data, base + j * inner);
+                norm += p == 1 ? fabs(v) : v * v;
+            }
+            if (p == 2) norm = sqrt(norm);
+            for (int64_t j = 0; j < n; j++) {
+                double v = mcp__red_ld_f64(x->dtype, x->data, base + j * inner);
+                mcp__red_st_f64(y->dtype, y->data, base + j * inner, norm == 0.0 ? 0.0 : v / norm);
+            }
+        }
+    return MCP_STATUS_OK;
+}
+
 /* ---- Dropout ---- */
 
 /*

@@ -149,9 +149,11 @@ mcp_status mcp__ref_reduce_logsoftmax_run(mcp_kernel_ctx *ctx)
 
 mcp_status mcp__ref_reduce_hardmax_run(mcp_kernel_ctx *ctx) { return sm_run(ctx, SM_HARDMAX); }
 
-/* ---- CumSum ---- */
+/* ---- CumSum, CumProd ---- */
 
-mcp_status mcp__ref_reduce_cumsum_run(mcp_kernel_ctx *ctx)
+/* Running sum (prod false) or product along input 'axis'. Integer running
+ * values wrap in uint64 (two's complement, so signed types wrap too). */
+static mcp_status cum_run(mcp_kernel_ctx *ctx, bool prod)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
     const mcp_tensor *at = mcp_kin(ctx, 1);
@@ -172,33 +174,40 @@ mcp_status mcp__ref_reduce_cumsum_run(mcp_kernel_ctx *ctx)
     bool reverse = mcp_kattr_int(ctx, "reverse", 0) != 0;
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
+    /* An empty tensor may still have a huge dim (2^62 x 0): the loops
+     * below would run over it without touching an element. */
+    if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
     int64_t outer = mcp__red_span(x->dims, 0, axis);
     int64_t n = x->dims[axis];
     int64_t inner = mcp__red_span(x->dims, axis + 1, x->rank);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t in = 0; in < inner; in++) {
             int64_t base = o * n * inner + in;
-            double fsum = 0.0;
-            uint64_t isum = 0;
+            double facc = prod ? 1.0 : 0.0;
+            uint64_t iacc = prod ? 1 : 0;
             for (int64_t j = 0; j < n; j++) {
                 int64_t k = reverse ? n - 1 - j : j;
                 int64_t i = base + k * inner;
                 if (kind == MCP__RED_FLOAT) {
                     double v = mcp__red_ld_f64(x->dtype, x->data, i);
-                    if (!exclusive) fsum += v;
-                    mcp__red_st_f64(y->dtype, y->data, i, fsum);
-                    if (exclusive) fsum += v;
+                    double next = prod ? facc * v : facc + v;
+                    mcp__red_st_f64(y->dtype, y->data, i, exclusive ? facc : next);
+                    facc = next;
                 } else {
                     uint64_t v = mcp__red_ld_u64(x->dtype, x->data, i);
-                    if (!exclusive) isum += v;
-                    mcp__red_st_u64(y->dtype, y->data, i, isum);
-                    if (exclusive) isum += v;
+                    uint64_t next = prod ? iacc * v : iacc + v;
+                    mcp__red_st_u64(y->dtype, y->data, i, exclusive ? iacc : next);
+                    iacc = next;
                 }
             }
         }
     }
     return MCP_STATUS_OK;
 }
+
+mcp_status mcp__ref_reduce_cumsum_run(mcp_kernel_ctx *ctx) { return cum_run(ctx, false); }
+
+mcp_status mcp__ref_reduce_cumprod_run(mcp_kernel_ctx *ctx) { return cum_run(ctx, true); }
 
 /* ---- TopK ---- */
 

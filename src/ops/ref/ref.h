@@ -14,7 +14,10 @@
     X(control)                                                                \
     X(rnn)                                                                    \
     X(signal)                                                                 \
-    X(fused)
+    X(fused)                                                                  \
+    X(transformer)                                                            \
+    X(newer)                                                                  \
+    X(ml)
 
 #define MCP__REF_DECLARE(fam)                                                 \
     extern const mcp_kernel_def mcp__ref_##fam##_kernels[];                   \

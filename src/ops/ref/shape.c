@@ -70,6 +70,17 @@ static mcp_status need_input(mcp_kernel_ctx *ctx, int i, const char *name,
     return MCP_STATUS_OK;
 }
 
+/* As need_input, also for the packed sub-byte types (int4, uint4,
+ * float4e2m1, int2, uint2): for the kernels that move their bytes whole
+ * (Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze); the others address
+ * elements by bytes and refuse them here. */
+static mcp_status need_input_packed(mcp_kernel_ctx *ctx, int i, const char *name, const mcp_tensor **out)
+{
+    *out = mcp_kin(ctx, i);
+    if (*out && mcp_dtype_is_packed((*out)->dtype)) return MCP_STATUS_OK;
+    return need_input(ctx, i, name, out);
+}
+
 /* Reads a 1-D (or scalar) integer tensor into vals (at most cap values). */
 static mcp_status read_ints(mcp_kernel_ctx *ctx, const mcp_tensor *t, const char *name,
                             int64_t cap, int64_t *vals, int64_t *n)
@@ -119,6 +130,16 @@ static mcp_status copy_elems(mcp_tensor *dst, int64_t di, const mcp_tensor *src,
             const char *e = s[si + i] ? s[si + i] : "";
             mcp_status st = mcp_tensor_set_string(dst, di + i, e, strlen(e));
             if (st != MCP_STATUS_OK) return st;
+        }
+        return MCP_STATUS_OK;
+    }
+    if (mcp_dtype_is_packed(dst->dtype)) {
+        int bits = mcp_dtype_bits(dst->dtype);
+        if (di == 0 && si == 0) {
+            memcpy(dst->data, src->data, mcp_dtype_nbytes(dst->dtype, n));
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                mcp_packed_set(dst->data, bits, di + i, mcp_packed_get(src->data, bits, si + i));
         }
         return MCP_STATUS_OK;
     }
@@ -429,7 +450,7 @@ static mcp_status run_constant(mcp_kernel_ctx *ctx)
                              "attribute 'value' must be a tensor");
         st = out_tensor(ctx, 0, a->t.dtype, a->t.rank, a->t.dims, &y);
         if (st != MCP_STATUS_OK) return st;
-        if (a->t.dtype != MCP_DTYPE_STRING && mcp_dtype_size(a->t.dtype) == 0)
+        if (a->t.dtype != MCP_DTYPE_STRING && mcp_dtype_size(a->t.dtype) == 0 && !mcp_dtype_is_packed(a->t.dtype))
             return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "attribute 'value' has dtype %s",
                              mcp_dtype_name(a->t.dtype));
         return copy_elems(y, 0, &a->t, 0, mcp_tensor_numel(&a->t));
@@ -508,7 +529,7 @@ static mcp_status run_shape(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
     mcp_tensor *y = NULL;
-    mcp_status st = need_input(ctx, 0, "data", &x);
+    mcp_status st = need_input_packed(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     int64_t r = x->rank, start = 0, end = r;
     if (ctx->opset >= 15) {
@@ -530,7 +551,7 @@ static mcp_status run_size(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
     mcp_tensor *y = NULL;
-    mcp_status st = need_input(ctx, 0, "data", &x);
+    mcp_status st = need_input_packed(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     st = out_tensor(ctx, 0, MCP_DTYPE_INT64, 0, NULL, &y);
     if (st != MCP_STATUS_OK) return st;
@@ -544,7 +565,7 @@ static mcp_status run_reshape(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
     int64_t req[MCP_MAX_RANK], n, dims[MCP_MAX_RANK];
-    mcp_status st = need_input(ctx, 0, "data", &x);
+    mcp_status st = need_input_packed(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     if (ctx->opset < 5) {
         const int64_t *s = mcp_kattr_ints(ctx, "shape", &n);
@@ -602,7 +623,7 @@ static mcp_status run_reshape(mcp_kernel_ctx *ctx)
 static mcp_status run_flatten(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x;
-    mcp_status st = need_input(ctx, 0, "input", &x);
+    mcp_status st = need_input_packed(ctx, 0, "input", &x);
     if (st != MCP_STATUS_OK) return st;
     int64_t axis = mcp_kattr_int(ctx, "axis", 1);
     if (axis < 0) axis += x->rank;
@@ -638,7 +659,7 @@ static mcp_status run_squeeze(mcp_kernel_ctx *ctx)
     const mcp_tensor *x;
     int64_t axes[MCP_MAX_RANK], n, dims[MCP_MAX_RANK];
     bool given, drop[MCP_MAX_RANK] = {false};
-    mcp_status st = need_input(ctx, 0, "data", &x);
+    mcp_status st = need_input_packed(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     st = read_axes(ctx, axes, &n, &given);
     if (st != MCP_STATUS_OK) return st;
@@ -668,7 +689,7 @@ static mcp_status run_unsqueeze(mcp_kernel_ctx *ctx)
     const mcp_tensor *x;
     int64_t axes[MCP_MAX_RANK], n, dims[MCP_MAX_RANK];
     bool given, ins[MCP_MAX_RANK] = {false};
-    mcp_status st = need_input(ctx, 0, "data", &x);
+    mcp_status st = need_input_packed(ctx, 0, "data", &x);
     if (st != MCP_STATUS_OK) return st;
     st = read_axes(ctx, axes, &n, &given);
     if (st != MCP_STATUS_OK) return st;

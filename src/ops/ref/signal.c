@@ -200,28 +200,44 @@ static mcp_status sig_run_dft(mcp_kernel_ctx *ctx)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
                          "axis %lld is out of range for input of rank %d", (long long)axis_raw, r);
 
+    int64_t inverse_attr = mcp_kattr_int(ctx, "inverse", 0);
+    int64_t onesided_attr = mcp_kattr_int(ctx, "onesided", 0);
+    if ((inverse_attr != 0 && inverse_attr != 1) || (onesided_attr != 0 && onesided_attr != 1))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attributes 'inverse' (%lld) and 'onesided' (%lld) must be 0 or 1",
+                         (long long)inverse_attr, (long long)onesided_attr);
+    bool inverse = inverse_attr == 1, onesided = onesided_attr == 1;
+    /* onesided with inverse is the inverse real transform (IRFFT): the
+     * input holds bins 0 .. N/2 of a Hermitian spectrum, the output the
+     * real signal of N samples, N defaulting to 2 * (bins - 1). */
+    bool irfft = onesided && inverse;
+    if (onesided && !inverse && C == 2)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attribute 'onesided' without 'inverse' needs real input (last dimension 1)");
+    if (irfft && C != 2)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                         "attributes 'onesided' and 'inverse' (IRFFT) need complex input (last "
+                         "dimension 2)");
+
     int64_t L = X->dims[axis];
-    int64_t N = L;
+    int64_t N = irfft ? 2 * (L - 1) : L;
     if (LEN) {
         if ((st = sig_scalar_int(ctx, LEN, "dft_length", &N)) != MCP_STATUS_OK) return st;
         if (N <= 0)
             return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'dft_length' is %lld",
                              (long long)N);
-    }
-    bool inverse = mcp_kattr_int(ctx, "inverse", 0) != 0;
-    bool onesided = mcp_kattr_int(ctx, "onesided", 0) != 0;
-    if (onesided && inverse)
-        return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED,
-                         "attributes 'onesided' and 'inverse' together are not supported");
-    if (onesided && C == 2)
+    } else if (N <= 0) {
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                         "attribute 'onesided' needs real input (last dimension 1)");
+                         "input 'input' has %lld bins on axis %d; IRFFT needs 'dft_length' "
+                         "or at least 2 bins",
+                         (long long)L, axis);
+    }
 
-    int64_t n_out = onesided ? N / 2 + 1 : N;
+    int64_t n_out = onesided && !inverse ? N / 2 + 1 : N;
     int64_t odims[MCP_MAX_RANK];
     memcpy(odims, X->dims, sizeof(int64_t) * (size_t)r);
     odims[axis] = n_out;
-    odims[r - 1] = 2;
+    odims[r - 1] = irfft ? 1 : 2;
     mcp_tensor *Y = mcp_kout(ctx, 0, X->dtype, r, odims);
     if (!Y) return MCP_STATUS_OUT_OF_MEMORY;
     if (mcp_tensor_numel(Y) == 0) return MCP_STATUS_OK;
@@ -232,7 +248,10 @@ static mcp_status sig_run_dft(mcp_kernel_ctx *ctx)
 
     sig_fft f;
     if ((st = sig_fft_init(ctx, &f, N)) != MCP_STATUS_OK) return st;
-    int64_t n_in = L < N ? L : N;
+    /* IRFFT reads bins 0 .. N/2 (zero past the input's end). */
+    int64_t n_read = irfft ? N / 2 + 1 : N;
+    int64_t n_in = L < n_read ? L : n_read;
+    int64_t oc = irfft ? 1 : 2;
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             for (int64_t n = 0; n < N; n++) {
@@ -244,11 +263,21 @@ static mcp_status sig_run_dft(mcp_kernel_ctx *ctx)
                 f.re[n] = mcp_tensor_get_f64(X, idx);
                 if (C == 2) f.im[n] = mcp_tensor_get_f64(X, idx + 1);
             }
+            if (irfft) {
+                /* The rest of the spectrum by conjugate symmetry; bin 0 and,
+                 * for even N, bin N/2 are their own mirrors and so real. */
+                f.im[0] = 0.0;
+                if (N % 2 == 0) f.im[N / 2] = 0.0;
+                for (int64_t k = N / 2 + 1; k < N; k++) {
+                    f.re[k] = f.re[N - k];
+                    f.im[k] = -f.im[N - k];
+                }
+            }
             sig_fft_run(&f, inverse);
             for (int64_t k = 0; k < n_out; k++) {
-                int64_t idx = ((o * n_out + k) * inner + i) * 2;
+                int64_t idx = ((o * n_out + k) * inner + i) * oc;
                 mcp_tensor_set_f64(Y, idx, f.re[k]);
-                mcp_tensor_set_f64(Y, idx + 1, f.im[k]);
+                if (!irfft) mcp_tensor_set_f64(Y, idx + 1, f.im[k]);
             }
         }
     }

@@ -1,0 +1,205 @@
+/*
+ * Attention (ONNX 23, 24) on float32 tensors, fused: for each (batch, query
+ * head) and block of up to ATT_BLOCK query rows, the scores against every
+ * key are one oneDNN sgemm into a per-thread buffer of ATT_BLOCK x total
+ * floats, then softcap, bias and softmax run over each row in place, and a
+ * second sgemm multiplies the probabilities with the values straight into
+ * Y. The (batch, heads, q, total) score tensor of the decomposed graph is
+ * never written, so long sequences stay in cache. Grouped-query heads read
+ * their shared key / value head in place; 3-D and 4-D layouts are read
+ * through their strides, without transposes.
+ *
+ * When the node does not ask for qk_matmul_output, causal masking and
+ * nonpad_kv_seqlen cut the keys a block multiplies against (about half the
+ * work of a causal prefill). Other element types, and tensors in a oneDNN
+ * layout, run the reference kernel.
+ */
+#include <math.h>
+
+#include <omp.h>
+
+#include "ops/attention.h"
+#include "ops/dnnl/dnnl_util.h"
+#include "ops/ref/elementwise_util.h" /* mcp__ew_expf_nonpos */
+#include "ops/ref/reduce_util.h"     /* mcp__red_sum_f32 */
+
+#define ATT_BLOCK 64
+
+bool mcp__dnnl_attention_supported(const mcp_node *node, const mcp_graph *graph)
+{
+    if (strcmp(node->op_type, "Attention") != 0) return false;
+    if (strcmp(node->domain, MCP_DOMAIN_INTERNAL) != 0 && (strcmp(node->domain, "") != 0 || node->opset < 23))
+        return false;
+    for (int i = 0; i < 3; i++) {
+        int r = mcp__dnnl_f32_rank(node, graph, i);
+        if (r != 3 && r != 4) return false;
+    }
+    return true;
+}
+
+static mcp_status att_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    mcp_dnnl_cached *c = mcp_calloc(1, sizeof *c);
+    if (!c) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_status st = mcp__dnnl_cached_init(c, node, graph, err);
+    if (st != MCP_STATUS_OK) {
+        mcp__dnnl_cached_free(c);
+        return st;
+    }
+    *state = c;
+    return MCP_STATUS_OK;
+}
+
+static bool plain_f32(const mcp_tensor *t) { return !t || (t->dtype == MCP_DTYPE_FLOAT && !t->format); }
+
+/* Where a block's keys (or values) of batch b, kv head h start, and the
+ * distance between rows. */
+typedef struct att_src {
+    const float *base;
+    int64_t s[3]; /* strides over (batch, head, position) */
+} att_src;
+
+/* Softmax of n scores in place (every one -inf: NaN, as the definition's
+ * softmax gives); the exponentials in AVX-512 where the CPU has it. */
+MCP_MULTIVERSION static void softmax_row(float *s, int64_t n)
+{
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t t = 0; t < n; t++) mx = s[t] > mx ? s[t] : mx;
+    if (mx == -INFINITY) {
+        for (int64_t t = 0; t < n; t++) s[t] = NAN;
+        return;
+    }
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) s[t] = mcp__ew_expf_nonpos(s[t] - mx);
+    const float r = (float)(1.0 / mcp__red_sum_f32(s, n));
+#pragma omp simd
+    for (int64_t t = 0; t < n; t++) s[t] *= r;
+}
+
+/* Bias, softcap and softmax of one row of n scores (query row i of batch b,
+ * head h), with the qk_matmul_output writes its mode asks for. */
+static void att_row(const mcp_attention_plan *p, int64_t b, int64_t h, int64_t i, float *s, int64_t n, float *qk)
+{
+    const int64_t offset = mcp_attention_causal_offset(p, b), valid = mcp_attention_valid_keys(p, b);
+    if (p->softcap > 0.0f) {
+        const float cap = p->softcap, inv = 1.0f / p->softcap;
+        for (int64_t t = 0; t < n; t++) s[t] = cap * tanhf(s[t] * inv);
+    }
+    if (qk && p->mode <= 1) memcpy(qk, s, (size_t)n * sizeof *s);
+    if (p->mask) {
+        int64_t listed = p->mask_len < n ? p->mask_len : n;
+        const int64_t at = b * p->ms[0] + h * p->ms[1] + i * p->ms[2];
+        if (p->mask->dtype == MCP_DTYPE_FLOAT) {
+            const float *m = (const float *)p->mask->data + at;
+            for (int64_t t = 0; t < listed; t++) s[t] += m[t];
+        } else if (p->mask->dtype == MCP_DTYPE_BOOL) {
+            const uint8_t *m = (const uint8_t *)p->mask->data + at;
+            for (int64_t t = 0; t < listed; t++)
+                if (!m[t]) s[t] = -INFINITY;
+        } else {
+            for (int64_t t = 0; t < listed; t++) s[t] += (float)mcp_attention_mask_at(p, b, h, i, t);
+        }
+        for (int64_t t = listed; t < n; t++) s[t] = -INFINITY;
+    }
+    int64_t open = valid;
+    if (p->causal && i + offset + 1 < open) open = i + offset + 1;
+    for (int64_t t = open < 0 ? 0 : open; t < n; t++) s[t] = -INFINITY;
+    if (qk && p->mode == 2) memcpy(qk, s, (size_t)n * sizeof *s);
+    softmax_row(s, n);
+    if (qk && p->mode == 3) memcpy(qk, s, (size_t)n * sizeof *s);
+}
+
+static mcp_status att_run(mcp_kernel_ctx *ctx)
+{
+    mcp_dnnl_cached *c = ctx->state;
+    if (!c) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "missing oneDNN state");
+    mcp_attention_plan p;
+    mcp_status st = mcp_attention_plan_init(ctx, &p);
+    if (st != MCP_STATUS_OK) return st;
+    if (!plain_f32(p.q) || !plain_f32(p.k) || !plain_f32(p.v) || !plain_f32(p.past_key) || !plain_f32(p.past_value) ||
+        (p.mask && p.mask->format))
+        return mcp__dnnl_fallback_run(ctx, &c->fb);
+    mcp_tensor *y, *qk;
+    st = mcp__ref_attention_outputs(ctx, &p, &y, &qk);
+    if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
+    if (st != MCP_STATUS_OK) return st;
+    const int64_t T = p.total, blocks = (p.sq + ATT_BLOCK - 1) / ATT_BLOCK, items = p.batch * p.hq * blocks;
+    if (items == 0 || T == 0 || mcp_attention_nothing_to_do(&p, y, qk)) return MCP_STATUS_OK;
+    const int64_t block = p.sq < ATT_BLOCK ? p.sq : ATT_BLOCK;
+
+    /* Keys and values: in place without a past; else past and new ones
+     * together, in the present outputs or a buffer. */
+    att_src ks = {p.k->data, {p.ks[0], p.ks[1], p.ks[2]}}, vs = {p.v->data, {p.vs[0], p.vs[1], p.vs[2]}};
+    float *owned = NULL, *heap = NULL; /* heap: scratch when the host gives none */
+    if (p.past) {
+        size_t kn = p.want_present_k ? 0 : (size_t)(p.batch * p.hkv * T * p.d);
+        size_t vn = p.want_present_v ? 0 : (size_t)(p.batch * p.hkv * T * p.dv);
+        if (kn + vn && !(owned = mcp_kscratch(ctx, 1, (kn + vn) * sizeof *owned)) &&
+            !(owned = heap = mcp_malloc((kn + vn) * sizeof *owned)))
+            return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (p.want_present_k) {
+            ks.base = ctx->outputs[1]->tensor.data;
+        } else {
+            mcp_attention_concat(&p, false, owned);
+            ks.base = owned;
+        }
+        if (p.want_present_v) {
+            vs.base = ctx->outputs[2]->tensor.data;
+        } else {
+            mcp_attention_concat(&p, true, owned + kn);
+            vs.base = owned + kn;
+        }
+        ks.s[0] = p.hkv * T * p.d, ks.s[1] = T * p.d, ks.s[2] = p.d;
+        vs.s[0] = p.hkv * T * p.dv, vs.s[1] = T * p.dv, vs.s[2] = p.dv;
+    }
+
+    int nt = mcp_kthreads(ctx, items * ATT_BLOCK * T * (p.d + p.dv));
+    if (nt > items) nt = (int)items;
+    const size_t sbytes = (size_t)nt * (size_t)block * (size_t)T * sizeof(float);
+    float *scores = mcp_kscratch(ctx, 0, sbytes), *heap_scores = NULL;
+    if (!scores && !(scores = heap_scores = mcp_malloc(sbytes))) {
+        mcp_free(heap);
+        return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    const float *qd = p.q->data;
+    float *yd = y->data, *qkd = qk ? qk->data : NULL;
+    const int64_t group = p.hq / p.hkv;
+    int failed = 0;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (int64_t it = 0; it < items; it++) {
+        float *s = scores + (size_t)omp_get_thread_num() * (size_t)block * (size_t)T;
+        const int64_t blk = it % blocks, h = it / blocks % p.hq, b = it / blocks / p.hq, hk = h / group;
+        const int64_t i0 = blk * ATT_BLOCK, rows = p.sq - i0 < ATT_BLOCK ? p.sq - i0 : ATT_BLOCK;
+        /* Keys past the last one a row of this block may see need no product. */
+        int64_t n = T;
+        if (!qk) {
+            int64_t open = mcp_attention_valid_keys(&p, b);
+            if (p.causal && i0 + rows + mcp_attention_causal_offset(&p, b) < open)
+                open = i0 + rows + mcp_attention_causal_offset(&p, b);
+            if (open >= 1) n = open;
+        }
+        const float *qb = qd + b * p.qs[0] + h * p.qs[1] + i0 * p.qs[2];
+        const float *kb = ks.base + b * ks.s[0] + hk * ks.s[1];
+        const float *vb = vs.base + b * vs.s[0] + hk * vs.s[1];
+        if (dnnl_sgemm('N', 'T', rows, n, p.d, p.scale, qb, p.qs[2], kb, ks.s[2], 0.0f, s, n) != dnnl_success) {
+#pragma omp atomic write
+            failed = 1;
+            continue;
+        }
+        for (int64_t r = 0; r < rows; r++)
+            att_row(&p, b, h, i0 + r, s + r * n, n, qkd ? qkd + ((b * p.hq + h) * p.sq + i0 + r) * T : NULL);
+        float *yb = yd + b * p.ys[0] + h * p.ys[1] + i0 * p.ys[2];
+        if (dnnl_sgemm('N', 'N', rows, p.dv, n, 1.0f, s, n, vb, vs.s[2], 0.0f, yb, p.ys[2]) != dnnl_success) {
+#pragma omp atomic write
+            failed = 1;
+        }
+    }
+    mcp_free(heap_scores);
+    mcp_free(heap);
+    return failed ? mcp_kfail(ctx, MCP_STATUS_INTERNAL, "oneDNN sgemm failed") : MCP_STATUS_OK;
+}
+
+const mcp_kernel_def mcp__dnnl_attention_kernel = {
+    MCP_KERNEL_FIELDS("", "Attention", 23, 0, att_run, NULL, att_prepare, mcp__dnnl_cached_free),
+};
