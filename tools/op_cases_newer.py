@@ -9,6 +9,7 @@ Run through tools/make_op_cases.py, which imports this file as a family.
 import itertools
 
 import numpy as np
+import onnx
 from onnx import helper, numpy_helper
 
 ML = {"ai.onnx.ml": 4}
@@ -411,3 +412,48 @@ def cases(out, rng, lib):
             attrs["membership_values"] = numpy_helper.from_array(np.array(t["membership_values"], dtype), "members")
             wc(out, f"test_ai_onnx_ml_tree_ensemble_{name}{dname}", 21,
                _node("TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", **attrs), [("x", xv)], [("y", y)], opsets=ML5)
+
+    # BitCast-26 on the packed types: the same codes under another type of
+    # the same bit width (odd counts leave a padding nibble or crumb).
+    def packed(t, bits, shape, codes):
+        per = 8 // bits
+        raw = bytearray((len(codes) + per - 1) // per)
+        for i, c in enumerate(codes):
+            raw[i // per] |= (c & ((1 << bits) - 1)) << (bits * (i % per))
+        tp = onnx.TensorProto()
+        tp.data_type = t
+        tp.dims.extend(shape)
+        tp.raw_data = bytes(raw)
+        return tp
+
+    INT4, UINT4, FLOAT4E2M1, UINT2, INT2 = 22, 21, 23, 25, 26
+    codes4 = [0, 1, 7, 8, 9, 15, 3]
+    codes2 = [0, 1, 2, 3, 2]
+    for src, dst, bits, codes, shape in ((INT4, UINT4, 4, codes4, [7]), (UINT4, FLOAT4E2M1, 4, codes4, [7]),
+                                         (FLOAT4E2M1, INT4, 4, codes4[:6], [2, 3]), (INT2, UINT2, 2, codes2, [5])):
+        wc(out, f"test_bitcast_packed_{src}_to_{dst}", 26, _node("BitCast", ["x"], ["y"], to=dst),
+           [("x", packed(src, bits, shape, codes))], [("y", packed(dst, bits, shape, codes))], ir_version=11)
+
+    # LabelEncoder with a map large enough that order matters: keys given
+    # unsorted, misses between and beyond them, -0.0 matching 0.0 and NaN
+    # matching the NaN key (looked up in a table sorted at load).
+    keys = np.array(rng.permutation(np.arange(-300, 300, 3)), np.int64)
+    x = np.arange(-305, 305, 1, dtype=np.int64)
+    lookup = {int(k): i for i, k in enumerate(keys)}
+    wc(out, "test_ai_onnx_ml_label_encoder_v2_many_int_keys", 17,
+       _node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_int64s=[int(k) for k in keys],
+             values_int64s=list(range(len(keys))), default_int64=-1),
+       [("x", x)], [("y", np.array([lookup.get(int(v), -1) for v in x], np.int64))], opsets={"ai.onnx.ml": 2})
+    words = [f"w{int(k)}" for k in rng.permutation(200)]
+    x = np.array([f"w{i}" for i in range(-3, 203, 2)] + ["", "w"], dtype=object)
+    lookup = {w: float(i) * 0.5 for i, w in enumerate(words)}
+    wc(out, "test_ai_onnx_ml_label_encoder_v2_many_string_keys", 17,
+       _node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_strings=words,
+             values_floats=[lookup[w] for w in words], default_float=-2.0),
+       [("x", x)], [("y", np.array([lookup.get(w, -2.0) for w in x], np.float32))], opsets={"ai.onnx.ml": 2})
+    keys = numpy_helper.from_array(np.array([5.5, np.nan, 0.0, -1.25, 3.0, 2.5], np.float64), "keys")
+    vals = numpy_helper.from_array(np.array([1, 2, 3, 4, 5, 6], np.int64), "values")
+    x = np.array([np.nan, -0.0, 0.0, 3.0, 2.5, -1.25, 5.5, 4.0, -np.inf], np.float64)
+    wc(out, "test_ai_onnx_ml_label_encoder_v4_sorted_float_keys", 17,
+       _node("LabelEncoder", ["x"], ["y"], domain="ai.onnx.ml", keys_tensor=keys, values_tensor=vals),
+       [("x", x)], [("y", np.array([2, 3, 3, 5, 6, 4, 1, -1, -1], np.int64))], opsets=ML)

@@ -155,6 +155,13 @@ def resize_cases(out, rng, lib):
         node = helper.make_node("Resize", ins, ["y"], **node_attrs)
         lib.write_case(out, name, opset, node, [("x", x)], [("y", y)], initializers=inits)
 
+    # The specification's own example: 4x4 ramp shrunk by 0.6, whose
+    # antialiased answers are 2.875 4.5 9.375 11 (linear).
+    ramp = np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)
+    case("test_resize_downsample_scales_linear_antialias", 18, ramp,
+         {"mode": "linear", "antialias": 1}, scales=[1.0, 1.0, 0.6, 0.6])
+    case("test_resize_downsample_scales_cubic_antialias", 18, ramp,
+         {"mode": "cubic", "antialias": 1}, scales=[1.0, 1.0, 0.6, 0.6])
     x8 = lib.values(rng, (1, 2, 8, 9), np.float32)
     case("test_resize_antialias_linear_down_scales", 18, x8,
          {"mode": "linear", "antialias": 1}, scales=[1.0, 1.0, 0.5, 0.4])
@@ -455,6 +462,16 @@ def deform_conv_cases(out, rng, lib):
         node = helper.make_node("DeformConv", names, ["y"], **attrs)
         lib.write_case(out, name, opset, node, inputs, [("y", y)])
 
+    # The specification's example: a 3x3 ramp, 2x2 ones kernel, two taps
+    # moved (answer 9.5 11.9 20 24).
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    w = np.ones((1, 1, 2, 2), np.float32)
+    offset = np.zeros((1, 8, 2, 2), np.float32)
+    offset[0, 0, 0, 0] = 0.5
+    offset[0, 5, 0, 1] = -0.1
+    y = _deform_conv_ref(x, w, offset, None, None, [1, 1], [0] * 4, [1, 1], 1, 1).astype(np.float32)
+    lib.write_case(out, "test_deform_conv_spec_example", 19, helper.make_node("DeformConv", ["x", "w", "offset"], ["y"]),
+                   [("x", x), ("w", w), ("offset", offset)], [("y", y)])
     case("test_deform_conv_basic", 19, (1, 2, 5, 5), (3, 2, 3, 3))
     case("test_deform_conv_mask_bias", 19, (2, 2, 6, 5), (2, 2, 2, 3), bias=True, mask=True)
     case("test_deform_conv_mask_only", 19, (1, 3, 4, 4), (2, 3, 2, 2), mask=True)

@@ -19,7 +19,9 @@
 # attention[_causal][_decomposed]_S: one ONNX Attention-23 node over
 # (batch, 12, S, 64), or the same computation as the subgraph exporters
 # write (tools/export_bench_models.py); fused and decomposed pairs are
-# compared side by side at the end.
+# compared side by side at the end. Our engine runs a _decomposed_ model
+# as written (`mcpctl perf --no-graph-passes`): its passes would otherwise
+# fuse the subgraph into the same Attention kernel.
 # NAME_int8: NAME quantized by `mcpctl quantize`; both engines run that file.
 # NAME_bf16: our engine runs NAME with the session option bf16 (`mcpctl perf
 # --bf16`: convolutions and matrix products in bfloat16); ONNX Runtime has no
@@ -185,6 +187,7 @@ for m in $LATENCY_MODELS; do
   file=$CACHE/$m.onnx
   BF16=()
   if [ "$m" != "${m%_bf16}" ]; then file=$CACHE/${m%_bf16}.onnx; BF16=(--bf16); fi
+  case "$m" in *_decomposed_*) BF16+=(--no-graph-passes) ;; esac
   for b in $BATCHES; do
     flops=$(/usr/bin/python3 bench/engine/flops.py "$file" "$b")
     for t in $THREADS; do

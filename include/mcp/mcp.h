@@ -55,6 +55,13 @@ typedef struct mcp_session_options {
      * docs/architecture.md). Results may then differ in the last bits, as
      * between thread counts. mcp2026-server sets it (--adaptive-threads). */
     int adaptive_threads;
+    /* Largest tensor a node may produce, in bytes (0: no limit beyond the
+     * engine's own, 64 TiB). A node whose output would be larger fails the
+     * run with a message naming it: a model whose output sizes follow input
+     * values (ConstantOfShape, Expand, StringSplit, ...) cannot be made to
+     * allocate what the caller chooses. mcp2026-server sets it
+     * (--max-tensor-bytes). */
+    size_t max_tensor_bytes;
 } mcp_session_options;
 
 mcp_session_options mcp_session_options_default(void);

@@ -55,11 +55,12 @@ typedef struct perf_args {
     bool fuse_sums;
     bool bf16;
     bool adaptive;
+    bool no_passes; /* --no-graph-passes */
 } perf_args;
 
 static const char perf_usage[] =
     "usage: mcpctl perf MODEL.onnx [--batch N] [--threads N] [--warmup N] [--iterations N] "
-    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--adaptive-threads] [--json]";
+    "[--backend auto|ref|dnnl] [--profile] [--fuse-quantized-sums] [--bf16] [--adaptive-threads] [--no-graph-passes] [--json]";
 
 static int perf_fail(const char *what, const char *detail)
 {
@@ -114,6 +115,10 @@ static int parse_args(int argc, char **argv, perf_args *a)
         }
         if (strcmp(arg, "--adaptive-threads") == 0) {
             a->adaptive = true;
+            continue;
+        }
+        if (strcmp(arg, "--no-graph-passes") == 0) { /* the graph as written: no folding, no fusion */
+            a->no_passes = true;
             continue;
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
@@ -392,6 +397,7 @@ int mcpctl_cmd_perf(int argc, char **argv)
     o.fuse_quantized_sums = a.fuse_sums;
     o.bf16 = a.bf16;
     o.adaptive_threads = a.adaptive;
+    o.no_graph_passes = a.no_passes;
     mcp_session *s = NULL;
     double t0 = now_ms();
     mcp_status st = mcp_session_create_from_file(a.model, &o, &s, msg, sizeof msg);

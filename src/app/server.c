@@ -53,6 +53,7 @@ typedef struct server_config {
     int64_t max_model_threads;
     int64_t http_threads;
     int64_t max_body_bytes;
+    int64_t max_tensor_bytes;
     int64_t max_inflight_body_bytes;
     int64_t max_header_bytes;
     int64_t max_connections;
@@ -107,6 +108,7 @@ static const opt options[] = {
     {"max-model-threads", OPT_INT, OFF(max_model_threads), 0, 0, 1 << 16, "threads one model may start, instances x threads (default 0: cores, or --workers x --threads when larger)"},
     {"http-threads", OPT_INT, OFF(http_threads), 0, 1, 256, "transport threads; they never run kernels (default 2)"},
     {"max-body-bytes", OPT_INT, OFF(max_body_bytes), 0, 1024, INT64_MAX, "largest request body; larger gets 413 (default 67108864)"},
+    {"max-tensor-bytes", OPT_INT, OFF(max_tensor_bytes), 0, 0, INT64_MAX, "largest tensor one node of a model may produce in a run; a request that would make a larger one fails (0 = no limit; default 4294967296)"},
     {"max-inflight-body-bytes", OPT_INT, OFF(max_inflight_body_bytes), 0, 1024, INT64_MAX, "request bytes held at once, HTTP bodies and gRPC messages of all clients together; beyond, 503 or RESOURCE_EXHAUSTED (default 1073741824)"},
     {"max-header-bytes", OPT_INT, OFF(max_header_bytes), 0, 1024, 1 << 24, "memory for one connection's headers (default 16384)"},
     {"max-connections", OPT_INT, OFF(max_connections), 0, 1, 1 << 20, "concurrent connections (default 1024)"},
@@ -470,7 +472,7 @@ int main(int argc, char **argv)
     malloc_setup();
     server_config cli = {0}, c = {
         .host = "127.0.0.1", .port = 8080, .grpc_port = 8081, .grpc_threads = 2, .workers = 1, .threads = 0, .http_threads = 2,
-        .max_body_bytes = 64 << 20, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
+        .max_body_bytes = 64 << 20, .max_tensor_bytes = (int64_t)4 << 30, .max_inflight_body_bytes = (int64_t)1 << 30, .max_header_bytes = 16 << 10, .max_connections = 1024,
         .connection_timeout_s = 30, .header_timeout_s = 10, .min_body_rate = 1024,
         .max_connections_per_client = 256, .max_batch_size = 32, .max_queue_delay_us = 500,
         .max_queue_size = 1024, .prefetch_queue_depth = 8, .enable_tensor_cache = true, .keep_previous = true, .adaptive_threads = true, .sandbox = true,
@@ -602,6 +604,7 @@ int main(int argc, char **argv)
                                                                               : cores;
     dd.max_warmup_bytes = c.max_body_bytes;
     dd.adaptive_threads = c.adaptive_threads;
+    dd.max_tensor_bytes = c.max_tensor_bytes;
 
     /* Model roots: the repository and every --model-root. Descriptors that
      * arrive over the load API may name files inside them only. */

@@ -21,6 +21,7 @@ struct mcp_session {
     mcp_graph *graph; /* owned; nodes carry their resolved kernels */
     int threads;
     bool adaptive_threads; /* options.adaptive_threads (exec.c's tuner) */
+    size_t max_tensor_bytes; /* options.max_tensor_bytes (0: none) */
     char backend[16];
     mcp_io_info *inputs;  /* one per graph input */
     mcp_io_info *outputs; /* one per graph output */

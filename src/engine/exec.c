@@ -593,8 +593,10 @@ static mcp_status run_node(mcp_exec *f, const mcp_node *n)
         .host = &exec_host,
         .host_self = f,
         .threads = f->root ? f->root->threads : f->session->threads,
+        .max_tensor_bytes = f->session->max_tensor_bytes,
     };
     st = n->kernel->run(&ctx);
+    if (st != MCP_STATUS_OK && ctx.refused != MCP_STATUS_OK) st = ctx.refused;
     if (st == MCP_STATUS_OK) {
         for (int i = 0; i < n->n_outputs; i++) {
             int idx = n->outputs[i];

@@ -286,6 +286,7 @@ static mcp_status session_create(const uint8_t *buf, uint8_t *owned_buf, size_t 
     pthread_mutex_init(&s->ctx_lock, NULL);
     s->threads = effective_threads(&o);
     s->adaptive_threads = o.adaptive_threads != 0;
+    s->max_tensor_bytes = o.max_tensor_bytes;
     snprintf(s->backend, sizeof s->backend, "%s", backend);
     mcp_status st = ir ? mcp_onnx_import_blob(ir->graph, ir->graph_len, &ir->blob, &s->graph, err)
                        : mcp_onnx_import(buf, len, base_dir, &s->graph, err);

@@ -57,28 +57,6 @@ static const mcp_backend *const backends[] = {
     &mcp__ref_backend,
 };
 
-/*
- * The narrow element types (ONNX 17-26: float8, float8e8m0, float4e2m1,
- * int4/uint4, int2/uint2) reach only the reference kernels written for them:
- * the conversions and the operators that move bytes. Any other kernel would
- * read their codes as whatever its loops assume, so a node of another
- * operator that a narrow value enters or leaves is refused at load, naming
- * the node, the value and the type. `packed`: the kernel also takes the
- * packed 4-bit and 2-bit types (it moves a tensor's bytes whole), not only
- * the byte-sized ones. The kernels sit in tables other files own
- * (elementwise.c, nn.c, shape.c, control.c), so the list is kept here,
- * beside the one check that reads it.
- */
-static const struct narrow_op {
-    const char *op_type;
-    bool packed;
-} narrow_ops[] = {
-    {"Cast", true},     {"CastLike", true}, {"QuantizeLinear", true}, {"DequantizeLinear", true},
-    {"Identity", true}, {"Constant", true}, {"Shape", true},          {"Size", true},
-    {"Reshape", true},  {"Flatten", true},  {"Squeeze", true},        {"Unsqueeze", true},
-    {"Transpose", false}, {"If", false},    {"Loop", false},
-};
-
 /* The first narrow type among node's inputs and outputs (sequence and
  * optional elements included) into *dt and the value's name; false when
  * there is none. */
@@ -98,13 +76,10 @@ static bool node_narrow_value(const mcp_node *node, const mcp_graph *graph, mcp_
     return false;
 }
 
-/* Whether backend b's kernel k may run node (see narrow_ops). */
-static bool narrow_ok(const mcp_backend *b, const mcp_node *node, mcp_dtype dt)
+/* Whether kernel k takes narrow type dt (its narrow_types). */
+static bool narrow_ok(const mcp_kernel_def *k, mcp_dtype dt)
 {
-    if (b != &mcp__ref_backend || node->domain[0] != '\0') return false;
-    for (size_t i = 0; i < sizeof narrow_ops / sizeof narrow_ops[0]; i++)
-        if (strcmp(narrow_ops[i].op_type, node->op_type) == 0) return narrow_ops[i].packed || !mcp_dtype_is_packed(dt);
-    return false;
+    return k->narrow_types == MCP_NARROW_ALL || (k->narrow_types == MCP_NARROW_BYTES && !mcp_dtype_is_packed(dt));
 }
 
 mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const char *backend,
@@ -122,12 +97,12 @@ mcp_status mcp_ops_resolve(const mcp_node *node, const mcp_graph *graph, const c
         if (!any && strcmp(b->name, backend) != 0) continue;
         const mcp_kernel_def *k = b->supports(node, graph);
         if (!k) continue;
-        if (has_narrow && !narrow_ok(b, node, narrow)) {
+        if (has_narrow && !narrow_ok(k, narrow)) {
             if (b != &mcp__ref_backend) continue; /* the reference kernels may take it */
             return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
                                "node '%s' (%s): value '%s' has element type %s, which this engine moves and converts "
-                               "(Cast, CastLike, QuantizeLinear, DequantizeLinear, Identity, Reshape, Flatten, Squeeze, "
-                               "Unsqueeze, Shape, Size%s) but does not compute with in %s",
+                               "(Cast, CastLike, QuantizeLinear, DequantizeLinear, BitCast, Identity, Reshape, Flatten, "
+                               "Squeeze, Unsqueeze, Shape, Size%s) but does not compute with in %s",
                                node->name, node->op_type, narrow_name, mcp_dtype_name(narrow),
                                mcp_dtype_is_packed(narrow) ? "" : ", Transpose, If, Loop", node->op_type);
         }
@@ -201,6 +176,13 @@ static mcp_tensor *kout(mcp_kernel_ctx *ctx, int i, mcp_dtype dtype, int rank, c
     mcp_tensor *t = &v->tensor;
     size_t nbytes = 0;
     mcp_status st = mcp_tensor_size_check(dtype, rank, dims, &nbytes, ctx->err);
+    if (st == MCP_STATUS_OK && ctx->max_tensor_bytes && nbytes > ctx->max_tensor_bytes) {
+        /* The inputs asked for it: INVALID_ARGUMENT (400), not a retry. */
+        ctx->refused = mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                                 "output #%d would take %zu bytes, over this session's limit of %zu "
+                                 "(max_tensor_bytes)", i, nbytes, ctx->max_tensor_bytes);
+        return NULL;
+    }
     void *p = st == MCP_STATUS_OK && dtype != MCP_DTYPE_STRING && nbytes ? host_output(ctx, i, nbytes) : NULL;
     if (p) {
         /* Planned memory may be an input's very storage (in-place

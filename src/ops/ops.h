@@ -61,6 +61,11 @@ struct mcp_kernel_ctx {
     const mcp_kernel_host *host; /* NULL: nothing offered */
     void *host_self;
     int threads;              /* intra-op thread budget (>= 1) */
+    size_t max_tensor_bytes;  /* largest output mcp_kout allocates (0: no limit) */
+    /* Set by mcp_kout when it refused an output for that limit: the run's
+     * status is then this one, whatever the kernel returned (kernels return
+     * OUT_OF_MEMORY when mcp_kout gives NULL). */
+    mcp_status refused;
 };
 
 typedef mcp_status (*mcp_kernel_run_fn)(mcp_kernel_ctx *ctx);
@@ -103,7 +108,19 @@ typedef struct mcp_kernel_def {
     /* Whether the prepared state computes in bfloat16 (graph->bf16 applied;
      * see the session option bf16). NULL: never. */
     bool (*computes_bf16)(const void *state);
+    /* Which narrow element types (ONNX 17-26: float8, float8e8m0, float4e2m1,
+     * int4 / uint4, int2 / uint2; mcp_dtype_is_narrow) the kernel takes in or
+     * out. MCP_NARROW_NONE: a node that a narrow value enters or leaves is
+     * refused at load, naming it (any other loop would read the codes as
+     * whatever it assumes); MCP_NARROW_BYTES: the one-byte types;
+     * MCP_NARROW_ALL: the packed 4- and 2-bit ones too (the kernel moves a
+     * tensor's bytes whole or unpacks them itself). */
+    unsigned char narrow_types;
 } mcp_kernel_def;
+
+#define MCP_NARROW_NONE 0
+#define MCP_NARROW_BYTES 1
+#define MCP_NARROW_ALL 2
 
 /* Table entries in the order of the fields above, capabilities left
  * out (zero); MCP_KERNEL_FIELDS for an entry that adds some after it. */

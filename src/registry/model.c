@@ -333,6 +333,7 @@ static mcp_status load_charged(mcp_model_version *v, mcp_descriptor *desc, const
     mcp_session_options o = mcp_session_options_default();
     o.threads = (int)(desc->instance_threads > 0 ? desc->instance_threads : 1);
     o.adaptive_threads = server && server->adaptive_threads;
+    o.max_tensor_bytes = server && server->max_tensor_bytes > 0 ? (size_t)server->max_tensor_bytes : 0;
     char msg[1024] = "";
     /* format: triton names a Triton model folder: serve the model file its
      * config.pbtxt and version policy select. */

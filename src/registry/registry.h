@@ -398,6 +398,9 @@ typedef struct mcp_descriptor_defaults {
     /* Sessions run with fewer threads while other work takes some of the
      * cores (mcp_session_options.adaptive_threads; --adaptive-threads). */
     bool adaptive_threads;
+    /* The largest tensor a node of a model may produce (0 = the engine's
+     * limit; mcp_session_options.max_tensor_bytes; --max-tensor-bytes). */
+    int64_t max_tensor_bytes;
     /* Check as a load would: the files named exist (regular files, or a
      * folder for format triton) and the precision is one the engine runs.
      * The server and `mcpctl validate` / `apply` set it; parsing alone

@@ -104,6 +104,18 @@ expect_error "bad backend" "backend" "$MCPCTL" perf "$DEMO/digits.onnx" --backen
 head -c 200 "$DEMO/digits.onnx" > "$TMP/truncated.onnx"
 expect_error "truncated model" "not a valid ONNX model" "$MCPCTL" perf "$TMP/truncated.onnx"
 
+# --no-graph-passes runs the graph as written: the demo's MatMul + Add + Relu
+# stay three nodes instead of one FusedGemm.
+"$MCPCTL" perf "$DEMO/digits.onnx" --iterations 2 --profile --json --no-graph-passes > "$TMP/raw.json" 2> "$TMP/err"
+check "perf --no-graph-passes exits 0 ($(cat "$TMP/err"))" $?
+"$PY" -c '
+import json, sys
+written = {o["op_type"] for o in json.load(open(sys.argv[1]))["ops"]}
+fused = {o["op_type"] for o in json.load(open(sys.argv[2]))["ops"]}
+assert "MatMul" in written and "FusedGemm" not in written, written
+assert "FusedGemm" in fused, fused' "$TMP/raw.json" "$TMP/prof.json"
+check "perf --no-graph-passes keeps the graph as written" $?
+
 # --bf16 says which precision applied; a compiled model loads and reports
 # no warning when asked for what it was compiled for, a warning otherwise.
 "$MCPCTL" perf "$DEMO/digits.onnx" --iterations 2 --bf16 --json > "$TMP/bf16.json" 2> "$TMP/err"

@@ -952,3 +952,24 @@ class StartupRefusalTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TensorLimitTests(ts.ServerTestCase):
+    """--max-tensor-bytes: a request whose inputs would make a node produce a
+    tensor over the limit gets a 400 naming the limit, and the model goes on
+    serving requests within it."""
+
+    @classmethod
+    def server_args(cls):
+        # The demo model's first node writes 256 bytes a row.
+        return ["--model-path", ts.DIGITS, "--max-tensor-bytes", 2048]
+
+    def test_request_over_the_limit_refused(self):
+        x = ts.samples()[0]
+        self.assertEqual(self.infer("digits", [("input", "FP32", x, False)]).status_code, 200)
+        big = ts.np.repeat(x, 16, axis=0)  # 4096 bytes a node
+        msg = ts.error_message(self, self.infer("digits", [("input", "FP32", big, False)]), 400)
+        self.assertIn("max_tensor_bytes", msg)
+        self.assertIn("2048", msg)
+        r = self.infer("digits", [("input", "FP32", ts.np.repeat(x, 4, axis=0), False)])
+        self.assertEqual(r.status_code, 200, r.text)

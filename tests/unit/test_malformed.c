@@ -726,6 +726,16 @@ static void test_newer_op_attributes(void)
         {"RegexFullMatch", "", "pattern", "\\bword", 20, 0, 0, MCP_STATUS_UNSUPPORTED, "\\b"},
         {"RegexFullMatch", "", "pattern", "a**", 20, 0, 0, MCP_STATUS_UNSUPPORTED, "stacked"},
         {"RegexFullMatch", "", "pattern", "(ab", 20, 0, 0, MCP_STATUS_INVALID_MODEL, "unclosed"},
+        /* Each count is within RE2's 1000, their product is not: glibc
+         * would expand it to 10^12 copies. */
+        {"RegexFullMatch", "", "pattern", "((((a{1000}){1000}){1000}){1000})", 20, 0, 0, MCP_STATUS_INVALID_MODEL,
+         "'pattern'"},
+        {"RegexFullMatch", "", "pattern", "(a{2,1000}){2,}", 20, 0, 0, MCP_STATUS_INVALID_MODEL, "multiply"},
+        /* Chained optional copies: regcomp's time grows with their square. */
+        {"RegexFullMatch", "", "pattern", "(a?){1000}(b?){1000}(c?){1000}", 20, 0, 0, MCP_STATUS_UNSUPPORTED,
+         "'pattern'"},
+        /* BitCast-26 takes the packed types, at their own bit width. */
+        {"BitCast", "", "to", NULL, 26, 0, MCP_DTYPE_INT4, MCP_STATUS_INVALID_MODEL, "bit width"},
         {"TreeEnsemble", "ai.onnx.ml", NULL, NULL, 21, 5, 0, MCP_STATUS_INVALID_MODEL, "nodes_featureids"},
         {"LabelEncoder", "ai.onnx.ml", NULL, NULL, 21, 4, 0, MCP_STATUS_INVALID_MODEL, "'keys_*'"},
     };
@@ -751,6 +761,181 @@ static void test_newer_op_attributes(void)
         mb_add_output(m, NULL, "Y", out, scatter ? 2 : 1, scatter ? d2 : d, NULL);
         expect_load_error(__LINE__, m, NULL, cases[i].expected, "newer_node", cases[i].op, cases[i].needle,
                           (char *)NULL);
+        mb_model_free(m);
+    }
+}
+
+/* Loads m (and frees it), runs the session once on the named inputs and
+ * returns the status of whichever failed first; the message in msg. */
+static mcp_status run_one(mb_model *m, int n_in, const char *const *names, mcp_value **in, mcp_value **out,
+                          char *msg, size_t cap)
+{
+    mcp_session *s = NULL;
+    mcp_status st = load(m, NULL, &s, msg, cap);
+    mb_model_free(m);
+    if (st != MCP_STATUS_OK) return st;
+    st = mcp_session_run(s, n_in, names, in, 0, NULL, out, msg, cap);
+    mcp_session_destroy(s);
+    return st;
+}
+
+/* Empty tensors with a huge dim ((0, 2^62)) pass the size check, since the
+ * running product is already 0; kernels whose loops are bounded by the
+ * other dims (here: the 2^62 slices after axis 0) must return at once
+ * instead of looping 2^62 times. */
+static void test_newer_op_empty_inputs(void)
+{
+    char msg[1024] = "";
+    const int64_t big = (int64_t)1 << 62;
+    const int64_t unk2[] = {-1, -1}, unk3[] = {-1, -1, -1}, unk1[] = {-1};
+    struct {
+        const char *op, *domain;
+        int64_t opset, ml_opset;
+        int rank;
+        int64_t dims[3];
+        const char *extra; /* second input: "axis" (int64 scalar 0), "ind" (int64 [0]), "upd" (same as X) */
+    } cases[] = {
+        {"LpNormalization", "", 22, 0, 2, {0, big}, NULL},
+        {"CumSum", "", 14, 0, 2, {0, big}, "axis"},
+        {"CumProd", "", 26, 0, 2, {0, big}, "axis"},
+        {"ArrayFeatureExtractor", "ai.onnx.ml", 17, 1, 2, {0, big}, "ind"},
+        {"TensorScatter", "", 24, 0, 3, {0, big, 1}, "upd"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mb_model *m = mb_model_new(cases[i].opset);
+        if (cases[i].ml_opset) mb_add_opset(m, "ai.onnx.ml", cases[i].ml_opset);
+        const int64_t *unk = cases[i].rank == 3 ? unk3 : unk2;
+        mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, cases[i].rank, unk, NULL);
+        const char *extra = cases[i].extra;
+        bool upd = extra && strcmp(extra, "upd") == 0, ind = extra && strcmp(extra, "ind") == 0;
+        if (upd) mb_add_input(m, NULL, "E", MCP_DTYPE_FLOAT, cases[i].rank, unk, NULL);
+        if (ind) mb_add_input(m, NULL, "E", MCP_DTYPE_INT64, 1, unk1, NULL);
+        if (extra && !upd && !ind) {
+            const int64_t axis = 0;
+            mb_add_initializer(m, NULL, "E", MCP_DTYPE_INT64, 0, NULL, &axis, sizeof axis);
+        }
+        Onnx__NodeProto *n = mb_add_node(m, NULL, cases[i].op, "empty_node", extra ? "X,E" : "X", "Y");
+        if (*cases[i].domain) mb_node_set_domain(m, n, cases[i].domain);
+        if (!extra) mb_attr_int(m, n, "axis", 0);
+        mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+        const int64_t zero = 0;
+        mcp_value *in[2] = {mcp_value_create_tensor(MCP_DTYPE_FLOAT, cases[i].rank, cases[i].dims, NULL, msg, sizeof msg),
+                            NULL};
+        if (upd) in[1] = mcp_value_create_tensor(MCP_DTYPE_FLOAT, cases[i].rank, cases[i].dims, NULL, msg, sizeof msg);
+        if (ind) in[1] = mcp_value_create_tensor(MCP_DTYPE_INT64, 1, &zero, NULL, msg, sizeof msg);
+        TU_REQUIRE(in[0] && (!(upd || ind) || in[1]));
+        const char *names[] = {"X", "E"};
+        mcp_value *out = NULL;
+        mcp_status st = run_one(m, upd || ind ? 2 : 1, names, in, &out, msg, sizeof msg);
+        TU_CHECK_STATUS(st, MCP_STATUS_OK, msg);
+        if (st == MCP_STATUS_OK) {
+            int rank = 0;
+            const int64_t *dims = NULL;
+            TU_CHECK_STATUS(mcp_value_get_tensor(out, NULL, &rank, &dims, NULL), MCP_STATUS_OK, NULL);
+            TU_CHECK(rank == cases[i].rank && dims[0] == 0);
+        }
+        mcp_value_destroy(out);
+        mcp_value_destroy(in[0]);
+        mcp_value_destroy(in[1]);
+    }
+}
+
+/* StringSplit pads every row to the longest split: 8193 strings, one of
+ * them 8192 commas, would ask for 8193 x 8193 strings (2^26 + 16385). */
+static void test_string_split_limit(void)
+{
+    char msg[1024] = "";
+    enum { N = 8193 };
+    mb_model *m = mb_model_new(20);
+    const int64_t unk1[] = {-1}, unk2[] = {-1, -1}, d[] = {N};
+    mb_add_input(m, NULL, "X", MCP_DTYPE_STRING, 1, unk1, NULL);
+    Onnx__NodeProto *n = mb_add_node(m, NULL, "StringSplit", "splitter", "X", "Y,Z");
+    mb_attr_string(m, n, "delimiter", ",");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_STRING, 2, unk2, NULL);
+    mb_add_output(m, NULL, "Z", MCP_DTYPE_INT64, 1, unk1, NULL);
+    char *commas = malloc(N);
+    const char **strs = malloc(sizeof *strs * N);
+    TU_REQUIRE(commas && strs);
+    memset(commas, ',', N - 1);
+    commas[N - 1] = '\0';
+    for (int i = 0; i < N; i++) strs[i] = i ? "" : commas;
+    mcp_value *in = mcp_value_create_tensor(MCP_DTYPE_STRING, 1, d, strs, msg, sizeof msg);
+    TU_REQUIRE(in);
+    const char *names[] = {"X"};
+    mcp_value *out[2] = {NULL, NULL};
+    TU_CHECK_STATUS(run_one(m, 1, names, &in, out, msg, sizeof msg), MCP_STATUS_INVALID_ARGUMENT, msg);
+    TU_CHECK_CONTAINS(msg, "splitter");
+    TU_CHECK_CONTAINS(msg, "8193");
+    TU_CHECK(out[0] == NULL && out[1] == NULL);
+    mcp_value_destroy(in);
+    free(strs);
+    free(commas);
+}
+
+/* RegexFullMatch groups nested past the limit fail the load (regcomp
+ * parses them recursively: 20,000 levels overflow the stack). */
+static void test_regex_nesting_limit(void)
+{
+    enum { DEPTH = 20000 };
+    char *pat = malloc(2 * DEPTH + 2);
+    TU_REQUIRE(pat);
+    for (int i = 0; i < DEPTH; i++) {
+        pat[i] = '(';
+        pat[DEPTH + 1 + i] = ')';
+    }
+    pat[DEPTH] = 'a';
+    pat[2 * DEPTH + 1] = '\0';
+    mb_model *m = mb_model_new(20);
+    const int64_t d[] = {2};
+    mb_add_input(m, NULL, "X", MCP_DTYPE_STRING, 1, d, NULL);
+    Onnx__NodeProto *n = mb_add_node(m, NULL, "RegexFullMatch", "deep", "X", "Y");
+    mb_attr_string(m, n, "pattern", pat);
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_BOOL, 1, d, NULL);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "deep", "'pattern'", "deeper", (char *)NULL);
+    mb_model_free(m);
+    free(pat);
+}
+
+/* TreeEnsemble tables that could never run, or would allocate per target
+ * without bound, fail the load naming the attribute. */
+static void test_tree_ensemble_tables(void)
+{
+    struct {
+        int64_t root, n_targets;
+        const char *needle;
+    } cases[] = {
+        {0, 1, NULL},                           /* the valid base */
+        {1, 1, "tree_roots"},                   /* one node: root 1 is a leaf index, not a node */
+        {0, ((int64_t)1 << 20) + 1, "n_targets"}, /* over 2^20 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mb_model *m = mb_model_new(21);
+        mb_add_opset(m, "ai.onnx.ml", 5);
+        const int64_t d[] = {2, 1}, one[] = {1}, two[] = {2};
+        mb_add_input(m, NULL, "X", MCP_DTYPE_FLOAT, 2, d, NULL);
+        Onnx__NodeProto *n = mb_add_node(m, NULL, "TreeEnsemble", "trees", "X", "Y");
+        mb_node_set_domain(m, n, "ai.onnx.ml");
+        const int64_t zero1[] = {0}, leafs[] = {1}, nodes_t[] = {0}, nodes_f[] = {1}, targets[] = {0, 0};
+        const int64_t root[] = {cases[i].root};
+        mb_attr_ints(m, n, "nodes_featureids", zero1, 1);
+        mb_attr_ints(m, n, "nodes_truenodeids", nodes_t, 1);
+        mb_attr_ints(m, n, "nodes_falsenodeids", nodes_f, 1);
+        mb_attr_ints(m, n, "nodes_trueleafs", leafs, 1);
+        mb_attr_ints(m, n, "nodes_falseleafs", leafs, 1);
+        mb_attr_ints(m, n, "leaf_targetids", targets, 2);
+        mb_attr_ints(m, n, "tree_roots", root, 1);
+        mb_attr_int(m, n, "n_targets", cases[i].n_targets);
+        const uint8_t mode = 0;
+        const float split = 0.5f, weights[2] = {1.0f, 2.0f};
+        mb_attr_tensor(m, n, "nodes_modes", mb_new_tensor(m, "modes", MCP_DTYPE_UINT8, 1, one, &mode, 1));
+        mb_attr_tensor(m, n, "nodes_splits", mb_new_tensor(m, "splits", MCP_DTYPE_FLOAT, 1, one, &split, 4));
+        mb_attr_tensor(m, n, "leaf_weights", mb_new_tensor(m, "weights", MCP_DTYPE_FLOAT, 1, two, weights, 8));
+        mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+        if (!cases[i].needle) {
+            expect_load_ok(__LINE__, m);
+        } else {
+            expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "trees", cases[i].needle, (char *)NULL);
+        }
         mb_model_free(m);
     }
 }
@@ -898,6 +1083,10 @@ int main(void)
     TU_RUN(test_external_data);
     TU_RUN(test_bad_runs);
     TU_RUN(test_newer_op_attributes);
+    TU_RUN(test_newer_op_empty_inputs);
+    TU_RUN(test_string_split_limit);
+    TU_RUN(test_regex_nesting_limit);
+    TU_RUN(test_tree_ensemble_tables);
     TU_RUN(test_kernel_runtime_error);
     TU_RUN(test_internal_run_checks);
     TU_RUN(test_small_error_buffers);

@@ -627,6 +627,43 @@ static void test_api_misc(void)
     TU_CHECK_STR(MCP_VERSION_STRING, "0.1.0");
 }
 
+/* max_tensor_bytes: a node whose output would pass the limit fails the run,
+ * naming the node; below the limit the same model runs. */
+static void test_max_tensor_bytes(void)
+{
+    mb_model *m = mb_model_new(13);
+    int64_t sd[1] = {1};
+    mb_add_input(m, NULL, "shape", MCP_DTYPE_INT64, 1, sd, NULL);
+    mb_add_node(m, NULL, "ConstantOfShape", "grow", "shape", "y");
+    mb_add_output(m, NULL, "y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    size_t len;
+    uint8_t *bytes = mb_pack(m, &len);
+    mb_model_free(m);
+    mcp_session_options o = mcp_session_options_default();
+    o.max_tensor_bytes = 1 << 20;
+    char err[512] = "";
+    mcp_session *s = NULL;
+    mcp_status st = mcp_session_create_from_memory(bytes, len, NULL, &o, &s, err, sizeof err);
+    free(bytes);
+    TU_REQUIRE_OK(st, err);
+    static const char *const names[1] = {"shape"};
+    const int64_t sizes[2] = {1 << 18, (1 << 18) + 1}; /* 1 MiB of floats, then one more */
+    for (int i = 0; i < 2; i++) {
+        mcp_value *in = mcp_value_create_tensor(MCP_DTYPE_INT64, 1, sd, &sizes[i], err, sizeof err), *out = NULL;
+        st = mcp_session_run(s, 1, names, &in, 0, NULL, &out, err, sizeof err);
+        if (i == 0) {
+            TU_CHECK_STATUS(st, MCP_STATUS_OK, err);
+        } else {
+            TU_CHECK_STATUS(st, MCP_STATUS_INVALID_ARGUMENT, err);
+            TU_CHECK_CONTAINS(err, "grow");
+            TU_CHECK_CONTAINS(err, "max_tensor_bytes");
+        }
+        mcp_value_destroy(in);
+        mcp_value_destroy(out);
+    }
+    mcp_session_destroy(s);
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "session") != 0) {
@@ -644,6 +681,7 @@ int main(void)
     TU_RUN(test_duplicate_graph_output);
     TU_RUN(test_cast1_type_names);
     TU_RUN(test_api_misc);
+    TU_RUN(test_max_tensor_bytes);
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     rmdir(tmp_dir);
     return tu_finish("test_session");

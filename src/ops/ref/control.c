@@ -744,8 +744,9 @@ static mcp_status run_scan8(mcp_kernel_ctx *ctx)
     }
 
 const mcp_kernel_def mcp__ref_control_kernels[] = {
-    K("If", 1, 0, run_if),
-    K("Loop", 1, 0, run_loop),
+    /* A narrow value passes through a body's outputs as bytes. */
+    {.domain = "", .op_type = "If", .since_version = 1, .run = run_if, .narrow_types = MCP_NARROW_BYTES},
+    {.domain = "", .op_type = "Loop", .since_version = 1, .run = run_loop, .narrow_types = MCP_NARROW_BYTES},
     K("Scan", 8, 8, run_scan8),
     K("Scan", 9, 0, run_scan9),
     K("SequenceEmpty", 11, 0, mcp__ctl_sequence_empty),

@@ -1539,8 +1539,10 @@ const mcp_kernel_def mcp__ref_elementwise_kernels[] = {
     /* others */
     EW_KI("Clip", 1, ew_run_clip, 1u),
     EW_K("Where", 9, ew_run_where),
-    EW_K("Cast", 1, mcp__ew_run_cast),
-    EW_K("CastLike", 15, mcp__ew_run_castlike),
+    /* The conversions take every narrow type. */
+    {.domain = "", .op_type = "Cast", .since_version = 1, .run = mcp__ew_run_cast, .narrow_types = MCP_NARROW_ALL},
+    {.domain = "", .op_type = "CastLike", .since_version = 15, .run = mcp__ew_run_castlike,
+     .narrow_types = MCP_NARROW_ALL},
 };
 const int mcp__ref_elementwise_kernel_count =
     (int)(sizeof(mcp__ref_elementwise_kernels) / sizeof(mcp__ref_elementwise_kernels[0]));

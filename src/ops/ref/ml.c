@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/ref/ref.h"
@@ -163,16 +164,154 @@ static mcp_status label_encoder_check(const mcp_node *node, const mcp_graph *gra
     return MCP_STATUS_OK;
 }
 
-/* Whether input element i of x equals entry k of list l (same type family);
- * NaN keys match NaN. */
-static bool ml_key_equal(const mcp_tensor *x, int64_t i, const ml_list *l, int64_t k)
+/* One key of a label map and its position in the keys list. */
+typedef struct ml_key {
+    union {
+        double f;
+        int64_t i;
+        const char *s;
+    } k;
+    int64_t index;
+} ml_key;
+
+/* Orders keys by value, equal ones by position, so a binary search for the
+ * first key not below x finds the first of equal keys: the first match
+ * wins, as in the linear search this replaces. -0.0 and 0.0 are equal. */
+static int ml_key_cmp_f(const void *a, const void *b)
 {
-    if (l->dtype == MCP_DTYPE_STRING) return strcmp(((char *const *)x->data)[i], ((char *const *)l->data)[k]) == 0;
-    if (mcp_dtype_is_float(l->dtype)) {
-        double a = mcp_tensor_get_f64(x, i), b = mcp_elem_get_f64(l->dtype, l->data, k);
-        return a == b || (isnan(a) && isnan(b));
+    const ml_key *x = a, *y = b;
+    if (x->k.f != y->k.f) return x->k.f < y->k.f ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int ml_key_cmp_i(const void *a, const void *b)
+{
+    const ml_key *x = a, *y = b;
+    if (x->k.i != y->k.i) return x->k.i < y->k.i ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+static int ml_key_cmp_s(const void *a, const void *b)
+{
+    const ml_key *x = a, *y = b;
+    int c = strcmp(x->k.s, y->k.s);
+    if (c) return c;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* A label map built once at load: the keys sorted (NaN keys left out; the
+ * first one is remembered, as NaN input matches it), the values and the
+ * default. Points into the node's attributes, which outlive it. */
+typedef struct ml_label_state {
+    ml_list keys, values, dflt;
+    ml_key *sorted;
+    int64_t n_sorted;
+    int64_t nan_index; /* the first NaN key's position, or -1 */
+    float df;
+    int64_t di;
+    const char *ds;
+} ml_label_state;
+
+static void label_encoder_release(void *state)
+{
+    ml_label_state *s = state;
+    if (!s) return;
+    mcp_free(s->sorted);
+    mcp_free(s);
+}
+
+/* The position of the key equal to input element i of x, or -1. */
+static int64_t ml_label_find(const ml_label_state *s, const mcp_tensor *x, int64_t i)
+{
+    ml_key want;
+    int (*cmp)(const void *, const void *);
+    if (s->keys.dtype == MCP_DTYPE_STRING) {
+        want.k.s = ((char *const *)x->data)[i];
+        cmp = ml_key_cmp_s;
+    } else if (mcp_dtype_is_float(s->keys.dtype)) {
+        want.k.f = mcp_tensor_get_f64(x, i);
+        if (isnan(want.k.f)) return s->nan_index;
+        cmp = ml_key_cmp_f;
+    } else {
+        want.k.i = mcp_tensor_get_i64(x, i);
+        cmp = ml_key_cmp_i;
     }
-    return mcp_tensor_get_i64(x, i) == mcp_elem_get_i64(l->dtype, l->data, k);
+    want.index = -1; /* below every position: finds the first equal key */
+    int64_t lo = 0, hi = s->n_sorted;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (cmp(&s->sorted[mid], &want) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == s->n_sorted) return -1;
+    want.index = s->sorted[lo].index;
+    return cmp(&s->sorted[lo], &want) == 0 ? want.index : -1;
+}
+
+/* Sorts the keys of s->keys into s->sorted. */
+static mcp_status ml_label_sort(ml_label_state *s, mcp_err *err)
+{
+    const ml_list *l = &s->keys;
+    s->nan_index = -1;
+    s->sorted = mcp_malloc(sizeof *s->sorted * (size_t)(l->n ? l->n : 1));
+    if (!s->sorted) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    bool fl = mcp_dtype_is_float(l->dtype), str = l->dtype == MCP_DTYPE_STRING;
+    int64_t n = 0;
+    for (int64_t k = 0; k < l->n; k++) {
+        ml_key e = {.index = k};
+        if (str) {
+            e.k.s = ((char *const *)l->data)[k];
+        } else if (fl) {
+            e.k.f = mcp_elem_get_f64(l->dtype, l->data, k);
+            if (isnan(e.k.f)) {
+                if (s->nan_index < 0) s->nan_index = k;
+                continue;
+            }
+        } else {
+            e.k.i = mcp_elem_get_i64(l->dtype, l->data, k);
+        }
+        s->sorted[n++] = e;
+    }
+    s->n_sorted = n;
+    qsort(s->sorted, (size_t)n, sizeof *s->sorted, str ? ml_key_cmp_s : fl ? ml_key_cmp_f : ml_key_cmp_i);
+    return MCP_STATUS_OK;
+}
+
+static mcp_status label_encoder_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    *state = NULL;
+    mcp_status st = label_encoder_check(node, graph, err);
+    if (st != MCP_STATUS_OK) return st;
+    ml_label_state *s = mcp_calloc(1, sizeof *s);
+    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    if (node->opset < 2) {
+        /* LabelEncoder-1 maps strings to their class index. */
+        const mcp_attr *c = mcp_node_attr(node, "classes_strings");
+        s->keys = (ml_list){MCP_DTYPE_STRING, c ? c->count : 0, c ? (const void *)c->strings : NULL};
+    } else {
+        (void)ml_list_get(node, "keys", &s->keys, err); /* checked above */
+        (void)ml_list_get(node, "values", &s->values, err);
+        /* The default: default_tensor, else default_<type> of the values. */
+        const mcp_attr *dt = mcp_node_attr(node, "default_tensor");
+        if (dt) {
+            s->dflt = (ml_list){dt->t.dtype, 1, dt->t.data};
+        } else if (s->values.dtype == MCP_DTYPE_STRING) {
+            s->ds = mcp_node_attr_string(node, "default_string", "_Unused");
+            s->dflt = (ml_list){MCP_DTYPE_STRING, 1, &s->ds};
+        } else if (mcp_dtype_is_float(s->values.dtype)) {
+            s->df = mcp_node_attr_float(node, "default_float", -0.0f);
+            s->dflt = (ml_list){MCP_DTYPE_FLOAT, 1, &s->df};
+        } else {
+            s->di = mcp_node_attr_int(node, "default_int64", -1);
+            s->dflt = (ml_list){MCP_DTYPE_INT64, 1, &s->di};
+        }
+    }
+    if ((st = ml_label_sort(s, err)) != MCP_STATUS_OK) {
+        label_encoder_release(s);
+        return st;
+    }
+    *state = s;
+    return MCP_STATUS_OK;
 }
 
 /* Writes entry k of list l (k < 0: the default) to element i of y. */
@@ -193,7 +332,7 @@ static mcp_status ml_put(mcp_tensor *y, int64_t i, const ml_list *l, int64_t k, 
 
 /* LabelEncoder-1: strings to their index in classes_strings, or int64
  * indices back to the strings. */
-static mcp_status label_encoder_v1(mcp_kernel_ctx *ctx, const mcp_tensor *x)
+static mcp_status label_encoder_v1(mcp_kernel_ctx *ctx, const ml_label_state *ls, const mcp_tensor *x)
 {
     const mcp_attr *c = mcp_kattr(ctx, "classes_strings");
     int64_t nc = c && c->type == MCP_ATTR_STRINGS ? c->count : 0;
@@ -204,13 +343,8 @@ static mcp_status label_encoder_v1(mcp_kernel_ctx *ctx, const mcp_tensor *x)
         if (!y) return MCP_STATUS_OUT_OF_MEMORY;
         int64_t dflt = mcp_kattr_int(ctx, "default_int64", -1);
         for (int64_t i = 0; i < n; i++) {
-            int64_t v = dflt;
-            for (int64_t k = 0; k < nc; k++)
-                if (strcmp(((char *const *)x->data)[i], c->strings[k]) == 0) {
-                    v = k;
-                    break;
-                }
-            ((int64_t *)y->data)[i] = v;
+            int64_t k = ml_label_find(ls, x, i);
+            ((int64_t *)y->data)[i] = k < 0 ? dflt : k;
         }
         return MCP_STATUS_OK;
     }
@@ -231,47 +365,21 @@ static mcp_status label_encoder_v1(mcp_kernel_ctx *ctx, const mcp_tensor *x)
 static mcp_status run_label_encoder(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
+    const ml_label_state *ls = ctx->state;
+    mcp_status st;
+    if (!ls) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "label map was not built at load");
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is required");
-    if (ctx->opset < 2) return label_encoder_v1(ctx, x);
-    ml_list keys, values;
-    mcp_status st = ml_list_get(ctx->node, "keys", &keys, ctx->err);
-    if (st == MCP_STATUS_OK) st = ml_list_get(ctx->node, "values", &values, ctx->err);
-    if (st != MCP_STATUS_OK) {
-        mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-        return st;
-    }
-    if (keys.n != values.n)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "keys and values differ in length");
-    if (x->dtype != keys.dtype)
+    if (ctx->opset < 2) return label_encoder_v1(ctx, ls, x);
+    if (x->dtype != ls->keys.dtype)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is %s but the keys are %s",
-                         mcp_dtype_name(x->dtype), mcp_dtype_name(keys.dtype));
-    /* The default: default_tensor, else default_<type> of the values. */
-    float df;
-    int64_t di;
-    const char *ds;
-    ml_list dflt;
-    const mcp_attr *dt = mcp_kattr(ctx, "default_tensor");
-    if (dt && dt->type == MCP_ATTR_TENSOR && mcp_tensor_numel(&dt->t) == 1 && dt->t.dtype == values.dtype) {
-        dflt = (ml_list){dt->t.dtype, 1, dt->t.data};
-    } else if (values.dtype == MCP_DTYPE_STRING) {
-        ds = mcp_kattr_string(ctx, "default_string", "_Unused");
-        dflt = (ml_list){MCP_DTYPE_STRING, 1, &ds};
-    } else if (mcp_dtype_is_float(values.dtype)) {
-        df = mcp_kattr_float(ctx, "default_float", -0.0f);
-        dflt = (ml_list){MCP_DTYPE_FLOAT, 1, &df};
-    } else {
-        di = mcp_kattr_int(ctx, "default_int64", -1);
-        dflt = (ml_list){MCP_DTYPE_INT64, 1, &di};
-    }
-    mcp_tensor *y = mcp_kout(ctx, 0, values.dtype, x->rank, x->dims);
+                         mcp_dtype_name(x->dtype), mcp_dtype_name(ls->keys.dtype));
+    mcp_tensor *y = mcp_kout(ctx, 0, ls->values.dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     int64_t n = mcp_tensor_numel(x);
     for (int64_t i = 0; i < n; i++) {
-        /* A linear search (label maps are small); the first match wins. */
-        int64_t hit = -1;
-        for (int64_t k = 0; k < keys.n && hit < 0; k++)
-            if (ml_key_equal(x, i, &keys, k)) hit = k;
-        if ((st = ml_put(y, i, &values, hit, &dflt)) != MCP_STATUS_OK) return mcp_kfail(ctx, st, "out of memory");
+        int64_t hit = ml_label_find(ls, x, i);
+        if ((st = ml_put(y, i, &ls->values, hit, &ls->dflt)) != MCP_STATUS_OK)
+            return mcp_kfail(ctx, st, "out of memory");
     }
     return MCP_STATUS_OK;
 }
@@ -297,6 +405,9 @@ typedef enum ml_post {
     ML_POST_SOFTMAX_ZERO,
     ML_POST_PROBIT,
 } ml_post;
+
+/* The most targets (outputs per row) a TreeEnsemble may declare. */
+#define ML_TARGETS_MAX ((int64_t)1 << 20)
 
 /* The tree tables as attributes give them. */
 typedef struct ml_trees {
@@ -369,9 +480,11 @@ static mcp_status ml_trees_get(const mcp_node *node, ml_trees *t, mcp_err *err)
     if (!mcp_dtype_is_integer(t->modes->dtype))
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'nodes_modes' must be a uint8 tensor");
     t->n_targets = mcp_node_attr_int(node, "n_targets", -1);
-    if (t->n_targets <= 0 || t->n_targets > ((int64_t)1 << 31))
-        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'n_targets' (%lld) must be positive",
-                           (long long)t->n_targets);
+    /* Each run keeps one accumulator per target and writes N x n_targets
+     * values: a count beyond any real model is refused, not allocated. */
+    if (t->n_targets <= 0 || t->n_targets > ML_TARGETS_MAX)
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'n_targets' (%lld) must be in 1..%lld",
+                           (long long)t->n_targets, (long long)ML_TARGETS_MAX);
     int64_t agg = mcp_node_attr_int(node, "aggregate_function", ML_AGG_SUM);
     int64_t post = mcp_node_attr_int(node, "post_transform", ML_POST_NONE);
     if (agg < ML_AGG_AVERAGE || agg > ML_AGG_MAX)
@@ -401,9 +514,12 @@ static mcp_status ml_trees_get(const mcp_node *node, ml_trees *t, mcp_err *err)
         if (t->target[i] < 0 || t->target[i] >= t->n_targets)
             return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "leaf %lld has target %lld, n_targets is %lld", (long long)i,
                                (long long)t->target[i], (long long)t->n_targets);
+    /* A root names a node (a one-leaf tree is a node whose branches name
+     * the same leaf); any other root could never reach a leaf. */
     for (int64_t i = 0; i < t->n_roots; i++)
-        if (t->roots[i] < 0 || t->roots[i] >= (n > t->n_leaves ? n : t->n_leaves))
-            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "tree root %lld is out of range", (long long)t->roots[i]);
+        if (t->roots[i] < 0 || t->roots[i] >= n)
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'tree_roots': root %lld is not one of the %lld nodes",
+                               (long long)t->roots[i], (long long)n);
     return MCP_STATUS_OK;
 }
 
@@ -414,18 +530,59 @@ static mcp_status tree_ensemble_check(const mcp_node *node, const mcp_graph *gra
     return ml_trees_get(node, &t, err);
 }
 
-/* Where node i's member set starts in membership_values (sets are listed
- * in node order, each ended by NaN). */
-static int64_t ml_member_start(const ml_trees *t, int64_t node)
+/* The validated tables, built once at load (they point into the node's
+ * attributes, which outlive them), with what each run would otherwise
+ * recompute: where each BRANCH_MEMBER node's set starts in
+ * membership_values, and the highest feature any node reads. */
+typedef struct ml_tree_state {
+    ml_trees t;
+    int64_t *member_start; /* per node; -1 for other modes */
+    int64_t max_feature;   /* -1 when there are no nodes */
+} ml_tree_state;
+
+static void tree_ensemble_release(void *state)
 {
-    int64_t set = 0, pos = 0;
-    for (int64_t i = 0; i < node; i++) set += mcp_tensor_get_i64(t->modes, i) == ML_MODE_MEMBER;
-    for (; set > 0; pos++) set -= isnan(mcp_tensor_get_f64(t->members, pos));
-    return pos;
+    ml_tree_state *s = state;
+    if (!s) return;
+    mcp_free(s->member_start);
+    mcp_free(s);
 }
 
-static bool ml_branch_true(const ml_trees *t, int64_t i, double x)
+static mcp_status tree_ensemble_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
 {
+    (void)graph;
+    *state = NULL;
+    ml_tree_state *s = mcp_calloc(1, sizeof *s);
+    if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_status st = ml_trees_get(node, &s->t, err);
+    if (st != MCP_STATUS_OK) {
+        mcp_free(s);
+        return st;
+    }
+    const ml_trees *t = &s->t;
+    s->member_start = mcp_malloc(sizeof(int64_t) * (size_t)(t->n_nodes ? t->n_nodes : 1));
+    if (!s->member_start) {
+        mcp_free(s);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    /* Sets are listed in node order, each ended by NaN; ml_trees_get
+     * checked there is one NaN per BRANCH_MEMBER node. */
+    s->max_feature = -1;
+    for (int64_t i = 0, pos = 0; i < t->n_nodes; i++) {
+        s->max_feature = t->feature[i] > s->max_feature ? t->feature[i] : s->max_feature;
+        s->member_start[i] = -1;
+        if (mcp_tensor_get_i64(t->modes, i) != ML_MODE_MEMBER) continue;
+        s->member_start[i] = pos;
+        while (!isnan(mcp_tensor_get_f64(t->members, pos))) pos++;
+        pos++;
+    }
+    *state = s;
+    return MCP_STATUS_OK;
+}
+
+static bool ml_branch_true(const ml_tree_state *ts, int64_t i, double x)
+{
+    const ml_trees *t = &ts->t;
     if (isnan(x) && t->missing_true && t->missing_true[i]) return true;
     double s = mcp_tensor_get_f64(t->splits, i);
     switch ((ml_mode)mcp_tensor_get_i64(t->modes, i)) {
@@ -436,7 +593,7 @@ static bool ml_branch_true(const ml_trees *t, int64_t i, double x)
     case ML_MODE_EQ: return x == s;
     case ML_MODE_NEQ: return x != s;
     case ML_MODE_MEMBER:
-        for (int64_t p = ml_member_start(t, i);; p++) {
+        for (int64_t p = ts->member_start[i];; p++) {
             double m = mcp_tensor_get_f64(t->members, p);
             if (isnan(m)) return false;
             if (m == x) return true;
@@ -484,22 +641,18 @@ static double ml_probit(double p)
 static mcp_status run_tree_ensemble(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0);
-    ml_trees t;
-    mcp_status st = ml_trees_get(ctx->node, &t, ctx->err);
-    if (st != MCP_STATUS_OK) {
-        mcp_err_prefix(ctx->err, "node '%s' (%s)", ctx->node->name, ctx->node->op_type);
-        return st;
-    }
+    const ml_tree_state *ts = ctx->state;
+    if (!ts) return mcp_kfail(ctx, MCP_STATUS_INTERNAL, "tree tables were not built at load");
+    const ml_trees t = ts->t;
     if (!x) return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' is required");
     if (!mcp_dtype_is_float(x->dtype))
         return mcp_kfail(ctx, MCP_STATUS_UNSUPPORTED, "input 'X' has unsupported type %s", mcp_dtype_name(x->dtype));
     if (x->rank != 2 && x->rank != 1)
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'X' must be [N, F], got rank %d", x->rank);
     int64_t N = x->rank == 2 ? x->dims[0] : 1, F = x->dims[x->rank - 1];
-    for (int64_t i = 0; i < t.n_nodes; i++)
-        if (t.feature[i] >= F)
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "node %lld reads feature %lld of %lld", (long long)i,
-                             (long long)t.feature[i], (long long)F);
+    if (ts->max_feature >= F)
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "a node reads feature %lld of %lld",
+                         (long long)ts->max_feature, (long long)F);
     int64_t odims[2] = {N, t.n_targets};
     mcp_tensor *y = mcp_kout_uninit(ctx, 0, x->dtype, 2, odims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
@@ -521,7 +674,7 @@ static mcp_status run_tree_ensemble(mcp_kernel_ctx *ctx)
                     if (own) mcp_free(own);
                     return mcp_kfail(ctx, MCP_STATUS_INVALID_MODEL, "tree %lld does not reach a leaf", (long long)tr);
                 }
-                bool go = ml_branch_true(&t, i, mcp_tensor_get_f64(x, r * F + t.feature[i]));
+                bool go = ml_branch_true(ts, i, mcp_tensor_get_f64(x, r * F + t.feature[i]));
                 bool is_leaf = go ? t.true_leaf[i] != 0 : t.false_leaf[i] != 0;
                 i = go ? t.true_id[i] : t.false_id[i];
                 if (is_leaf) leaf = i;
@@ -568,7 +721,9 @@ static mcp_status run_tree_ensemble(mcp_kernel_ctx *ctx)
 const mcp_kernel_def mcp__ref_ml_kernels[] = {
     MCP_KERNEL_ENTRY(ML_DOMAIN, "Binarizer", 1, 0, run_binarizer, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY(ML_DOMAIN, "ArrayFeatureExtractor", 1, 0, run_array_feature_extractor, NULL, NULL, NULL),
-    MCP_KERNEL_ENTRY(ML_DOMAIN, "LabelEncoder", 1, 0, run_label_encoder, label_encoder_check, NULL, NULL),
-    MCP_KERNEL_ENTRY(ML_DOMAIN, "TreeEnsemble", 5, 0, run_tree_ensemble, tree_ensemble_check, NULL, NULL),
+    MCP_KERNEL_ENTRY(ML_DOMAIN, "LabelEncoder", 1, 0, run_label_encoder, label_encoder_check,
+                     label_encoder_prepare, label_encoder_release),
+    MCP_KERNEL_ENTRY(ML_DOMAIN, "TreeEnsemble", 5, 0, run_tree_ensemble, tree_ensemble_check,
+                     tree_ensemble_prepare, tree_ensemble_release),
 };
 const int mcp__ref_ml_kernel_count = (int)(sizeof(mcp__ref_ml_kernels) / sizeof(mcp__ref_ml_kernels[0]));

@@ -407,8 +407,8 @@ static mcp_status run_tensor_scatter(mcp_kernel_ctx *ctx)
                          (long long)batch);
     mcp_tensor *y = mcp_kout(ctx, 0, past->dtype, r, past->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    /* An empty cache may still have a huge dim ((2^62, 0, 1) with axis 1):
-     * the loop over the dims before `axis` would run without writing. */
+    /* An empty cache may still have a huge dim (a 0 after the axis, huge
+     * dims before it): the loop over those would run without writing. */
     if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
     int64_t total = mcp_tensor_numel(past);
     mcp_status st;
@@ -605,7 +605,15 @@ static mcp_status run_string_split(mcp_kernel_ctx *ctx)
  *   - refused: other (?...) groups and flags, \b \A \z \p \Q \x and other
  *     escapes, backreferences, backslashes inside brackets, a quantifier
  *     with nothing to repeat, stacked quantifiers, repeat counts over 1000
- *     (RE2's limit), and `{` not starting a count.
+ *     (RE2's limit), and `{` not starting a count;
+ *   - refused as well, because glibc's regcomp expands every repeat into
+ *     copies and its cost grows with them (measured, glibc 2.3x: 2,000
+ *     chained optional copies such as (a?){1000}(a?){1000} take 0.5 s,
+ *     20,000 alternatives 47 s, 20,000 nested groups overflow the stack):
+ *     nested repeat counts whose product exceeds 1000 (RE2 refuses those
+ *     too), over RX_SIZE_MAX atoms or RX_EPS_MAX optional copies and
+ *     alternatives once repeats are expanded, and groups nested deeper
+ *     than RX_DEPTH_MAX.
  * Where a pattern can match one arbitrary character (., [^...], \D \W \S),
  * bytes and code points differ on non-ASCII text, so such inputs fail the
  * run with a message instead of a wrong answer.
@@ -614,6 +622,87 @@ typedef struct regex_state {
     regex_t re;
     bool any_char; /* the pattern can match one arbitrary character */
 } regex_state;
+
+#define RX_REPEAT_PRODUCT_MAX 1000
+#define RX_SIZE_MAX 100000
+#define RX_EPS_MAX 2000
+#define RX_DEPTH_MAX 100
+
+/* What a piece of the pattern costs regcomp once repeats are expanded:
+ * atoms, optional copies and alternatives (the epsilon moves whose
+ * closures grow quadratically), the largest product of nested repeat
+ * counts, and whether it can match the empty string. */
+typedef struct rx_cost {
+    int64_t size, eps, prod;
+    bool nullable;
+} rx_cost;
+
+/* One open group: its finished alternatives, the current alternative's
+ * finished elements, and the last element, which a quantifier may still
+ * repeat. */
+typedef struct rx_frame {
+    rx_cost done, alt, last;
+    bool has_last;
+} rx_frame;
+
+static const rx_cost rx_atom = {1, 0, 1, false};
+
+/* Adds the last element to the current alternative. */
+static void rx_commit(rx_frame *f)
+{
+    if (!f->has_last) return;
+    f->alt.size += f->last.size;
+    f->alt.eps += f->last.eps;
+    f->alt.prod = f->last.prod > f->alt.prod ? f->last.prod : f->alt.prod;
+    f->alt.nullable = f->alt.nullable && f->last.nullable;
+    f->has_last = false;
+}
+
+/* Ends the current alternative (bar: a '|' follows, one more epsilon). */
+static void rx_end_alt(rx_frame *f, bool bar)
+{
+    rx_commit(f);
+    f->done.size += f->alt.size;
+    f->done.eps += f->alt.eps + (bar ? 1 : 0);
+    f->done.prod = f->alt.prod > f->done.prod ? f->alt.prod : f->done.prod;
+    f->done.nullable = f->done.nullable || f->alt.nullable;
+    f->alt = (rx_cost){0, 0, 1, true};
+}
+
+static void rx_push_atom(rx_frame *f, rx_cost c)
+{
+    rx_commit(f);
+    f->last = c;
+    f->has_last = true;
+}
+
+/* Applies a repeat {lo, hi} (hi < 0: unbounded) to the last element the
+ * way glibc expands it: lo copies, then hi - lo optional ones (or one
+ * starred copy). RE2 multiplies nested counts by hi, or lo if unbounded. */
+static void rx_repeat(rx_frame *f, int64_t lo, int64_t hi)
+{
+    rx_cost *c = &f->last;
+    int64_t copies = hi < 0 ? lo + 1 : hi, optional = hi < 0 ? 1 : hi - lo, count = hi < 0 ? lo : hi;
+    if (copies < 1) copies = 1;
+    c->size *= copies;
+    c->eps = c->eps * copies + optional;
+    if (count > 0) c->prod *= count;
+    c->nullable = c->nullable || lo == 0;
+}
+
+static mcp_status rx_check_cost(const rx_cost *c, mcp_err *err)
+{
+    if (c->prod > RX_REPEAT_PRODUCT_MAX)
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL,
+                           "attribute 'pattern': nested repeat counts multiply to over %d (RE2's limit)",
+                           RX_REPEAT_PRODUCT_MAX);
+    if (c->size > RX_SIZE_MAX || c->eps > RX_EPS_MAX)
+        return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
+                           "attribute 'pattern' expands to over %d atoms or %d optional parts and alternatives "
+                           "once repeats are counted",
+                           RX_SIZE_MAX, RX_EPS_MAX);
+    return MCP_STATUS_OK;
+}
 
 typedef struct rx_buf {
     char *s;
@@ -639,10 +728,14 @@ static void rx_put(rx_buf *b, const char *s)
     b->n += l;
 }
 
-static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp_err *err)
+/* Translates pat into out, tracking the cost of each open group in fr
+ * (RX_DEPTH_MAX + 1 frames). */
+static mcp_status rx_translate_in(const char *pat, rx_buf *out, bool *any_char, rx_frame *fr, mcp_err *err)
 {
     bool atom = false; /* the last thing emitted can take a quantifier */
     int depth = 0;
+    mcp_status st;
+    fr[0] = (rx_frame){.done = {0, 0, 1, false}, .alt = {0, 0, 1, true}};
     rx_put(out, "^(");
     for (const char *p = pat; *p; p++) {
         unsigned char c = (unsigned char)*p;
@@ -675,11 +768,13 @@ static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp
                 cls = lit;
             }
             rx_put(out, cls);
+            rx_push_atom(&fr[depth], rx_atom);
             atom = true;
             break;
         }
         case '.':
             rx_put(out, "[^\n]");
+            rx_push_atom(&fr[depth], rx_atom);
             *any_char = true;
             atom = true;
             break;
@@ -708,6 +803,7 @@ static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp
             memcpy(cls, p, l);
             cls[l] = 0;
             rx_put(out, cls);
+            rx_push_atom(&fr[depth], rx_atom);
             p = q;
             atom = true;
             break;
@@ -719,18 +815,29 @@ static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp
                 p += 2;
             }
             if (p[1] == ')') return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern': empty groups are not supported");
+            /* regcomp parses groups recursively: deep nesting overflows
+             * the (thread's) stack. */
+            if (depth == RX_DEPTH_MAX)
+                return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern' nests groups deeper than %d",
+                                   RX_DEPTH_MAX);
+            rx_commit(&fr[depth]);
             depth++;
+            fr[depth] = (rx_frame){.done = {0, 0, 1, false}, .alt = {0, 0, 1, true}};
             rx_put(out, "(");
             atom = false;
             break;
         case ')':
-            if (depth-- == 0) return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'pattern' has an unmatched ')'");
+            if (depth == 0) return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'pattern' has an unmatched ')'");
+            rx_end_alt(&fr[depth], false);
+            depth--;
+            rx_push_atom(&fr[depth], fr[depth + 1].done);
             rx_put(out, ")");
             atom = true;
             break;
         case '|':
             if (p[1] == '|' || p[1] == ')' || p[1] == 0 || p == pat || p[-1] == '(' || p[-1] == '|')
                 return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern': empty alternatives are not supported");
+            rx_end_alt(&fr[depth], true);
             rx_put(out, "|");
             atom = false;
             break;
@@ -763,9 +870,11 @@ static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp
                 memcpy(rep, p, l);
                 rep[l] = 0;
                 rx_put(out, rep);
+                rx_repeat(&fr[depth], lo, hi);
                 p = q;
             } else {
                 rx_put(out, lit);
+                rx_repeat(&fr[depth], c == '+' ? 1 : 0, c == '?' ? 1 : -1);
             }
             if (p[1] == '?') p++; /* lazy: the same full matches */
             if (p[1] == '*' || p[1] == '+' || p[1] == '?' || p[1] == '{')
@@ -776,21 +885,43 @@ static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp
         case ']':
         case '}':
             rx_put(out, c == ']' ? "\\]" : "\\}");
+            rx_push_atom(&fr[depth], rx_atom);
             atom = true;
             break;
         case '^':
         case '$':
             rx_put(out, lit);
+            rx_push_atom(&fr[depth], rx_atom);
             atom = false;
             break;
         default:
             rx_put(out, lit);
+            rx_push_atom(&fr[depth], rx_atom);
             atom = true;
         }
+        /* Only the innermost open group changed; checking it after every
+         * step also keeps the counts far from overflowing. */
+        if ((st = rx_check_cost(&fr[depth].last, err)) != MCP_STATUS_OK ||
+            (st = rx_check_cost(&fr[depth].alt, err)) != MCP_STATUS_OK ||
+            (st = rx_check_cost(&fr[depth].done, err)) != MCP_STATUS_OK)
+            return st;
     }
     if (depth != 0) return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'pattern' has an unclosed '('");
+    rx_end_alt(&fr[0], false);
+    if ((st = rx_check_cost(&fr[0].done, err)) != MCP_STATUS_OK) return st;
     rx_put(out, ")$");
     return out->oom ? mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory") : MCP_STATUS_OK;
+}
+
+/* Translates pattern pat to a POSIX ERE in out (the caller frees out->s),
+ * refusing what regcomp would answer differently or too slowly. */
+static mcp_status rx_translate(const char *pat, rx_buf *out, bool *any_char, mcp_err *err)
+{
+    rx_frame *fr = mcp_malloc(sizeof *fr * (RX_DEPTH_MAX + 1));
+    if (!fr) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    mcp_status st = rx_translate_in(pat, out, any_char, fr, err);
+    mcp_free(fr);
+    return st;
 }
 
 static void regex_release(void *state)
@@ -801,25 +932,35 @@ static void regex_release(void *state)
     mcp_free(s);
 }
 
-static mcp_status regex_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+/* The `pattern` attribute, translated into b (the caller frees b->s). */
+static mcp_status regex_translate(const mcp_node *node, rx_buf *b, bool *any_char, const char **pattern, mcp_err *err)
 {
-    (void)graph;
-    *state = NULL;
     const mcp_attr *a = mcp_node_attr(node, "pattern");
     if (!a || a->type != MCP_ATTR_STRING)
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "attribute 'pattern' is required");
     if (strlen(a->s) != a->s_len)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern' holds a NUL byte");
+    *pattern = a->s;
+    return rx_translate(a->s, b, any_char, err);
+}
+
+/* Compiles the pattern once, at load; the runs share the compiled form
+ * (regexec only reads it). */
+static mcp_status regex_prepare(const mcp_node *node, const mcp_graph *graph, void **state, mcp_err *err)
+{
+    (void)graph;
+    *state = NULL;
     regex_state *s = mcp_calloc(1, sizeof *s);
     rx_buf b = {0};
+    const char *pattern = "";
     if (!s) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    mcp_status st = rx_translate(a->s, &b, &s->any_char, err);
+    mcp_status st = regex_translate(node, &b, &s->any_char, &pattern, err);
     if (st == MCP_STATUS_OK) {
         int rc = regcomp(&s->re, b.s, REG_EXTENDED | REG_NOSUB);
         if (rc != 0) {
             char why[128];
             regerror(rc, &s->re, why, sizeof why);
-            st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern' '%s' is not supported: %s", a->s, why);
+            st = mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "attribute 'pattern' '%s' is not supported: %s", pattern, why);
         }
     }
     mcp_free(b.s);
@@ -831,11 +972,16 @@ static mcp_status regex_prepare(const mcp_node *node, const mcp_graph *graph, vo
     return MCP_STATUS_OK;
 }
 
+/* Translation only: what it refuses (syntax, sizes) fails the load here;
+ * regcomp runs once, in regex_prepare. */
 static mcp_status regex_check(const mcp_node *node, const mcp_graph *graph, mcp_err *err)
 {
-    void *state = NULL;
-    mcp_status st = regex_prepare(node, graph, &state, err);
-    regex_release(state);
+    (void)graph;
+    rx_buf b = {0};
+    bool any_char = false;
+    const char *pattern = "";
+    mcp_status st = regex_translate(node, &b, &any_char, &pattern, err);
+    mcp_free(b.s);
     return st;
 }
 
@@ -865,7 +1011,7 @@ static mcp_status run_regex_full_match(mcp_kernel_ctx *ctx)
 /* ---- kernel table ---- */
 
 const mcp_kernel_def mcp__ref_newer_kernels[] = {
-    MCP_KERNEL_ENTRY("", "BitCast", 26, 0, run_bitcast, bitcast_check, NULL, NULL),
+    {MCP_KERNEL_FIELDS("", "BitCast", 26, 0, run_bitcast, bitcast_check, NULL, NULL), .narrow_types = MCP_NARROW_ALL},
     MCP_KERNEL_ENTRY("", "Col2Im", 18, 0, run_col2im, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "CenterCropPad", 18, 0, run_center_crop_pad, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "AffineGrid", 20, 0, run_affine_grid, NULL, NULL, NULL),

@@ -809,7 +809,8 @@ const mcp_kernel_def mcp__ref_nn_kernels[] = {
     MCP_KERNEL_ENTRY("", "Gemm", 1, 0, mcp__nn_run_gemm, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "MatMulInteger", 10, 0, mcp__nn_run_matmul_integer, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY("", "QLinearMatMul", 10, 0, mcp__nn_run_qlinear_matmul, NULL, NULL, NULL),
-    MCP_KERNEL_ENTRY("", "QuantizeLinear", 10, 0, mcp__nn_run_quantize_linear, NULL, NULL, NULL),
+    {MCP_KERNEL_FIELDS("", "QuantizeLinear", 10, 0, mcp__nn_run_quantize_linear, NULL, NULL, NULL),
+     .narrow_types = MCP_NARROW_ALL},
     MCP_KERNEL_ENTRY(MCP_DOMAIN_INTERNAL, "QLinearConvAdd", 1, 0, mcp__nn_run_qlinear_conv_add, NULL, NULL, NULL),
     MCP_KERNEL_ENTRY(MCP_DOMAIN_INTERNAL, "MatMulIntegerScaled", 1, 0, mcp__nn_run_matmul_integer_scaled, NULL, NULL,
                      NULL),
@@ -817,7 +818,8 @@ const mcp_kernel_def mcp__ref_nn_kernels[] = {
      * share; Y may take A's or B's storage. */
     {MCP_KERNEL_FIELDS(MCP_DOMAIN_INTERNAL, "QLinearAdd", 1, 0, mcp__nn_run_qlinear_add, NULL, NULL, NULL),
      .reads_formats = true, .inplace_inputs = (1u << 0) | (1u << 3)},
-    MCP_KERNEL_ENTRY("", "DequantizeLinear", 10, 0, mcp__nn_run_dequantize_linear, NULL, NULL, NULL),
+    {MCP_KERNEL_FIELDS("", "DequantizeLinear", 10, 0, mcp__nn_run_dequantize_linear, NULL, NULL, NULL),
+     .narrow_types = MCP_NARROW_ALL},
     MCP_KERNEL_ENTRY("", "DynamicQuantizeLinear", 11, 0, mcp__nn_run_dynamic_quantize_linear, NULL, NULL, NULL),
 };
 const int mcp__ref_nn_kernel_count = (int)(sizeof(mcp__ref_nn_kernels) /

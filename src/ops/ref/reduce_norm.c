@@ -475,8 +475,8 @@ mcp_status mcp__ref_reduce_lpnorm_run(mcp_kernel_ctx *ctx)
                          (long long)a, x->rank);
     mcp_tensor *y = mcp_kout(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
-    /* An empty tensor may still have a huge dim (2^62 x 0): the loops
-     * below would run over it without touching an element. */
+    /* An empty tensor may still have a huge dim (0 x 2^62 passes the size
+     * check): the loops below would run over it touching no element. */
     if (mcp_tensor_numel(y) == 0) return MCP_STATUS_OK;
     int64_t outer = mcp__red_span(x->dims, 0, axis), n = x->dims[axis];
     int64_t inner = mcp__red_span(x->dims, axis + 1, x->rank);
