@@ -133,6 +133,60 @@ def export_attention(name, out_dir):
     print(f"{name}: {path}")
 
 
+# One-node models of the transformer and vision norms (opsets 21, 23):
+# rmsnorm (batch, 512, 4096), groupnorm 32 groups over (batch, 256, 64, 64),
+# rotary over (batch, 32 heads, 2048, 64) with position ids.
+OPS = ("rmsnorm", "groupnorm", "rotary")
+
+
+def export_op(name, out_dir):
+    from onnx import TensorProto, helper, numpy_helper, save
+    rng = np.random.default_rng(0)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+    extra_in, feeds = [], {}
+    if name == "rmsnorm":
+        shape, opset = [512, 4096], 23
+        g = f32(4096)
+        inits = [numpy_helper.from_array(g, "g")]
+        node = helper.make_node("RMSNormalization", ["input", "g"], ["output"])
+        ref = lambda x: x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + 1e-5) * g
+    elif name == "groupnorm":
+        shape, opset = [256, 64, 64], 21
+        sc, bi = f32(256), f32(256)
+        inits = [numpy_helper.from_array(sc, "s"), numpy_helper.from_array(bi, "b")]
+        node = helper.make_node("GroupNormalization", ["input", "s", "b"], ["output"], num_groups=32)
+
+        def ref(x):
+            g = x.reshape(x.shape[0], 32, -1)
+            y = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)).reshape(x.shape)
+            return y * sc.reshape(1, -1, 1, 1) + bi.reshape(1, -1, 1, 1)
+    else:
+        shape, opset = [32, 2048, 64], 23
+        ang = np.arange(4096)[:, None] / (10000 ** (np.arange(0, 64, 2) / 64))[None, :]
+        cos, sin = np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        inits = [numpy_helper.from_array(cos, "c"), numpy_helper.from_array(sin, "s")]
+        extra_in = [helper.make_tensor_value_info("pos", TensorProto.INT64, ["batch", 2048])]
+        node = helper.make_node("RotaryEmbedding", ["input", "c", "s", "pos"], ["output"])
+
+        def ref(x):  # position ids all 1, as both benchmarks feed them
+            c, s_ = cos[1].reshape(1, 1, 1, 32), sin[1].reshape(1, 1, 1, 32)
+            x1, x2 = x[..., :32], x[..., 32:]
+            return np.concatenate([c * x1 - s_ * x2, s_ * x1 + c * x2], axis=-1)
+        feeds["pos"] = np.ones((2, 2048), dtype=np.int64)
+    io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch"] + shape) for n in ("input", "output")]
+    model = helper.make_model(helper.make_graph([node], name, io[:1] + extra_in, io[1:], inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    path = os.path.join(out_dir, f"{name}.onnx")
+    save(model, path)
+    x = f32(2, *shape)
+    np.save(os.path.join(out_dir, f"{name}.input.npy"), x)
+    for k, v in feeds.items():
+        np.save(os.path.join(out_dir, f"{name}.{k}.npy"), v)
+    np.save(os.path.join(out_dir, f"{name}.output.npy"), ref(x.astype(np.float64)).astype(np.float32))
+    print(f"{name}: {path}")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -142,6 +196,9 @@ def main():
     for n in names:
         if ATTENTION.match(n):
             export_attention(n, out_dir)
+            continue
+        if n in OPS:
+            export_op(n, out_dir)
             continue
         if n not in MODELS:
             sys.exit(f"unknown model '{n}' (known: {', '.join(MODELS)})")

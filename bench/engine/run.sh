@@ -22,6 +22,8 @@
 # compared side by side at the end. Our engine runs a _decomposed_ model
 # as written (`mcpctl perf --no-graph-passes`): its passes would otherwise
 # fuse the subgraph into the same Attention kernel.
+# rmsnorm, groupnorm, rotary: one RMSNormalization-23, GroupNormalization-21
+# or RotaryEmbedding-23 node (tools/export_bench_models.py).
 # NAME_int8: NAME quantized by `mcpctl quantize`; both engines run that file.
 # NAME_bf16: our engine runs NAME with the session option bf16 (`mcpctl perf
 # --bf16`: convolutions and matrix products in bfloat16); ONNX Runtime has no
@@ -127,7 +129,13 @@ PY
     continue
   fi
   rm -rf "$CACHE/out-$m"
-  "$MCPCTL" run "$CACHE/$m.onnx" "$CACHE/out-$m" "input=$CACHE/$m.input.npy" >/dev/null
+  # Inputs besides `input` (the rotary model's position ids): NAME.<input>.npy.
+  extra=()
+  for f in "$CACHE/$m".*.npy; do
+    k=${f#"$CACHE/$m".}; k=${k%.npy}
+    case "$k" in input|output|*.*) ;; *) extra+=("$k=$f") ;; esac
+  done
+  "$MCPCTL" run "$CACHE/$m.onnx" "$CACHE/out-$m" "input=$CACHE/$m.input.npy" "${extra[@]}" >/dev/null
   /usr/bin/python3 - "$CACHE" "$m" <<'PY'
 import sys, numpy as np
 cache, m = sys.argv[1], sys.argv[2]

@@ -44,7 +44,7 @@ mcp_status mcp_attention_plan_init(mcp_kernel_ctx *ctx, mcp_attention_plan *p);
 
 /* Whether Y and the qk output asked for are empty (then other dims may be
  * huge: nothing may loop over them). */
-bool mcp_attention_nothing_to_do(const mcp_attention_plan *p, const mcp_tensor *y, const mcp_tensor *qk);
+bool mcp_attention_nothing_to_do(const mcp_tensor *y, const mcp_tensor *qk);
 
 /* The offset of causal alignment and the number of valid keys of batch b. */
 int64_t mcp_attention_causal_offset(const mcp_attention_plan *p, int64_t b);

@@ -125,7 +125,7 @@ static mcp_status att_run(mcp_kernel_ctx *ctx)
     if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
     if (st != MCP_STATUS_OK) return st;
     const int64_t T = p.total, blocks = (p.sq + ATT_BLOCK - 1) / ATT_BLOCK, items = p.batch * p.hq * blocks;
-    if (items == 0 || T == 0 || mcp_attention_nothing_to_do(&p, y, qk)) return MCP_STATUS_OK;
+    if (items == 0 || T == 0 || mcp_attention_nothing_to_do(y, qk)) return MCP_STATUS_OK;
     const int64_t block = p.sq < ATT_BLOCK ? p.sq : ATT_BLOCK;
 
     /* Keys and values: in place without a past; else past and new ones

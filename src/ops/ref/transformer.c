@@ -277,9 +277,8 @@ mcp_status mcp_attention_plan_init(mcp_kernel_ctx *ctx, mcp_attention_plan *p)
     return plan_sizes(ctx, p);
 }
 
-bool mcp_attention_nothing_to_do(const mcp_attention_plan *p, const mcp_tensor *y, const mcp_tensor *qk)
+bool mcp_attention_nothing_to_do(const mcp_tensor *y, const mcp_tensor *qk)
 {
-    (void)p;
     return mcp_tensor_numel(y) == 0 && (!qk || mcp_tensor_numel(qk) == 0);
 }
 
@@ -423,7 +422,7 @@ static mcp_status run_attention(mcp_kernel_ctx *ctx)
     if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
     if (st != MCP_STATUS_OK) return st;
     const int64_t rows = p.batch * p.hq * p.sq;
-    if (rows == 0 || mcp_attention_nothing_to_do(&p, y, qk)) return MCP_STATUS_OK;
+    if (rows == 0 || mcp_attention_nothing_to_do(y, qk)) return MCP_STATUS_OK;
     int nt = mcp_kthreads(ctx, rows * p.total * (p.d + p.dv));
     bool failed = false;
 #pragma omp parallel num_threads(nt) if (nt > 1)
