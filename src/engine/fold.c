@@ -112,7 +112,10 @@ static bool outputs_static_size(const mcp_graph *g, const mcp_node *n, size_t *b
             *known = false;
             continue;
         }
-        size_t size = t->dtype == MCP_DTYPE_STRING ? sizeof(char *) : (size_t)mcp_dtype_size(t->dtype);
+        /* Packed 4- and 2-bit types: a byte an element bounds them. */
+        size_t size = t->dtype == MCP_DTYPE_STRING      ? sizeof(char *)
+                      : mcp_dtype_is_packed(t->dtype) ? 1
+                                                      : (size_t)mcp_dtype_size(t->dtype);
         for (int d = 0; *known && d < t->rank; d++) {
             if (t->dims[d] < 0) *known = false;
             else if (t->dims[d] > 0 && size > SIZE_MAX / (size_t)t->dims[d]) size = SIZE_MAX;
