@@ -133,6 +133,35 @@ def export_attention(name, out_dir):
     print(f"{name}: {path}")
 
 
+# attention_decode_T: one decoding step of grouped-query attention, as an
+# LLM runs it over a static cache: Q (batch, 32 heads, 1, 128) against K and
+# V (1, 8 heads, T, 128), one Attention-23 node.
+DECODE = re.compile(r"attention_decode_(\d+)$")
+
+
+def export_decode(name, out_dir):
+    from onnx import TensorProto, helper, save
+    t = int(DECODE.match(name).group(1))
+    ins = [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 32, 1, 128]),
+           helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 8, t, 128]),
+           helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 8, t, 128])]
+    out = [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["batch", 32, 1, 128])]
+    model = helper.make_model(helper.make_graph([helper.make_node("Attention", ["input", "k", "v"], ["output"])],
+                                                name, ins, out), opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    path = os.path.join(out_dir, f"{name}.onnx")
+    save(model, path)
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((1, 32, 1, 128), (1, 8, t, 128), (1, 8, t, 128)))
+    kk, vv = np.repeat(k.astype(np.float64), 4, axis=1), np.repeat(v.astype(np.float64), 4, axis=1)
+    sc = q.astype(np.float64) @ kk.transpose(0, 1, 3, 2) / np.sqrt(128)
+    p = np.exp(sc - sc.max(-1, keepdims=True))
+    y = (p / p.sum(-1, keepdims=True)) @ vv
+    for n, a in (("input", q), ("k", k), ("v", v), ("output", y.astype(np.float32))):
+        np.save(os.path.join(out_dir, f"{name}.{n}.npy"), a)
+    print(f"{name}: {path}")
+
+
 # One-node models of the transformer and vision norms (opsets 21, 23):
 # rmsnorm (batch, 512, 4096), groupnorm 32 groups over (batch, 256, 64, 64),
 # rotary over (batch, 32 heads, 2048, 64) with position ids.
@@ -199,6 +228,9 @@ def main():
             continue
         if n in OPS:
             export_op(n, out_dir)
+            continue
+        if DECODE.match(n):
+            export_decode(n, out_dir)
             continue
         if n not in MODELS:
             sys.exit(f"unknown model '{n}' (known: {', '.join(MODELS)})")

@@ -184,6 +184,16 @@ def cases(out, rng, lib):
                        [("Q", r(2, 2, 3, 8)), ("K", r(2, 2, 8, 8)), ("V", r(2, 2, 8, 8)), ("attn_mask", None),
                         ("past_key", None), ("past_value", None),
                         ("nonpad_kv_seqlen", np.array([5, 8], dtype=np.int64))], {"is_causal": causal})
+    # A decoding step (one query row) of grouped-query heads: the fused
+    # kernel takes a group's heads as the rows of one product.
+    attention_case(lib, out, "test_attention_decode_gqa_qk_nonpad", 24,
+                   [("Q", r(2, 8, 1, 8)), ("K", r(2, 2, 9, 8)), ("V", r(2, 2, 9, 4)), ("attn_mask", r(2, 8, 1, 9)),
+                    ("past_key", None), ("past_value", None),
+                    ("nonpad_kv_seqlen", np.array([6, 9], dtype=np.int64))],
+                   {"is_causal": 1, "qk_matmul_output_mode": 3}, outputs=("Y", "", "", "qk_matmul_output"))
+    attention_case(lib, out, "test_attention_decode_gqa_3d", 23,
+                   [("Q", r(1, 1, 6 * 8)), ("K", r(1, 5, 2 * 8)), ("V", r(1, 5, 2 * 8))],
+                   {"q_num_heads": 6, "kv_num_heads": 2})
     # Double, and a sequence longer than the fused kernel's block.
     attention_case(lib, out, "test_attention_double", 23,
                    [("Q", r(1, 2, 3, 4, dtype=np.float64)), ("K", r(1, 2, 5, 4, dtype=np.float64)),

@@ -6,8 +6,9 @@
  * second sgemm multiplies the probabilities with the values straight into
  * Y. The (batch, heads, q, total) score tensor of the decomposed graph is
  * never written, so long sequences stay in cache. Grouped-query heads read
- * their shared key / value head in place; 3-D and 4-D layouts are read
- * through their strides, without transposes.
+ * their shared key / value head in place, and in a decoding step (one query
+ * row) the heads of a group are the rows of one product; 3-D and 4-D
+ * layouts are read through their strides, without transposes.
  *
  * When the node does not ask for qk_matmul_output, causal masking and
  * nonpad_kv_seqlen cut the keys a block multiplies against (about half the
@@ -124,9 +125,18 @@ static mcp_status att_run(mcp_kernel_ctx *ctx)
     st = mcp__ref_attention_outputs(ctx, &p, &y, &qk);
     if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
     if (st != MCP_STATUS_OK) return st;
-    const int64_t T = p.total, blocks = (p.sq + ATT_BLOCK - 1) / ATT_BLOCK, items = p.batch * p.hq * blocks;
+    /* The rows of one product: up to ATT_BLOCK query rows of one head; or,
+     * for a single query row (a decoding step) of grouped-query heads, the
+     * rows of every query head sharing a key / value head, so that those
+     * keys and values are read once per group instead of once per head. */
+    const int64_t T = p.total, group = p.hq / p.hkv;
+    const bool heads_as_rows = p.sq == 1 && group > 1;
+    const int64_t blocks = heads_as_rows ? 1 : (p.sq + ATT_BLOCK - 1) / ATT_BLOCK;
+    const int64_t items = p.batch * (heads_as_rows ? p.hkv : p.hq) * blocks;
     if (items == 0 || T == 0 || mcp_attention_nothing_to_do(y, qk)) return MCP_STATUS_OK;
-    const int64_t block = p.sq < ATT_BLOCK ? p.sq : ATT_BLOCK;
+    const int64_t block = heads_as_rows ? group : p.sq < ATT_BLOCK ? p.sq : ATT_BLOCK;
+    /* Element distance between consecutive rows of a product in Q and Y. */
+    const int64_t q_step = heads_as_rows ? p.qs[1] : p.qs[2], y_step = heads_as_rows ? p.ys[1] : p.ys[2];
 
     /* Keys and values: in place without a past; else past and new ones
      * together, in the present outputs or a buffer. */
@@ -154,7 +164,7 @@ static mcp_status att_run(mcp_kernel_ctx *ctx)
         vs.s[0] = p.hkv * T * p.dv, vs.s[1] = T * p.dv, vs.s[2] = p.dv;
     }
 
-    int nt = mcp_kthreads(ctx, items * ATT_BLOCK * T * (p.d + p.dv));
+    int nt = mcp_kthreads(ctx, items * block * T * (p.d + p.dv));
     if (nt > items) nt = (int)items;
     const size_t sbytes = (size_t)nt * (size_t)block * (size_t)T * sizeof(float);
     float *scores = mcp_kscratch(ctx, 0, sbytes), *heap_scores = NULL;
@@ -164,33 +174,39 @@ static mcp_status att_run(mcp_kernel_ctx *ctx)
     }
     const float *qd = p.q->data;
     float *yd = y->data, *qkd = qk ? qk->data : NULL;
-    const int64_t group = p.hq / p.hkv;
+    const int64_t heads = heads_as_rows ? p.hkv : p.hq;
     int failed = 0;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
     for (int64_t it = 0; it < items; it++) {
         float *s = scores + (size_t)omp_get_thread_num() * (size_t)block * (size_t)T;
-        const int64_t blk = it % blocks, h = it / blocks % p.hq, b = it / blocks / p.hq, hk = h / group;
-        const int64_t i0 = blk * ATT_BLOCK, rows = p.sq - i0 < ATT_BLOCK ? p.sq - i0 : ATT_BLOCK;
+        /* Row r of the product is query row i0 + r of head h, or (heads as
+         * rows) row 0 of head h + r. */
+        const int64_t blk = it % blocks, b = it / blocks / heads;
+        const int64_t h = heads_as_rows ? it / blocks % heads * group : it / blocks % heads, hk = h / group;
+        const int64_t i0 = blk * ATT_BLOCK, rows = heads_as_rows ? group : p.sq - i0 < ATT_BLOCK ? p.sq - i0 : ATT_BLOCK;
+        const int64_t last_i = heads_as_rows ? 0 : i0 + rows - 1;
         /* Keys past the last one a row of this block may see need no product. */
         int64_t n = T;
         if (!qk) {
             int64_t open = mcp_attention_valid_keys(&p, b);
-            if (p.causal && i0 + rows + mcp_attention_causal_offset(&p, b) < open)
-                open = i0 + rows + mcp_attention_causal_offset(&p, b);
+            if (p.causal && last_i + 1 + mcp_attention_causal_offset(&p, b) < open)
+                open = last_i + 1 + mcp_attention_causal_offset(&p, b);
             if (open >= 1) n = open;
         }
         const float *qb = qd + b * p.qs[0] + h * p.qs[1] + i0 * p.qs[2];
         const float *kb = ks.base + b * ks.s[0] + hk * ks.s[1];
         const float *vb = vs.base + b * vs.s[0] + hk * vs.s[1];
-        if (dnnl_sgemm('N', 'T', rows, n, p.d, p.scale, qb, p.qs[2], kb, ks.s[2], 0.0f, s, n) != dnnl_success) {
+        if (dnnl_sgemm('N', 'T', rows, n, p.d, p.scale, qb, q_step, kb, ks.s[2], 0.0f, s, n) != dnnl_success) {
 #pragma omp atomic write
             failed = 1;
             continue;
         }
-        for (int64_t r = 0; r < rows; r++)
-            att_row(&p, b, h, i0 + r, s + r * n, n, qkd ? qkd + ((b * p.hq + h) * p.sq + i0 + r) * T : NULL);
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t rh = heads_as_rows ? h + r : h, ri = heads_as_rows ? 0 : i0 + r;
+            att_row(&p, b, rh, ri, s + r * n, n, qkd ? qkd + ((b * p.hq + rh) * p.sq + ri) * T : NULL);
+        }
         float *yb = yd + b * p.ys[0] + h * p.ys[1] + i0 * p.ys[2];
-        if (dnnl_sgemm('N', 'N', rows, p.dv, n, 1.0f, s, n, vb, vs.s[2], 0.0f, yb, p.ys[2]) != dnnl_success) {
+        if (dnnl_sgemm('N', 'N', rows, p.dv, n, 1.0f, s, n, vb, vs.s[2], 0.0f, yb, y_step) != dnnl_success) {
 #pragma omp atomic write
             failed = 1;
         }
