@@ -30,9 +30,10 @@ ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.f
              np.object_: TensorProto.STRING, np.str_: TensorProto.STRING}
 
 
-def write_case(out, name, opset, node, inputs, outputs, initializers=(), opsets=None, ir_version=8):
+def write_case(out, name, opset, node, inputs, outputs, initializers=(), opsets=None, ir_version=8, functions=()):
     """inputs / outputs: lists of (name, numpy array); node: one node or a
-    list of them; initializers: TensorProtos; opsets: extra {domain: version}."""
+    list of them; initializers: TensorProtos; opsets: extra {domain: version};
+    functions: the model's local FunctionProtos."""
     case = os.path.join(out, "node", name)
     data = os.path.join(case, "test_data_set_0")
     os.makedirs(data, exist_ok=True)
@@ -45,6 +46,7 @@ def write_case(out, name, opset, node, inputs, outputs, initializers=(), opsets=
                               initializer=list(initializers))
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in (opsets or {}).items()]
     model = helper.make_model(graph, opset_imports=imports)
+    model.functions.extend(functions)
     model.ir_version = ir_version
     with open(os.path.join(case, "model.onnx"), "wb") as f:
         f.write(model.SerializeToString())

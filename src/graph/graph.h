@@ -179,6 +179,11 @@ struct mcp_graph {
     mcp_graph *parent;
     int n_values, cap_values;
     mcp_graph_value *values;
+    /* Names of values[0 .. name_index_n) hashed (open addressing, value
+     * index + 1, 0 empty; the latest of equal names), so import looks names
+     * up in constant time; values added later are scanned. */
+    int *name_index;
+    int name_index_cap, name_index_n;
     int n_nodes, cap_nodes;
     mcp_node *nodes;
     int n_inputs;

@@ -25,6 +25,13 @@ typedef struct import_ctx {
      * the data area (a compiled model writes everything else inline). */
     bool in_blob_ok;
     bool *read_external; /* set when a tensor's data came from an external file */
+    /* The model's local functions (ModelProto.functions), inlined where a
+     * node calls one; fn_scope: the function whose body is importing (its
+     * opset_import binds its nodes), fn_depth: calls nested so far. */
+    const struct fn_table *fns;
+    const Onnx__FunctionProto *fn_scope;
+    int fn_depth;
+    size_t *fn_nodes; /* nodes inlined so far, against MAX_FN_NODES */
 } import_ctx;
 
 /* Decoding with the counted allocator lets tensors take over raw_data. */
@@ -405,6 +412,44 @@ static void type_release(mcp_type *t)
 
 /* ---- graph building ---- */
 
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Indexes values[i], which then shadows an earlier value of the same name. */
+static void name_index_put(mcp_graph *g, int i)
+{
+    int mask = g->name_index_cap - 1;
+    for (int at = (int)(name_hash(g->values[i].name) & (uint64_t)mask);; at = (at + 1) & mask) {
+        int e = g->name_index[at];
+        if (e == 0 || strcmp(g->values[e - 1].name, g->values[i].name) == 0) {
+            g->name_index[at] = i + 1;
+            return;
+        }
+    }
+}
+
+/* Brings the index up to every value, growing it to stay under half full;
+ * false when out of memory (lookups then scan). */
+static bool name_index_update(mcp_graph *g)
+{
+    if (g->n_values * 2 >= g->name_index_cap) {
+        int cap = g->name_index_cap ? g->name_index_cap : 64;
+        while (g->n_values * 2 >= cap) cap *= 2;
+        int *t = mcp_calloc((size_t)cap, sizeof *t);
+        if (!t) return false;
+        mcp_free(g->name_index);
+        g->name_index = t;
+        g->name_index_cap = cap;
+        g->name_index_n = 0;
+    }
+    for (; g->name_index_n < g->n_values; g->name_index_n++) name_index_put(g, g->name_index_n);
+    return true;
+}
+
 static int add_value(mcp_graph *g, const char *name, mcp_err *err)
 {
     if (g->n_values == g->cap_values) {
@@ -422,15 +467,25 @@ static int add_value(mcp_graph *g, const char *name, mcp_err *err)
     v->outer = -1;
     v->initializer = -1;
     v->producer = -1;
-    return g->n_values++;
+    g->n_values++;
+    name_index_update(g); /* best effort: without it lookups scan */
+    return g->n_values - 1;
 }
 
 int mcp_graph_find_value(const mcp_graph *g, const char *name)
 {
-    /* Latest definition wins (a subgraph may shadow an outer name). */
-    for (int i = g->n_values - 1; i >= 0; i--)
+    /* Latest definition wins (a subgraph may shadow an outer name): the
+     * values added since the index was brought up to date first. */
+    int indexed = g->name_index ? g->name_index_n : 0;
+    for (int i = g->n_values - 1; i >= indexed; i--)
         if (strcmp(g->values[i].name, name) == 0) return i;
-    return -1;
+    if (!indexed) return -1;
+    int mask = g->name_index_cap - 1;
+    for (int at = (int)(name_hash(name) & (uint64_t)mask);; at = (at + 1) & mask) {
+        int e = g->name_index[at];
+        if (e == 0) return -1;
+        if (strcmp(g->values[e - 1].name, name) == 0) return e - 1;
+    }
 }
 
 const mcp_prepacked *mcp_graph_prepacked(const mcp_graph *g, const mcp_node *n, int slot)
@@ -615,7 +670,13 @@ static mcp_status import_node(mcp_graph *g, const Onnx__NodeProto *np, int index
     n->domain = mcp_strdup(np->domain && strcmp(np->domain, "ai.onnx") != 0 ? np->domain : "");
     if (!n->name || !n->op_type || !n->domain) return mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     if (!*n->op_type) return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' has no op_type", n->name);
-    n->opset = (int)mcp_graph_opset(g, n->domain);
+    n->opset = 0;
+    for (size_t i = 0; ic->fn_scope && i < ic->fn_scope->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *op = ic->fn_scope->opset_import[i];
+        const char *d = op->domain && strcmp(op->domain, "ai.onnx") != 0 ? op->domain : "";
+        if (strcmp(d, n->domain) == 0 && op->has_version) n->opset = (int)op->version;
+    }
+    if (n->opset <= 0) n->opset = (int)mcp_graph_opset(g, n->domain);
     if (n->opset <= 0)
         return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' (%s): domain '%s' is not in the model's opset_import",
                            n->name, n->op_type, n->domain);
@@ -662,6 +723,288 @@ static mcp_status import_node(mcp_graph *g, const Onnx__NodeProto *np, int index
         n->outputs[n->n_outputs++] = idx;
     }
     return MCP_STATUS_OK;
+}
+
+/* ---- model-local functions ----
+ *
+ * A node whose (domain, op_type, overload) names one of the model's local
+ * functions (ModelProto.functions, IR 8+) is replaced by the function's
+ * nodes: formal inputs and outputs become the call's values, every other
+ * value and node name gets the call's name as a prefix, and an attribute
+ * that refers to a function attribute (ref_attr_name) takes the call's
+ * value, else the function's default, else is left out. Calls inside a
+ * function inline in turn, to MAX_FN_DEPTH. Debian's onnx.proto predates
+ * FunctionProto.attribute_proto (11) and overload (13) and
+ * NodeProto.overload (8): they arrive as unknown fields and are read here.
+ */
+#define MAX_FN_DEPTH 32
+/* Inlining multiplies: a function calling another twice, 32 levels deep,
+ * would make 2^32 nodes. The nodes inlined in one model are bounded. */
+#define MAX_FN_NODES ((size_t)1 << 18)
+
+typedef struct local_fn {
+    const Onnx__FunctionProto *fp;
+    const char *domain; /* "" for the default domain */
+    char *overload;     /* "" when none */
+    Onnx__AttributeProto **defaults;
+    size_t n_defaults;
+} local_fn;
+
+typedef struct fn_table {
+    local_fn *fns;
+    size_t n;
+} fn_table;
+
+/* The payload of msg's k-th unknown length-delimited field `tag`: false
+ * when there is none. protobuf-c keeps such a field with its length
+ * prefix, which is read (and checked) here. */
+static bool unknown_field(const ProtobufCMessage *msg, uint32_t tag, size_t k, const uint8_t **data, size_t *len)
+{
+    for (unsigned i = 0; i < msg->n_unknown_fields; i++) {
+        const ProtobufCMessageUnknownField *f = &msg->unknown_fields[i];
+        if (f->tag != tag || f->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED || k-- != 0) continue;
+        uint64_t n = 0;
+        size_t at = 0;
+        for (int shift = 0; at < f->len && shift < 64; shift += 7) {
+            uint8_t b = f->data[at++];
+            n |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+        }
+        if (n != f->len - at) return false;
+        *data = f->data + at;
+        *len = (size_t)n;
+        return true;
+    }
+    return false;
+}
+
+/* A string field kept among msg's unknown fields (overload), or "". */
+static char *unknown_string(const ProtobufCMessage *msg, uint32_t tag)
+{
+    const uint8_t *d = NULL;
+    size_t n = 0;
+    bool found = unknown_field(msg, tag, 0, &d, &n);
+    char *s = mcp_malloc(found ? n + 1 : 1);
+    if (!s) return NULL;
+    if (found) memcpy(s, d, n);
+    s[found ? n : 0] = '\0';
+    return s;
+}
+
+static const char *norm_domain(const char *d) { return d && strcmp(d, "ai.onnx") != 0 ? d : ""; }
+
+static void fn_table_free(fn_table *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        mcp_free(t->fns[i].overload);
+        for (size_t k = 0; k < t->fns[i].n_defaults; k++)
+            onnx__attribute_proto__free_unpacked(t->fns[i].defaults[k], &pb_alloc);
+        mcp_free(t->fns[i].defaults);
+    }
+    mcp_free(t->fns);
+    memset(t, 0, sizeof *t);
+}
+
+static mcp_status fn_table_init(const Onnx__ModelProto *mp, fn_table *t, mcp_err *err)
+{
+    memset(t, 0, sizeof *t);
+    if (!mp->n_functions) return MCP_STATUS_OK;
+    t->fns = mcp_calloc(mp->n_functions, sizeof *t->fns);
+    if (!t->fns) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < mp->n_functions; i++) {
+        const Onnx__FunctionProto *fp = mp->functions[i];
+        local_fn *f = &t->fns[t->n++];
+        f->fp = fp;
+        f->domain = norm_domain(fp->domain);
+        f->overload = unknown_string(&fp->base, 13);
+        if (!f->overload) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        if (!fp->name || !*fp->name)
+            return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function #%zu has no name", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(t->fns[j].fp->name, fp->name) == 0 && strcmp(t->fns[j].domain, f->domain) == 0 &&
+                strcmp(t->fns[j].overload, f->overload) == 0)
+                return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s' (domain '%s') is defined twice",
+                                   fp->name, f->domain);
+        size_t nd = 0, dlen;
+        const uint8_t *dd;
+        while (unknown_field(&fp->base, 11, nd, &dd, &dlen)) nd++;
+        if (nd && !(f->defaults = mcp_calloc(nd, sizeof *f->defaults)))
+            return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t k = 0; k < nd; k++) {
+            unknown_field(&fp->base, 11, k, &dd, &dlen);
+            Onnx__AttributeProto *ap = onnx__attribute_proto__unpack(&pb_alloc, dlen, dd);
+            if (!ap || !ap->name)
+                return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s': attribute default #%zu is corrupt",
+                                   fp->name, k);
+            f->defaults[f->n_defaults++] = ap;
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
+static const local_fn *find_fn(const fn_table *t, const Onnx__NodeProto *np, mcp_err *err, bool *oom)
+{
+    *oom = false;
+    if (!t || !t->n || !np->op_type) return NULL;
+    const char *d = norm_domain(np->domain);
+    char *overload = NULL;
+    const local_fn *found = NULL;
+    for (size_t i = 0; i < t->n && !found; i++) {
+        if (strcmp(t->fns[i].fp->name, np->op_type) != 0 || strcmp(t->fns[i].domain, d) != 0) continue;
+        if (!overload && !(overload = unknown_string(&np->base, 8))) {
+            *oom = true;
+            mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+            return NULL;
+        }
+        if (strcmp(t->fns[i].overload, overload) == 0) found = &t->fns[i];
+    }
+    mcp_free(overload);
+    return found;
+}
+
+/* Strings made for one inlined call, freed together. */
+typedef struct name_pool {
+    char **s;
+    size_t n, cap;
+} name_pool;
+
+static char *pool_add(name_pool *p, const char *a, const char *b)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 32;
+        char **ns = mcp_realloc(p->s, cap * sizeof *ns);
+        if (!ns) return NULL;
+        p->s = ns;
+        p->cap = cap;
+    }
+    size_t la = strlen(a), lb = strlen(b);
+    char *r = mcp_malloc(la + lb + 1);
+    if (!r) return NULL;
+    memcpy(r, a, la);
+    memcpy(r + la, b, lb + 1);
+    return p->s[p->n++] = r;
+}
+
+static void pool_free(name_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++) mcp_free(p->s[i]);
+    mcp_free(p->s);
+}
+
+/* The call's value for a name in the function body: a formal input is the
+ * call's (absent: ""), a formal output the call's (absent or unnamed: an
+ * internal name), anything else prefix + name. NULL when out of memory. */
+static const char *fn_value_name(const Onnx__FunctionProto *fp, const Onnx__NodeProto *call, const char *name,
+                                 const char *prefix, name_pool *pool)
+{
+    if (!name || !*name) return "";
+    for (size_t j = 0; j < fp->n_input; j++)
+        if (fp->input[j] && strcmp(fp->input[j], name) == 0) return j < call->n_input ? call->input[j] : "";
+    for (size_t j = 0; j < fp->n_output; j++)
+        if (fp->output[j] && strcmp(fp->output[j], name) == 0 && j < call->n_output && call->output[j] &&
+            *call->output[j])
+            return call->output[j];
+    return pool_add(pool, prefix, name);
+}
+
+static mcp_status import_call(mcp_graph *g, const Onnx__NodeProto *np, int index, const import_ctx *ic);
+
+static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int index, const local_fn *f,
+                              const import_ctx *ic)
+{
+    const Onnx__FunctionProto *fp = f->fp;
+    char cname[64];
+    snprintf(cname, sizeof cname, "#%d", index);
+    const char *caller = call->name && *call->name ? call->name : cname;
+    if (ic->fn_depth >= MAX_FN_DEPTH)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "node '%s': local function calls nested deeper than %d (does '%s' call itself?)", caller,
+                           MAX_FN_DEPTH, fp->name);
+    if (call->n_input > fp->n_input || call->n_output > fp->n_output)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                           "node '%s' calls local function '%s' with %zu inputs and %zu outputs; it has %zu and %zu",
+                           caller, fp->name, call->n_input, call->n_output, fp->n_input, fp->n_output);
+    import_ctx sub = *ic;
+    sub.fn_scope = fp;
+    sub.fn_depth = ic->fn_depth + 1;
+    name_pool pool = {0};
+    mcp_status st = MCP_STATUS_OK;
+    const char *prefix = pool_add(&pool, caller, "/");
+    if (!prefix) st = mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    for (size_t k = 0; st == MCP_STATUS_OK && k < fp->n_node; k++) {
+        const Onnx__NodeProto *fnp = fp->node[k];
+        Onnx__NodeProto copy = *fnp;
+        char **ins = mcp_calloc(fnp->n_input + 1, sizeof *ins), **outs = mcp_calloc(fnp->n_output + 1, sizeof *outs);
+        Onnx__AttributeProto **attrs = mcp_calloc(fnp->n_attribute + 1, sizeof *attrs);
+        Onnx__AttributeProto *bound = mcp_calloc(fnp->n_attribute + 1, sizeof *bound);
+        char nname[32];
+        snprintf(nname, sizeof nname, "#%zu", k);
+        copy.name = pool_add(&pool, prefix, fnp->name && *fnp->name ? fnp->name : nname);
+        if (!ins || !outs || !attrs || !bound || !copy.name)
+            st = mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; st == MCP_STATUS_OK && i < fnp->n_input; i++)
+            if (!(ins[i] = (char *)fn_value_name(fp, call, fnp->input[i], prefix, &pool)))
+                st = mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        for (size_t i = 0; st == MCP_STATUS_OK && i < fnp->n_output; i++)
+            if (!(outs[i] = (char *)fn_value_name(fp, call, fnp->output[i], prefix, &pool)))
+                st = mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+        size_t na = 0;
+        for (size_t i = 0; st == MCP_STATUS_OK && i < fnp->n_attribute; i++) {
+            const Onnx__AttributeProto *ap = fnp->attribute[i];
+            if (ap->g || ap->n_graphs)
+                st = mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED,
+                                 "local function '%s': node '%s' has a subgraph attribute '%s'; subgraphs inside local "
+                                 "functions are not supported", fp->name, fnp->name ? fnp->name : nname,
+                                 ap->name ? ap->name : "");
+            if (st != MCP_STATUS_OK || !ap->ref_attr_name || !*ap->ref_attr_name) {
+                attrs[na++] = (Onnx__AttributeProto *)ap;
+                continue;
+            }
+            const Onnx__AttributeProto *v = NULL; /* the call's value, else the default */
+            for (size_t j = 0; !v && j < call->n_attribute; j++)
+                if (call->attribute[j]->name && strcmp(call->attribute[j]->name, ap->ref_attr_name) == 0)
+                    v = call->attribute[j];
+            for (size_t j = 0; !v && j < f->n_defaults; j++)
+                if (strcmp(f->defaults[j]->name, ap->ref_attr_name) == 0) v = f->defaults[j];
+            if (!v) continue;
+            bound[i] = *v;
+            bound[i].name = ap->name;
+            bound[i].ref_attr_name = NULL;
+            attrs[na++] = &bound[i];
+        }
+        copy.input = ins;
+        copy.output = outs;
+        copy.attribute = attrs;
+        copy.n_attribute = na;
+        if (st == MCP_STATUS_OK && ++*ic->fn_nodes > MAX_FN_NODES)
+            st = mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                             "inlining the model's local functions would make more than %zu nodes", MAX_FN_NODES);
+        if (st == MCP_STATUS_OK) st = import_call(g, &copy, (int)k, &sub);
+        if (st != MCP_STATUS_OK && st != MCP_STATUS_OUT_OF_MEMORY)
+            mcp_err_prefix(ic->err, "in local function '%s' called by node '%s'", fp->name, caller);
+        mcp_free(ins);
+        mcp_free(outs);
+        mcp_free(attrs);
+        mcp_free(bound);
+    }
+    /* Every output the call names must now exist. */
+    for (size_t j = 0; st == MCP_STATUS_OK && j < call->n_output; j++) {
+        const char *o = call->output[j];
+        if (o && *o && mcp_graph_find_value(g, o) < 0)
+            st = mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                             "node '%s': local function '%s' does not compute its output #%zu ('%s')", caller,
+                             fp->name, j, fp->output[j] ? fp->output[j] : "");
+    }
+    pool_free(&pool);
+    return st;
+}
+
+static mcp_status import_call(mcp_graph *g, const Onnx__NodeProto *np, int index, const import_ctx *ic)
+{
+    bool oom;
+    const local_fn *f = find_fn(ic->fns, np, ic->err, &oom);
+    if (oom) return MCP_STATUS_OUT_OF_MEMORY;
+    return f ? inline_call(g, np, index, f, ic) : import_node(g, np, index, ic);
 }
 
 static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, const import_ctx *ic_in, mcp_graph **out)
@@ -724,7 +1067,7 @@ static mcp_status import_graph(const Onnx__GraphProto *gp, mcp_graph *parent, co
         g->inputs[g->n_inputs++] = idx;
     }
     for (size_t i = 0; i < gp->n_node; i++) {
-        st = import_node(g, gp->node[i], (int)i, &ic);
+        st = import_call(g, gp->node[i], (int)i, &ic);
         if (st != MCP_STATUS_OK) return st;
     }
     for (size_t i = 0; i < gp->n_output; i++) {
@@ -786,11 +1129,17 @@ static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_
         return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "ONNX model has no graph");
     }
     bool read_ext = false;
-    import_ctx ic = {base_dir, err, 0, true, blob, false, &read_ext};
-    mcp_status st = MCP_STATUS_OK;
+    fn_table fns;
+    mcp_status st = fn_table_init(mp, &fns, err);
+    size_t fn_nodes = 0;
+    import_ctx ic = {base_dir, err, 0, true, blob, false, &read_ext, &fns, NULL, 0, &fn_nodes};
     /* The root graph is allocated here so opsets exist before nodes import. */
     mcp_graph *root = mcp_calloc(1, sizeof *root);
-    if (!root) { onnx__model_proto__free_unpacked(mp, &pb_alloc); return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory"); }
+    if (!root) {
+        fn_table_free(&fns);
+        onnx__model_proto__free_unpacked(mp, &pb_alloc);
+        return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     root->ir_version = mp->has_ir_version ? mp->ir_version : 0;
     root->producer_name = dup_or_empty(mp->producer_name);
     if (mp->n_metadata_props) root->metadata_keys = mcp_calloc(mp->n_metadata_props, sizeof *root->metadata_keys);
@@ -832,6 +1181,7 @@ static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_
         mcp_graph_free(root);
         root = g;
     }
+    fn_table_free(&fns);
     onnx__model_proto__free_unpacked(mp, &pb_alloc);
     if (st != MCP_STATUS_OK) {
         mcp_graph_free(root);
@@ -860,6 +1210,7 @@ void mcp_graph_free(mcp_graph *g)
         type_release(&g->values[i].type);
     }
     mcp_free(g->values);
+    mcp_free(g->name_index);
     for (int i = 0; i < g->n_initializers; i++) mcp_tensor_release(&g->initializers[i]);
     mcp_free(g->initializers);
     mcp_free(g->initializer_values);
@@ -883,7 +1234,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
     out->kind = MCP_VALUE_TENSOR;
     mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
     onnx__tensor_proto__free_unpacked(tp, NULL);
@@ -892,7 +1243,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
 
 static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
 {
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
     out->kind = MCP_VALUE_SEQUENCE;
     if (sp->n_sequence_values || sp->n_optional_values)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
@@ -924,7 +1275,7 @@ mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *o
     memset(out, 0, sizeof *out);
     Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
     if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
     mcp_status st = MCP_STATUS_OK;
     if (op->tensor_value) {
         out->kind = MCP_VALUE_TENSOR;

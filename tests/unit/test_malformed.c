@@ -1066,6 +1066,169 @@ static void test_small_error_buffers(void)
     TU_CHECK_STATUS(mcp_err_set(NULL, MCP_STATUS_INTERNAL, "x"), MCP_STATUS_INTERNAL, NULL);
 }
 
+/* ---- model-local functions ---- */
+
+/* A model whose main graph calls custom F(x) -> y once; F's body is `body`
+ * (n nodes, reading F's input "fx" and writing its output "fy"). */
+static mb_model *function_model(Onnx__NodeProto **body, size_t n, size_t call_inputs)
+{
+    static char *f_in[1] = {"fx"}, *f_out[1] = {"fy"};
+    static Onnx__OperatorSetIdProto f_op = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+    static Onnx__OperatorSetIdProto *f_ops[1] = {&f_op};
+    static Onnx__FunctionProto f = ONNX__FUNCTION_PROTO__INIT;
+    static Onnx__FunctionProto *fs[1] = {&f};
+    f_op.domain = "";
+    f_op.has_version = 1;
+    f_op.version = 18;
+    f.name = "F";
+    f.domain = "custom";
+    f.n_input = 1, f.input = f_in;
+    f.n_output = 1, f.output = f_out;
+    f.n_node = n, f.node = body;
+    f.n_opset_import = 1, f.opset_import = f_ops;
+    mb_model *m = mb_model_new(18);
+    mb_add_opset(m, "custom", 1);
+    int64_t d[1] = {4};
+    mb_add_input(m, NULL, "x", MCP_DTYPE_FLOAT, 1, d, NULL);
+    mb_add_output(m, NULL, "y", MCP_DTYPE_FLOAT, 1, d, NULL);
+    Onnx__NodeProto *call = mb_add_node(m, NULL, "F", "call", call_inputs > 1 ? "x,x" : "x", "y");
+    mb_node_set_domain(m, call, "custom");
+    Onnx__ModelProto *mp = mb_model_proto(m);
+    mp->n_functions = 1;
+    mp->functions = fs;
+    return m;
+}
+
+static Onnx__NodeProto *fn_node(Onnx__NodeProto *n, const char *op, const char *domain, char **in, size_t n_in,
+                                char **out, size_t n_out)
+{
+    onnx__node_proto__init(n);
+    n->op_type = (char *)op;
+    n->domain = (char *)domain;
+    n->input = in, n->n_input = n_in;
+    n->output = out, n->n_output = n_out;
+    return n;
+}
+
+static void test_local_function_errors(void)
+{
+    static char *fx[1] = {"fx"}, *fy[1] = {"fy"}, *other[1] = {"other"};
+    Onnx__NodeProto a, *body[1] = {&a};
+    mb_model *m;
+
+    /* F calls F. */
+    fn_node(&a, "F", "custom", fx, 1, fy, 1);
+    m = function_model(body, 1, 1);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "nested deeper", "'F'", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* The call passes more inputs than F has. */
+    fn_node(&a, "Relu", "", fx, 1, fy, 1);
+    m = function_model(body, 1, 2);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "'call'", "2 inputs", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* F never writes its output. */
+    fn_node(&a, "Relu", "", fx, 1, other, 1);
+    m = function_model(body, 1, 1);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "does not compute its output", "'fy'", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* A node of F the engine cannot run: named by the call's path. */
+    fn_node(&a, "NoSuchOp", "", fx, 1, fy, 1);
+    m = function_model(body, 1, 1);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "NoSuchOp", "'call/#0'", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* A node of F that fails to import: the message says which function and call. */
+    static char *nothing[1] = {"nowhere"};
+    fn_node(&a, "Relu", "", nothing, 1, fy, 1);
+    m = function_model(body, 1, 1);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "'call/nowhere'",
+                      "local function 'F' called by node 'call'", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* A subgraph attribute inside F. */
+    static Onnx__GraphProto empty = ONNX__GRAPH_PROTO__INIT;
+    static Onnx__AttributeProto then_branch = ONNX__ATTRIBUTE_PROTO__INIT;
+    static Onnx__AttributeProto *attrs[1] = {&then_branch};
+    then_branch.name = "then_branch";
+    then_branch.has_type = 1;
+    then_branch.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH;
+    then_branch.g = &empty;
+    fn_node(&a, "If", "", fx, 1, fy, 1);
+    a.n_attribute = 1, a.attribute = attrs;
+    m = function_model(body, 1, 1);
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_UNSUPPORTED, "subgraph", "'then_branch'", (char *)NULL);
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+
+    /* F calls G0 twice, G0 calls G1 twice, ... G19: 2^21 nodes once inlined. */
+    {
+        enum { LEVELS = 20 };
+        static char names[LEVELS + 1][8];
+        static char *mid[1] = {"t"};
+        static Onnx__NodeProto calls[LEVELS + 1][2], *bodies[LEVELS + 1][2];
+        static Onnx__FunctionProto gs[LEVELS];
+        static Onnx__FunctionProto *all[LEVELS + 1];
+        static Onnx__OperatorSetIdProto g_op = ONNX__OPERATOR_SET_ID_PROTO__INIT;
+        static Onnx__OperatorSetIdProto *g_ops[1] = {&g_op};
+        g_op.domain = "";
+        g_op.has_version = 1;
+        g_op.version = 18;
+        for (int l = 0; l <= LEVELS; l++) {
+            snprintf(names[l], sizeof names[l], "G%d", l);
+            /* level l's body: two calls of level l + 1 (the last: two Relus). */
+            const char *op = l < LEVELS - 1 ? names[l + 1] : "Relu";
+            const char *dom = l < LEVELS - 1 ? "custom" : "";
+            fn_node(&calls[l][0], op, dom, fx, 1, mid, 1);
+            fn_node(&calls[l][1], op, dom, mid, 1, fy, 1);
+            bodies[l][0] = &calls[l][0], bodies[l][1] = &calls[l][1];
+        }
+        for (int l = 0; l < LEVELS; l++) {
+            onnx__function_proto__init(&gs[l]);
+            gs[l].name = names[l];
+            gs[l].domain = "custom";
+            gs[l].n_input = 1, gs[l].input = fx;
+            gs[l].n_output = 1, gs[l].output = fy;
+            gs[l].n_node = 2, gs[l].node = bodies[l];
+            gs[l].n_opset_import = 1, gs[l].opset_import = g_ops;
+        }
+        fn_node(&a, "G0", "custom", fx, 1, fy, 1);
+        m = function_model(body, 1, 1);
+        Onnx__ModelProto *mp = mb_model_proto(m);
+        all[0] = mp->functions[0];
+        for (int l = 0; l < LEVELS; l++) all[l + 1] = &gs[l];
+        mp->functions = all;
+        mp->n_functions = LEVELS + 1;
+        expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "more than", "nodes", (char *)NULL);
+        mp->n_functions = 0;
+        mb_model_free(m);
+    }
+
+    /* And one that works: F = Relu, inlined under the call's name. */
+    fn_node(&a, "Relu", "", fx, 1, fy, 1);
+    m = function_model(body, 1, 1);
+    char msg[1024] = "";
+    mcp_session *s = NULL;
+    TU_CHECK_STATUS(load(m, NULL, &s, msg, sizeof msg), MCP_STATUS_OK, msg);
+    if (s) {
+        TU_CHECK_INT(s->graph->n_nodes, 1);
+        if (s->graph->n_nodes == 1) {
+            TU_CHECK_STR(s->graph->nodes[0].op_type, "Relu");
+            TU_CHECK_STR(s->graph->nodes[0].name, "call/#0");
+        }
+        mcp_session_destroy(s);
+    }
+    mb_model_proto(m)->n_functions = 0;
+    mb_model_free(m);
+}
+
 int main(void)
 {
     if (tu_make_temp_dir(tmp_dir, sizeof tmp_dir, "malformed") != 0) {
@@ -1090,6 +1253,7 @@ int main(void)
     TU_RUN(test_kernel_runtime_error);
     TU_RUN(test_internal_run_checks);
     TU_RUN(test_small_error_buffers);
+    TU_RUN(test_local_function_errors);
     /* Every failed load and run above freed what it allocated. */
     TU_CHECK_INT(mcp_alloc_live_count(), live);
     rmdir(tmp_dir);
