@@ -67,6 +67,18 @@ def cases(out, rng, lib):
                    [node("Gelu", ["x"], ["h"], domain="custom"), node("Gelu", ["h"], ["y"], domain="custom")],
                    [("x", x)], [("y", y.astype(F32))], opsets=opsets, functions=[gelu_fn])
 
+    # A function holding a constant of 2048 floats (stored as raw bytes, the
+    # kind an import may take over), called twice.
+    bias = rng.standard_normal(2048).astype(F32)
+    add_fn = function("AddTable", ["x"], ["y"], [
+        node("Constant", [], ["t"], value=helper.make_tensor("t", 1, [2048], bias.tobytes(), raw=True)),
+        node("Add", ["x", "t"], ["y"])])
+    x = rng.standard_normal((2, 2048)).astype(F32)
+    lib.write_case(out, "test_functions_constant_twice", 18,
+                   [node("AddTable", ["x"], ["h"], domain="custom"), node("AddTable", ["h"], ["y"], domain="custom")],
+                   [("x", x)], [("y", (x.astype(np.float64) + 2 * bias.astype(np.float64)).astype(F32))],
+                   opsets=opsets, functions=[add_fn])
+
     # An attribute the call gives (axis 0), one it leaves to the function's
     # default (axis 1 in attribute_proto), and one with neither (Softmax's own -1).
     soft = function("ScaledSoftmax", ["x", "s"], ["y"], [

@@ -194,6 +194,16 @@ def cases(out, rng, lib):
     attention_case(lib, out, "test_attention_decode_gqa_3d", 23,
                    [("Q", r(1, 1, 6 * 8)), ("K", r(1, 5, 2 * 8)), ("V", r(1, 5, 2 * 8))],
                    {"q_num_heads": 6, "kv_num_heads": 2})
+    # float16: the fused kernel widens to float32 and rounds back.
+    h16 = lambda *shape: r(*shape).astype(np.float16)
+    attention_case(lib, out, "test_attention_float16_causal_past", 23,
+                   [("Q", h16(1, 4, 3, 8)), ("K", h16(1, 2, 3, 8)), ("V", h16(1, 2, 3, 8)),
+                    ("attn_mask", h16(1, 1, 3, 8)), ("past_key", h16(1, 2, 5, 8)), ("past_value", h16(1, 2, 5, 8))],
+                   {"is_causal": 1, "softcap": 3.0, "qk_matmul_output_mode": 2},
+                   outputs=("Y", "present_key", "present_value", "qk_matmul_output"))
+    attention_case(lib, out, "test_attention_float16_3d_decode", 23,
+                   [("Q", h16(2, 1, 4 * 8)), ("K", h16(2, 6, 2 * 8)), ("V", h16(2, 6, 2 * 8))],
+                   {"q_num_heads": 4, "kv_num_heads": 2})
     # Double, and a sequence longer than the fused kernel's block.
     attention_case(lib, out, "test_attention_double", 23,
                    [("Q", r(1, 2, 3, 4, dtype=np.float64)), ("K", r(1, 2, 5, 4, dtype=np.float64)),

@@ -32,6 +32,7 @@ typedef struct import_ctx {
     const Onnx__FunctionProto *fn_scope;
     int fn_depth;
     size_t *fn_nodes; /* nodes inlined so far, against MAX_FN_NODES */
+    size_t *fn_bytes; /* names made and attributes bound by inlining, against MAX_FN_BYTES */
 } import_ctx;
 
 /* Decoding with the counted allocator lets tensors take over raw_data. */
@@ -700,7 +701,16 @@ static mcp_status import_node(mcp_graph *g, const Onnx__NodeProto *np, int index
     }
     /* Attributes before outputs: a subgraph may only see values defined
      * before this node. */
+    if (np->n_attribute > 1024)
+        return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' (%s) has %zu attributes; at most 1024 are taken",
+                           n->name, n->op_type, np->n_attribute);
     for (size_t i = 0; i < np->n_attribute; i++) {
+        /* One value a name: a kernel and a pass must not read different ones. */
+        for (size_t j = 0; j < i; j++)
+            if (np->attribute[i]->name && np->attribute[j]->name &&
+                strcmp(np->attribute[i]->name, np->attribute[j]->name) == 0)
+                return mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL, "node '%s' (%s): attribute '%s' is given twice",
+                                   n->name, n->op_type, np->attribute[i]->name);
         n->n_attrs++;
         mcp_status st = attr_from_proto(np->attribute[i], g, ic, &n->attrs[i]);
         if (st != MCP_STATUS_OK) {
@@ -741,6 +751,11 @@ static mcp_status import_node(mcp_graph *g, const Onnx__NodeProto *np, int index
 /* Inlining multiplies: a function calling another twice, 32 levels deep,
  * would make 2^32 nodes. The nodes inlined in one model are bounded. */
 #define MAX_FN_NODES ((size_t)1 << 18)
+/* ... and so are the bytes of the names it makes and the attribute values
+ * it binds (each inlined node gets its own copy), and the functions a model
+ * may define (calls look them up by name). */
+#define MAX_FN_BYTES ((size_t)64 << 20)
+#define MAX_LOCAL_FNS 4096
 
 typedef struct local_fn {
     const Onnx__FunctionProto *fp;
@@ -809,6 +824,9 @@ static mcp_status fn_table_init(const Onnx__ModelProto *mp, fn_table *t, mcp_err
 {
     memset(t, 0, sizeof *t);
     if (!mp->n_functions) return MCP_STATUS_OK;
+    if (mp->n_functions > MAX_LOCAL_FNS)
+        return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "the model defines %zu local functions; at most %d are taken",
+                           mp->n_functions, MAX_LOCAL_FNS);
     t->fns = mcp_calloc(mp->n_functions, sizeof *t->fns);
     if (!t->fns) return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     for (size_t i = 0; i < mp->n_functions; i++) {
@@ -825,16 +843,41 @@ static mcp_status fn_table_init(const Onnx__ModelProto *mp, fn_table *t, mcp_err
                 strcmp(t->fns[j].overload, f->overload) == 0)
                 return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s' (domain '%s') is defined twice",
                                    fp->name, f->domain);
-        size_t nd = 0, dlen;
-        const uint8_t *dd;
-        while (unknown_field(&fp->base, 11, nd, &dd, &dlen)) nd++;
+        /* Its opsets are the model's: inlined nodes keep them (a compiled
+         * model writes the model's alone). */
+        for (size_t k = 0; k < fp->n_opset_import; k++) {
+            const Onnx__OperatorSetIdProto *op = fp->opset_import[k];
+            const char *d = norm_domain(op->domain);
+            bool same = false;
+            for (size_t j = 0; j < mp->n_opset_import; j++)
+                same = same || (strcmp(norm_domain(mp->opset_import[j]->domain), d) == 0 &&
+                                mp->opset_import[j]->version == op->version);
+            if (!same)
+                return mcp_err_set(err, MCP_STATUS_UNSUPPORTED,
+                                   "local function '%s' imports opset %lld of domain '%s', which the model does not "
+                                   "import at that version", fp->name, (long long)op->version, d);
+        }
+        /* Attribute defaults (field 11), gathered in one pass. */
+        size_t nd = 0;
+        for (unsigned k = 0; k < fp->base.n_unknown_fields; k++) nd += fp->base.unknown_fields[k].tag == 11;
         if (nd && !(f->defaults = mcp_calloc(nd, sizeof *f->defaults)))
             return mcp_err_set(err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-        for (size_t k = 0; k < nd; k++) {
-            unknown_field(&fp->base, 11, k, &dd, &dlen);
+        for (unsigned k = 0; k < fp->base.n_unknown_fields; k++) {
+            const ProtobufCMessageUnknownField *u = &fp->base.unknown_fields[k];
+            if (u->tag != 11) continue;
+            const uint8_t *dd = NULL;
+            size_t dlen = 0;
+            ProtobufCMessage one = {.n_unknown_fields = 1, .unknown_fields = (ProtobufCMessageUnknownField *)u};
+            if (!unknown_field(&one, 11, 0, &dd, &dlen))
+                return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s': an attribute default is corrupt",
+                                   fp->name);
             Onnx__AttributeProto *ap = onnx__attribute_proto__unpack(&pb_alloc, dlen, dd);
-            if (!ap || !ap->name)
-                return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s': attribute default #%zu is corrupt",
+            if (ap && !ap->name) {
+                onnx__attribute_proto__free_unpacked(ap, &pb_alloc);
+                ap = NULL;
+            }
+            if (!ap)
+                return mcp_err_set(err, MCP_STATUS_INVALID_MODEL, "local function '%s': attribute default #%u is corrupt",
                                    fp->name, k);
             f->defaults[f->n_defaults++] = ap;
         }
@@ -866,6 +909,7 @@ static const local_fn *find_fn(const fn_table *t, const Onnx__NodeProto *np, mcp
 typedef struct name_pool {
     char **s;
     size_t n, cap;
+    size_t bytes; /* of the strings made */
 } name_pool;
 
 static char *pool_add(name_pool *p, const char *a, const char *b)
@@ -880,6 +924,7 @@ static char *pool_add(name_pool *p, const char *a, const char *b)
     size_t la = strlen(a), lb = strlen(b);
     char *r = mcp_malloc(la + lb + 1);
     if (!r) return NULL;
+    p->bytes += la + lb + 1;
     memcpy(r, a, la);
     memcpy(r + la, b, lb + 1);
     return p->s[p->n++] = r;
@@ -909,6 +954,18 @@ static const char *fn_value_name(const Onnx__FunctionProto *fp, const Onnx__Node
 
 static mcp_status import_call(mcp_graph *g, const Onnx__NodeProto *np, int index, const import_ctx *ic);
 
+/* About the bytes an attribute's value takes once imported. */
+static size_t attr_bytes(const Onnx__AttributeProto *a)
+{
+    size_t n = a->s.len + a->n_floats * sizeof(float) + a->n_ints * sizeof(int64_t);
+    for (size_t i = 0; i < a->n_strings; i++) n += a->strings[i].len;
+    const Onnx__TensorProto *t = a->t;
+    if (t)
+        n += t->raw_data.len + t->n_float_data * 4 + t->n_int32_data * 4 + t->n_int64_data * 8 + t->n_double_data * 8 +
+             t->n_uint64_data * 8 + t->n_string_data;
+    return n + a->n_tensors * 64;
+}
+
 static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int index, const local_fn *f,
                               const import_ctx *ic)
 {
@@ -927,8 +984,12 @@ static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int ind
     import_ctx sub = *ic;
     sub.fn_scope = fp;
     sub.fn_depth = ic->fn_depth + 1;
+    /* A function's body and attributes import once per call: their tensors
+     * are copied, never taken (a second call would find them empty). */
+    sub.steal_raw = false;
     name_pool pool = {0};
     mcp_status st = MCP_STATUS_OK;
+    const int first_node = g->n_nodes;
     const char *prefix = pool_add(&pool, caller, "/");
     if (!prefix) st = mcp_err_set(ic->err, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     for (size_t k = 0; st == MCP_STATUS_OK && k < fp->n_node; k++) {
@@ -967,6 +1028,11 @@ static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int ind
             for (size_t j = 0; !v && j < f->n_defaults; j++)
                 if (strcmp(f->defaults[j]->name, ap->ref_attr_name) == 0) v = f->defaults[j];
             if (!v) continue;
+            if (v->g || v->n_graphs)
+                st = mcp_err_set(ic->err, MCP_STATUS_UNSUPPORTED,
+                                 "node '%s' passes a subgraph to local function '%s' (attribute '%s'); subgraphs inside "
+                                 "local functions are not supported", caller, fp->name, ap->ref_attr_name);
+            *ic->fn_bytes += attr_bytes(v);
             bound[i] = *v;
             bound[i].name = ap->name;
             bound[i].ref_attr_name = NULL;
@@ -979,6 +1045,10 @@ static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int ind
         if (st == MCP_STATUS_OK && ++*ic->fn_nodes > MAX_FN_NODES)
             st = mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
                              "inlining the model's local functions would make more than %zu nodes", MAX_FN_NODES);
+        if (st == MCP_STATUS_OK && (*ic->fn_bytes += pool.bytes, pool.bytes = 0, *ic->fn_bytes > MAX_FN_BYTES))
+            st = mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
+                             "inlining the model's local functions would copy more than %zu bytes of names and "
+                             "attributes", MAX_FN_BYTES);
         if (st == MCP_STATUS_OK) st = import_call(g, &copy, (int)k, &sub);
         if (st != MCP_STATUS_OK && st != MCP_STATUS_OUT_OF_MEMORY)
             mcp_err_prefix(ic->err, "in local function '%s' called by node '%s'", fp->name, caller);
@@ -987,10 +1057,11 @@ static mcp_status inline_call(mcp_graph *g, const Onnx__NodeProto *call, int ind
         mcp_free(attrs);
         mcp_free(bound);
     }
-    /* Every output the call names must now exist. */
+    /* Every output the call names must now be computed, by this call. */
     for (size_t j = 0; st == MCP_STATUS_OK && j < call->n_output; j++) {
         const char *o = call->output[j];
-        if (o && *o && mcp_graph_find_value(g, o) < 0)
+        int v = o && *o ? mcp_graph_find_value(g, o) : -2;
+        if (v != -2 && (v < 0 || g->values[v].producer < first_node))
             st = mcp_err_set(ic->err, MCP_STATUS_INVALID_MODEL,
                              "node '%s': local function '%s' does not compute its output #%zu ('%s')", caller,
                              fp->name, j, fp->output[j] ? fp->output[j] : "");
@@ -1131,8 +1202,8 @@ static mcp_status import_model(const uint8_t *buf, size_t len, const char *base_
     bool read_ext = false;
     fn_table fns;
     mcp_status st = fn_table_init(mp, &fns, err);
-    size_t fn_nodes = 0;
-    import_ctx ic = {base_dir, err, 0, true, blob, false, &read_ext, &fns, NULL, 0, &fn_nodes};
+    size_t fn_nodes = 0, fn_bytes = 0;
+    import_ctx ic = {base_dir, err, 0, true, blob, false, &read_ext, &fns, NULL, 0, &fn_nodes, &fn_bytes};
     /* The root graph is allocated here so opsets exist before nodes import. */
     mcp_graph *root = mcp_calloc(1, sizeof *root);
     if (!root) {
@@ -1234,7 +1305,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
     memset(out, 0, sizeof *out);
     Onnx__TensorProto *tp = onnx__tensor_proto__unpack(NULL, len, buf);
     if (!tp) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid TensorProto");
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL, NULL};
     out->kind = MCP_VALUE_TENSOR;
     mcp_status st = tensor_from_proto(tp, &ic, &out->tensor);
     onnx__tensor_proto__free_unpacked(tp, NULL);
@@ -1243,7 +1314,7 @@ mcp_status mcp_onnx_decode_tensor(const uint8_t *buf, size_t len, mcp_value *out
 
 static mcp_status sequence_from_proto(const Onnx__SequenceProto *sp, mcp_value *out, mcp_err *err)
 {
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL, NULL};
     out->kind = MCP_VALUE_SEQUENCE;
     if (sp->n_sequence_values || sp->n_optional_values)
         return mcp_err_set(err, MCP_STATUS_UNSUPPORTED, "sequences of sequences or optionals are not supported");
@@ -1275,7 +1346,7 @@ mcp_status mcp_onnx_decode_optional(const uint8_t *buf, size_t len, mcp_value *o
     memset(out, 0, sizeof *out);
     Onnx__OptionalProto *op = onnx__optional_proto__unpack(NULL, len, buf);
     if (!op) return mcp_err_set(err, MCP_STATUS_INVALID_ARGUMENT, "not a valid OptionalProto");
-    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL};
+    import_ctx ic = {NULL, err, 0, false, NULL, false, NULL, NULL, NULL, 0, NULL, NULL};
     mcp_status st = MCP_STATUS_OK;
     if (op->tensor_value) {
         out->kind = MCP_VALUE_TENSOR;

@@ -1168,9 +1168,8 @@ static int untransposed(const pass_ctx *c, int kt, int r, int *drop, int *rewrit
 static void untranspose(pass_ctx *c, int t)
 {
     mcp_node *n = &c->g->nodes[t];
-    mcp_attr *pa = NULL;
-    for (int a = 0; a < n->n_attrs; a++)
-        if (strcmp(n->attrs[a].name, "perm") == 0) pa = &n->attrs[a];
+    /* The attribute untransposed() checked: mcp_node_attr's (the first of the name). */
+    mcp_attr *pa = (mcp_attr *)mcp_node_attr(n, "perm");
     int r = (int)pa->count;
     int64_t last = pa->ints[r - 1];
     pa->ints[r - 1] = pa->ints[r - 2];
@@ -1210,7 +1209,7 @@ static mcp_status pass_attention(pass_ctx *c)
         if (m2 < 0 || g->nodes[m2].inputs[0] != pv) continue;
         int v = g->nodes[m2].inputs[1];
         /* Up the chain: an optional mask Add, then scalar scales. */
-        int others[8], n_others = 0, x = sv, mask = -1;
+        int others[10], n_others = 0, x = sv, mask = -1; /* mask Add + 5 scales + MatMul, Softmax, Transpose */
         double scale = 1.0;
         int p = producer_of(c, x);
         if (p >= 0 && node_is(&g->nodes[p], "Add", 2) && only_node_uses(c, x, 1)) {
@@ -1219,6 +1218,7 @@ static mcp_status pass_attention(pass_ctx *c)
                 int m = add->inputs[k], up = add->inputs[1 - k];
                 const mcp_type *mt = type_of(c, m);
                 int q = producer_of(c, up);
+                if (!same_shape(type_of(c, up), st)) continue; /* the mask would widen the scores */
                 /* 3-D scores are (batch, q, keys) with one head: a mask of
                  * rank 3 would be read as (heads, q, keys). */
                 if (!is_f32(c, m) || mt->rank < 1 || mt->rank > (r == 3 ? 2 : r) || q < 0 ||
@@ -1235,6 +1235,7 @@ static mcp_status pass_attention(pass_ctx *c)
             others[n_others++] = p;
         }
         for (p = producer_of(c, x); p >= 0 && n_others < 6 && only_node_uses(c, x, 1); p = producer_of(c, x)) {
+            /* at most 5 scales after a mask Add, 6 without: 3 more entries follow */
             const mcp_node *n = &g->nodes[p];
             double f;
             if (!node_is(n, "Mul", 2) && !node_is(n, "Div", 2)) break;

@@ -2314,7 +2314,7 @@ static mcp_status infer_attention(ictx *c)
             if (!dim_broadcast(b, k.d[a], &b) || !dim_broadcast(b, v.d[a], &b)) b = DIM_UNKNOWN;
             y.d[a] = b;
         }
-        if (q.rank == 3) y.d[2] = dv;
+        if (q.rank == 3) y.d[2] = v.d[2]; /* one head: the heads attributes do not apply */
         return emit(c, 0, &y);
     }
     if (known) {

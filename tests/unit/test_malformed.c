@@ -1211,6 +1211,19 @@ static void test_local_function_errors(void)
         mb_model_free(m);
     }
 
+    /* An attribute given twice on one node. */
+    m = mb_model_new(13);
+    {
+        int64_t d2[2] = {2, 3}, p1[2] = {1, 0}, p2[2] = {0, 1};
+        mb_add_input(m, NULL, "x", MCP_DTYPE_FLOAT, 2, d2, NULL);
+        mb_add_output(m, NULL, "y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+        Onnx__NodeProto *tr = mb_add_node(m, NULL, "Transpose", "twice", "x", "y");
+        mb_attr_ints(m, tr, "perm", p1, 2);
+        mb_attr_ints(m, tr, "perm", p2, 2);
+    }
+    expect_load_error(__LINE__, m, NULL, MCP_STATUS_INVALID_MODEL, "'twice'", "'perm' is given twice", (char *)NULL);
+    mb_model_free(m);
+
     /* And one that works: F = Relu, inlined under the call's name. */
     fn_node(&a, "Relu", "", fx, 1, fy, 1);
     m = function_model(body, 1, 1);

@@ -1092,6 +1092,43 @@ static mb_model *sdpa_model(const sdpa_case *sc, int64_t *qd, int64_t *kd, int64
     return m;
 }
 
+/* Six scalar scales between the product and the Softmax (the longest
+ * chain the pass takes) fuse, with the same numbers. */
+static void test_attention_scale_chain(void)
+{
+    int64_t qd[4] = {1, 2, 3, 4};
+    mb_model *m = mb_model_new(13);
+    mb_add_input(m, NULL, "Q", MCP_DTYPE_FLOAT, 4, qd, NULL);
+    int64_t perm[4] = {0, 1, 3, 2};
+    Onnx__NodeProto *t = mb_add_node(m, NULL, "Transpose", "kt", "Q", "KT");
+    mb_attr_ints(m, t, "perm", perm, 4);
+    mb_add_node(m, NULL, "MatMul", "qk", "Q,KT", "S0");
+    static const float factors[6] = {2.0f, 0.5f, 1.5f, 0.25f, 3.0f, 0.75f};
+    char name[8], ins[16], out[8];
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "c%d", i);
+        add_scalar(m, false, name, factors[i]);
+        snprintf(ins, sizeof ins, "S%d,c%d", i, i);
+        snprintf(out, sizeof out, "S%d", i + 1);
+        mb_add_node(m, NULL, i % 2 ? "Div" : "Mul", NULL, ins, out);
+    }
+    mb_add_node(m, NULL, "Softmax", "sm", "S6", "P");
+    mb_add_node(m, NULL, "MatMul", "pv", "P,Q", "Y");
+    mb_add_output(m, NULL, "Y", MCP_DTYPE_FLOAT, -1, NULL, NULL);
+    mcp_graph *g = optimized(m);
+    if (g) {
+        CHECK_OPS(g, "Attention");
+        mcp_graph_free(g);
+    }
+    float q[24];
+    fill(q, 24, 81);
+    const int64_t *dims[1] = {qd};
+    int ranks[1] = {4};
+    const float *data[1] = {q};
+    check_same_numbers(__LINE__, m, 1, dims, ranks, data);
+    mb_model_free(m);
+}
+
 static void test_attention(void)
 {
     static const sdpa_case cases[] = {
@@ -1402,6 +1439,7 @@ int main(void)
     TU_RUN(test_gelu);
     TU_RUN(test_layernorm);
     TU_RUN(test_attention);
+    TU_RUN(test_attention_scale_chain);
     TU_RUN(test_fused_kernels_direct);
     TU_RUN(test_fold_constants);
     TU_RUN(test_fold_bounds);
