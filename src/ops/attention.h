@@ -64,7 +64,7 @@ mcp_status mcp_attention_write_present(mcp_kernel_ctx *ctx, const mcp_attention_
 
 /* Allocates Y (uninitialized) and, when the node asks for it,
  * qk_matmul_output (*qk, else NULL). */
-mcp_status mcp__ref_attention_outputs(mcp_kernel_ctx *ctx, const mcp_attention_plan *p, mcp_tensor **y,
+mcp_status mcp_attention_outputs(mcp_kernel_ctx *ctx, const mcp_attention_plan *p, mcp_tensor **y,
                                       mcp_tensor **qk);
 
 #endif

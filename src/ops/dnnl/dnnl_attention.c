@@ -287,7 +287,7 @@ static mcp_status att_run(mcp_kernel_ctx *ctx)
     }
     if ((!f32 && !halves) || (p.mask && p.mask->format)) return mcp__dnnl_fallback_run(ctx, &c->fb);
     mcp_tensor *y, *qk;
-    st = mcp__ref_attention_outputs(ctx, &p, &y, &qk);
+    st = mcp_attention_outputs(ctx, &p, &y, &qk);
     if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
     if (st != MCP_STATUS_OK || mcp_attention_nothing_to_do(y, qk)) return st;
     if (halves) return att_half(ctx, &p, y, qk);

@@ -132,6 +132,33 @@ mcp_status mcp__ref_reduce_batchnorm_run(mcp_kernel_ctx *ctx)
 
 /* ---- LayerNormalization ---- */
 
+mcp_status mcp__red_norm_strides(mcp_kernel_ctx *ctx, const mcp_tensor *x, int axis, const mcp_tensor *scale,
+                                 const char *scale_name, const mcp_tensor *bias, int64_t *sstr, int64_t *bstr)
+{
+    int nr = x->rank - axis;
+    const int64_t *nd = x->dims + axis;
+    for (int k = 0; k < 2; k++) {
+        const mcp_tensor *p = k == 0 ? scale : bias;
+        const char *name = k == 0 ? scale_name : "B";
+        int64_t *str = k == 0 ? sstr : bstr;
+        if (!p) continue;
+        if (p->rank > nr)
+            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' has rank %d, more than the normalized rank %d",
+                             name, p->rank, nr);
+        int64_t s = 1;
+        for (int i = nr - 1; i >= 0; i--) {
+            int pi = i - (nr - p->rank);
+            int64_t pd = pi >= 0 ? p->dims[pi] : 1;
+            if (pd != nd[i] && pd != 1)
+                return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
+                                 "input '%s' does not broadcast to the normalized shape", name);
+            str[i] = pd == 1 ? 0 : s;
+            s *= pd;
+        }
+    }
+    return MCP_STATUS_OK;
+}
+
 /*
  * Scale and B expanded to one row of `inner` doubles each (their broadcast
  * walk over the normalized dims nd, once instead of per row): sb[0, inner)
@@ -139,9 +166,9 @@ mcp_status mcp__ref_reduce_batchnorm_run(mcp_kernel_ctx *ctx)
  * when there is one, so steady-state runs do not allocate; else *owned,
  * which the caller frees.
  */
-static double *ln_expand(mcp_kernel_ctx *ctx, const mcp_tensor *scale, const mcp_tensor *bias,
-                         const int64_t *sstr, const int64_t *bstr, int nr, const int64_t *nd, int64_t inner,
-                         double **owned)
+double *mcp__red_norm_expand(mcp_kernel_ctx *ctx, const mcp_tensor *scale, const mcp_tensor *bias,
+                             const int64_t *sstr, const int64_t *bstr, int nr, const int64_t *nd, int64_t inner,
+                             double **owned)
 {
     size_t sb_bytes = (size_t)inner * 2 * sizeof(double) + 1;
     double *sb = (double *)mcp_kscratch(ctx, 0, sb_bytes);
@@ -170,7 +197,7 @@ static double *ln_expand(mcp_kernel_ctx *ctx, const mcp_tensor *scale, const mcp
 /*
  * LayerNormalization of float32 X: `outer` rows of `inner` contiguous
  * elements, rows split over threads; mo and io (Mean, InvStdDev) may be
- * NULL; sv and bv are Scale and B expanded (ln_expand). Mean and variance
+ * NULL; sv and bv are Scale and B expanded (mcp__red_norm_expand). Mean and variance
  * are double sums in a fixed order (as mcp__red_sum_f32), and the
  * normalization is the generic path's double arithmetic.
  */
@@ -234,30 +261,11 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
     mcp_dtype ut = (mcp_dtype)mcp_kattr_int(ctx, "stash_type", MCP_DTYPE_FLOAT);
     if (!mcp__red_is_float(ut)) ut = MCP_DTYPE_FLOAT;
 
-    /* Scale and B broadcast (numpy rules, unidirectionally) to X.shape[axis:]. */
     int nr = x->rank - axis;
     const int64_t *nd = x->dims + axis;
     int64_t sstr[MCP_MAX_RANK], bstr[MCP_MAX_RANK];
-    for (int k = 0; k < 2; k++) {
-        const mcp_tensor *p = k == 0 ? scale : bias;
-        int64_t *str = k == 0 ? sstr : bstr;
-        if (!p) continue;
-        if (p->rank > nr)
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                             "input '%s' has rank %d, more than the normalized rank %d",
-                             k == 0 ? "Scale" : "B", p->rank, nr);
-        int64_t s = 1;
-        for (int i = nr - 1; i >= 0; i--) {
-            int pi = i - (nr - p->rank);
-            int64_t pd = pi >= 0 ? p->dims[pi] : 1;
-            if (pd != nd[i] && pd != 1)
-                return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT,
-                                 "input '%s' does not broadcast to the normalized shape",
-                                 k == 0 ? "Scale" : "B");
-            str[i] = pd == 1 ? 0 : s;
-            s *= pd;
-        }
-    }
+    mcp_status bst = mcp__red_norm_strides(ctx, x, axis, scale, "Scale", bias, sstr, bstr);
+    if (bst != MCP_STATUS_OK) return bst;
 
     int64_t outer = mcp__red_span(x->dims, 0, axis);
     int64_t inner = mcp__red_span(x->dims, axis, x->rank);
@@ -273,7 +281,7 @@ mcp_status mcp__ref_reduce_layernorm_run(mcp_kernel_ctx *ctx)
         return MCP_STATUS_OUT_OF_MEMORY;
     if (outer == 0) return MCP_STATUS_OK;
     double *owned;
-    const double *sv = ln_expand(ctx, scale, bias, sstr, bstr, nr, nd, inner, &owned), *bv = sv + inner;
+    const double *sv = mcp__red_norm_expand(ctx, scale, bias, sstr, bstr, nr, nd, inner, &owned), *bv = sv + inner;
     if (!sv) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     if (x->dtype == MCP_DTYPE_FLOAT && inner > 0) {
         ln_rows_f32(ctx, x, sv, bv, bias != NULL, eps, y, mo, io, outer, inner);

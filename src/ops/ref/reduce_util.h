@@ -245,6 +245,19 @@ static inline double mcp__red_sum_f32(const float *x, int64_t n)
     return (s0 + s1) + (s2 + s3);
 }
 
+/* The affine parameters of a normalization over X.shape[axis:]
+ * (LayerNormalization, RMSNormalization): Scale (named scale_name in
+ * messages) and B (may be NULL), broadcast by numpy's rules to that shape,
+ * get their strides over it (failing with a message naming the input);
+ * mcp__red_norm_expand then expands them into `inner` doubles each (bv =
+ * sv + inner) in scratch or, when the host has none, in *owned, which the
+ * caller frees. */
+mcp_status mcp__red_norm_strides(mcp_kernel_ctx *ctx, const mcp_tensor *x, int axis, const mcp_tensor *scale,
+                                 const char *scale_name, const mcp_tensor *bias, int64_t *sstr, int64_t *bstr);
+double *mcp__red_norm_expand(mcp_kernel_ctx *ctx, const mcp_tensor *scale, const mcp_tensor *bias,
+                             const int64_t *sstr, const int64_t *bstr, int nr, const int64_t *nd, int64_t inner,
+                             double **owned);
+
 /* Run functions defined in reduce_*.c and listed in reduce.c. */
 mcp_status mcp__ref_reduce_softmax_run(mcp_kernel_ctx *ctx);
 mcp_status mcp__ref_reduce_logsoftmax_run(mcp_kernel_ctx *ctx);

@@ -389,7 +389,7 @@ static void attention_row(const mcp_attention_plan *p, int64_t b, int64_t h, int
 }
 
 /* Y, and the qk_matmul_output the node asks for. */
-mcp_status mcp__ref_attention_outputs(mcp_kernel_ctx *ctx, const mcp_attention_plan *p, mcp_tensor **y,
+mcp_status mcp_attention_outputs(mcp_kernel_ctx *ctx, const mcp_attention_plan *p, mcp_tensor **y,
                                       mcp_tensor **qk)
 {
     int64_t ydims[4];
@@ -418,7 +418,7 @@ static mcp_status run_attention(mcp_kernel_ctx *ctx)
     mcp_attention_plan p;
     mcp_status st = mcp_attention_plan_init(ctx, &p);
     mcp_tensor *y, *qk;
-    if (st == MCP_STATUS_OK) st = mcp__ref_attention_outputs(ctx, &p, &y, &qk);
+    if (st == MCP_STATUS_OK) st = mcp_attention_outputs(ctx, &p, &y, &qk);
     if (st == MCP_STATUS_OK) st = mcp_attention_write_present(ctx, &p);
     if (st != MCP_STATUS_OK) return st;
     const int64_t rows = p.batch * p.hq * p.sq;
@@ -539,38 +539,6 @@ static mcp_status run_rotary(mcp_kernel_ctx *ctx)
 
 /* ---- RMSNormalization ---- */
 
-/* Expands a parameter broadcast (numpy rules, unidirectionally) to the
- * normalized shape nd[0..nr) into `inner` doubles. */
-static mcp_status expand_param(mcp_kernel_ctx *ctx, const char *name, const mcp_tensor *p, int nr, const int64_t *nd,
-                               int64_t inner, double *out)
-{
-    if (!float_type(p->dtype))
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' has type %s; a float type expected", name,
-                         mcp_dtype_name(p->dtype));
-    if (p->rank > nr)
-        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' has rank %d, more than the normalized rank %d",
-                         name, p->rank, nr);
-    int64_t str[MCP_MAX_RANK], s = 1;
-    for (int i = nr - 1; i >= 0; i--) {
-        int pi = i - (nr - p->rank);
-        int64_t pd = pi >= 0 ? p->dims[pi] : 1;
-        if (pd != nd[i] && pd != 1)
-            return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input '%s' does not broadcast to the normalized shape",
-                             name);
-        str[i] = pd == 1 ? 0 : s;
-        s *= pd;
-    }
-    for (int64_t j = 0; j < inner; j++) {
-        int64_t rem = j, at = 0;
-        for (int i = nr - 1; i >= 0; i--) {
-            at += rem % nd[i] * str[i];
-            rem /= nd[i];
-        }
-        out[j] = mcp__red_ld_f64(p->dtype, p->data, at);
-    }
-    return MCP_STATUS_OK;
-}
-
 static mcp_status run_rmsnorm(mcp_kernel_ctx *ctx)
 {
     const mcp_tensor *x = mcp_kin(ctx, 0), *scale = mcp_kin(ctx, 1);
@@ -583,19 +551,20 @@ static mcp_status run_rmsnorm(mcp_kernel_ctx *ctx)
     if (x->rank == 0 || !mcp_axis_normalize(a, x->rank, &axis))
         return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "attribute 'axis' %lld is out of range for rank %d",
                          (long long)a, x->rank);
+    if (!float_type(scale->dtype))
+        return mcp_kfail(ctx, MCP_STATUS_INVALID_ARGUMENT, "input 'scale' has type %s; a float type expected",
+                         mcp_dtype_name(scale->dtype));
     double eps = mcp_kattr_float(ctx, "epsilon", 1e-5f);
+    int64_t sstr[MCP_MAX_RANK];
+    mcp_status st = mcp__red_norm_strides(ctx, x, axis, scale, "scale", NULL, sstr, NULL);
+    if (st != MCP_STATUS_OK) return st;
     int64_t outer = mcp__red_span(x->dims, 0, axis), inner = mcp__red_span(x->dims, axis, x->rank);
     mcp_tensor *y = mcp_kout_uninit(ctx, 0, x->dtype, x->rank, x->dims);
     if (!y) return MCP_STATUS_OUT_OF_MEMORY;
     if (outer == 0 || inner == 0) return MCP_STATUS_OK;
-    double *sv = mcp_kscratch(ctx, 0, (size_t)inner * sizeof *sv), *heap = NULL;
-    if (!sv && !(sv = heap = mcp_malloc((size_t)inner * sizeof *sv)))
-        return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
-    mcp_status st = expand_param(ctx, "scale", scale, x->rank - axis, x->dims + axis, inner, sv);
-    if (st != MCP_STATUS_OK) {
-        mcp_free(heap);
-        return st;
-    }
+    double *heap;
+    const double *sv = mcp__red_norm_expand(ctx, scale, NULL, sstr, NULL, x->rank - axis, x->dims + axis, inner, &heap);
+    if (!sv) return mcp_kfail(ctx, MCP_STATUS_OUT_OF_MEMORY, "out of memory");
     int nt = mcp_kthreads(ctx, outer * inner * 3);
     const int chunk = mcp_kchunk(inner * 3);
 #pragma omp parallel for num_threads(nt) schedule(dynamic, chunk) if (nt > 1)
